@@ -1,0 +1,1 @@
+"""Everything that touches the outside world, one module per outside tool."""
