@@ -1,0 +1,220 @@
+"""Image builds, including an offline Debian base image when no registry is reachable.
+
+Each image is tagged `testbed-<name>:latest` and labelled with a hash of its build inputs; an
+image whose label matches is reused (unless rebuild=True), so an unchanged tree builds nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.backends.run import run
+from orchestrator.errors import TestbedError, ToolError
+from orchestrator.paths import cache_dir, repo_root
+
+UPSTREAM_BASE = "debian:bookworm-slim"
+LOCAL_BASE = "testbed-base:bookworm"
+HASH_LABEL = "io.testbed.context-hash"
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    name: str
+    inputs: tuple[str, ...]  # repo-relative files/folders whose content defines the image
+
+    @property
+    def tag(self) -> str:
+        return f"testbed-{self.name}:latest"
+
+    @property
+    def dockerfile(self) -> str:
+        return f"images/{self.name}/Dockerfile"
+
+
+IMAGES: tuple[ImageSpec, ...] = (
+    ImageSpec("broker", ("images/broker",)),
+    ImageSpec("capture", ("images/capture",)),
+    ImageSpec("subscriber", ("images/subscriber", "orchestrator/clients", "orchestrator/__init__.py",
+                             "pyproject.toml")),
+    ImageSpec("publisher", ("images/publisher", "firmware/platformio/lib", "firmware/platformio/host")),
+)
+
+
+def spec(name: str) -> ImageSpec:
+    for s in IMAGES:
+        if s.name == name:
+            return s
+    raise TestbedError(f"unknown image {name!r}; known: {', '.join(s.name for s in IMAGES)}")
+
+
+def _files(root: Path, rel: str) -> Iterable[Path]:
+    p = root / rel
+    if p.is_file():
+        yield p
+    elif p.is_dir():
+        for f in sorted(p.rglob("*")):
+            if f.is_file() and "__pycache__" not in f.parts and "build" not in f.relative_to(p).parts[:1]:
+                yield f
+
+
+def context_hash(s: ImageSpec, base_image: str, root: Path | None = None) -> str:
+    root = root or repo_root()
+    h = hashlib.sha256(base_image.encode())
+    for rel in s.inputs:
+        for f in _files(root, rel):
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def image_label(tag: str, label: str) -> str | None:
+    proc = run(["docker", "image", "inspect", "-f", f'{{{{index .Config.Labels "{label}"}}}}', tag],
+               check=False, timeout=30)
+    if proc.returncode != 0:
+        return None
+    return proc.stdout.strip()
+
+
+def image_exists(tag: str) -> bool:
+    return run(["docker", "image", "inspect", tag], check=False, timeout=30).returncode == 0
+
+
+def image_digest(tag: str) -> str | None:
+    proc = run(["docker", "image", "inspect", "-f", "{{.Id}}", tag], check=False, timeout=30)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def build_argv(s: ImageSpec, base_image: str, chash: str, root: Path) -> list[str]:
+    return ["docker", "build", "-f", str(root / s.dockerfile), "-t", s.tag,
+            "--build-arg", f"BASE_IMAGE={base_image}", "--label", f"{HASH_LABEL}={chash}",
+            "--label", "io.testbed.owned=true", str(root)]
+
+
+# ---- the base image -------------------------------------------------------------------------
+
+def parse_apt_mirror(texts: Iterable[str], suite: str = "bookworm") -> str | None:
+    """The Debian mirror URL from apt sources (one-line or deb822 format) that serves ``suite``."""
+    for text in texts:
+        for line in text.splitlines():
+            m = re.match(r"^\s*deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+(\S+)", line)
+            if m and m.group(2) == suite and "security" not in m.group(1):
+                return m.group(1)
+        for stanza in re.split(r"\n\s*\n", text):
+            fields = dict(re.findall(r"^(\w[\w-]*):\s*(.+)$", stanza, flags=re.M))
+            if "deb" in fields.get("Types", "").split() and suite in fields.get("Suites", "").split():
+                uri = fields.get("URIs", "").split()
+                if uri and "security" not in uri[0]:
+                    return uri[0]
+    return None
+
+
+def machine_apt_mirror() -> str:
+    texts = []
+    for p in [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]:
+        if p.is_file():
+            texts.append(p.read_text(errors="replace"))
+    mirror = parse_apt_mirror(texts)
+    if mirror is None:
+        raise TestbedError("no Debian bookworm mirror found in /etc/apt/sources.list{,.d}",
+                           hint="pass --mirror URL to `testbed images build`")
+    return mirror
+
+
+def debootstrap_argv(target: Path, mirror: str, suite: str = "bookworm") -> list[str]:
+    return ["debootstrap", "--variant=minbase", "--include=ca-certificates", suite, str(target), mirror]
+
+
+def resolve_base_image(progress: Callable[[str], None] = lambda _m: None, *, mirror: str | None = None,
+                       rebuild: bool = False) -> str:
+    """debian:bookworm-slim when it is here or can be pulled, else a local debootstrap image."""
+    if not rebuild:
+        if image_exists(UPSTREAM_BASE):
+            return UPSTREAM_BASE
+        if image_exists(LOCAL_BASE):
+            return LOCAL_BASE
+        progress(f"pulling {UPSTREAM_BASE}")
+        if run(["docker", "pull", "-q", UPSTREAM_BASE], check=False, timeout=120).returncode == 0:
+            return UPSTREAM_BASE
+    progress(f"no registry: building {LOCAL_BASE} with debootstrap (about a minute)")
+    build_local_base(mirror or machine_apt_mirror())
+    return LOCAL_BASE
+
+
+def build_local_base(mirror: str) -> None:
+    if shutil.which("debootstrap") is None:
+        raise TestbedError("no container registry is reachable and debootstrap is missing",
+                           hint="apt-get install -y debootstrap (make does this as root)")
+    if os.geteuid() != 0:
+        raise TestbedError("building the offline base image with debootstrap needs root")
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="testbed-rootfs-", dir=cache_dir()) as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        try:
+            run(debootstrap_argv(rootfs, mirror), timeout=900)
+        except ToolError as exc:
+            raise TestbedError(f"debootstrap from {mirror} failed", evidence=exc.evidence) from exc
+        tarball = Path(tmp) / "rootfs.tar"
+        run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], timeout=300)
+        run(["docker", "import", "--change", "CMD [\"/bin/bash\"]", str(tarball), LOCAL_BASE], timeout=300)
+
+
+# ---- wheelhouse for the subscriber image ------------------------------------------------------
+
+def build_wheelhouse(root: Path) -> Path:
+    """Our package (no deps) and paho-mqtt as wheels in .cache/wheelhouse, for installs inside images."""
+    wh = cache_dir() / "wheelhouse"
+    wh.mkdir(parents=True, exist_ok=True)
+    for old in wh.glob("mqtt_tls_testbed-*.whl"):
+        old.unlink()
+    with tempfile.TemporaryDirectory(prefix="testbed-wheel-") as tmp:
+        run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp,
+             str(root)], timeout=300)
+        for w in Path(tmp).glob("*.whl"):
+            shutil.copy2(w, wh / w.name)
+    if not list(wh.glob("paho_mqtt-*.whl")):
+        try:
+            from importlib.metadata import version
+            paho = f"paho-mqtt=={version('paho-mqtt')}"
+        except Exception:  # noqa: BLE001 - any lookup failure: take the newest 2.x
+            paho = "paho-mqtt>=2,<3"
+        run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(wh),
+             paho], timeout=300, hint="the subscriber image needs a paho-mqtt wheel from PyPI once")
+    return wh
+
+
+def build_images(names: Iterable[str] | None = None, *, rebuild: bool = False,
+                 progress: Callable[[str], None] = lambda _m: None, mirror: str | None = None) -> dict[str, str]:
+    """Build (or reuse) the images; returns tag -> 'built' | 'reused'."""
+    root = repo_root()
+    wanted = [spec(n) for n in names] if names else list(IMAGES)
+    base = resolve_base_image(progress, mirror=mirror)
+    # BuildKit needs the buildx component (Debian's docker.io 20.10 has none): use it only when present
+    buildkit = "1" if run(["docker", "buildx", "version"], check=False, timeout=30).returncode == 0 else "0"
+    result: dict[str, str] = {}
+    for s in wanted:
+        chash = context_hash(s, base, root)
+        if not rebuild and image_label(s.tag, HASH_LABEL) == chash:
+            result[s.tag] = "reused"
+            continue
+        if s.name == "subscriber":
+            progress("building the wheelhouse (our package + paho-mqtt)")
+            build_wheelhouse(root)
+        progress(f"building {s.tag} on {base}")
+        try:
+            run(build_argv(s, base, chash, root), timeout=1800, env={"DOCKER_BUILDKIT": buildkit})
+        except ToolError as exc:
+            raise TestbedError(f"building {s.tag} failed", evidence=exc.evidence,
+                               hint="`testbed images build --rebuild` retries from scratch") from exc
+        result[s.tag] = "built"
+    return result
+
+
+def missing_images(names: Iterable[str]) -> list[str]:
+    return [spec(n).tag for n in names if not image_exists(spec(n).tag)]

@@ -1,0 +1,68 @@
+"""Render Mosquitto's configuration (and, for TLS-1.2-only scenarios, an OpenSSL config) from a Scenario.
+
+Paths are as the broker container sees them: the run folder is mounted at /data and the
+entrypoint copies the PKI to /run/testbed/pki, owned by the mosquitto user.
+"""
+
+from __future__ import annotations
+
+from orchestrator.model.scenario import Scenario
+
+CONTAINER_PKI = "/run/testbed/pki"
+CONTAINER_PASSWORDS = "/run/testbed/passwords"
+
+
+def render_mosquitto_conf(scenario: Scenario) -> str:
+    lines = [
+        f"# rendered by testbed from scenario '{scenario.name}'; do not edit, it is rewritten every run",
+        "per_listener_settings true",
+        "persistence false",
+        "log_dest stdout",
+        "log_type error",
+        "log_type warning",
+        "log_type notice",
+        "log_type information",
+        "connection_messages true",
+        "log_timestamp_format %Y-%m-%dT%H:%M:%S",
+        "",
+        # the only listener: TLS scenarios have NO plaintext listener
+        f"listener {scenario.port} 0.0.0.0",
+        "protocol mqtt",
+    ]
+    if scenario.tls is not None:
+        tls = scenario.tls
+        lines += [
+            f"cafile {CONTAINER_PKI}/ca.crt",
+            f"certfile {CONTAINER_PKI}/server.crt",
+            f"keyfile {CONTAINER_PKI}/server.key",
+            # a MINIMUM in Mosquitto: TLS 1.2-only scenarios are capped by the OpenSSL config (MaxProtocol)
+            f"tls_version tlsv{tls.min_version}",
+        ]
+        if tls.ciphers_tls12:
+            lines.append("ciphers " + ":".join(tls.ciphers_tls12))
+        if tls.ciphers_tls13:
+            lines.append("ciphers_tls1.3 " + ":".join(tls.ciphers_tls13))
+        if tls.client_auth == "certificate":
+            lines += ["require_certificate true", "use_identity_as_username true"]
+        else:
+            lines.append("require_certificate false")
+    if scenario.anonymous:
+        lines.append("allow_anonymous true")
+    else:
+        lines.append("allow_anonymous false")
+        if scenario.tls is None or scenario.tls.client_auth == "password":
+            lines.append(f"password_file {CONTAINER_PASSWORDS}")
+    return "\n".join(lines) + "\n"
+
+
+def render_openssl_conf(scenario: Scenario) -> str | None:
+    """An OPENSSL_CONF capping the broker at TLS 1.2, or None when no cap is needed."""
+    if scenario.tls is None or scenario.tls.max_version != "1.2":
+        return None
+    return (
+        "# rendered by testbed: Mosquitto's tls_version is only a minimum; this caps the broker at TLS 1.2\n"
+        "openssl_conf = openssl_init\n\n"
+        "[openssl_init]\nssl_conf = ssl_sect\n\n"
+        "[ssl_sect]\nsystem_default = system_default_sect\n\n"
+        "[system_default_sect]\nMaxProtocol = TLSv1.2\n"
+    )

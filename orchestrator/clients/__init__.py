@@ -1,0 +1,1 @@
+"""Programs that run inside the testbed's containers. Standard library + paho-mqtt only."""

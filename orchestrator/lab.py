@@ -1,0 +1,207 @@
+"""One live topology (broker + capture + subscriber [+ publisher]) for `testbed up` or one run.
+
+The run folder is mounted at /data in every container:
+    config/   mosquitto.conf (+ openssl.cnf for TLS-1.2-only scenarios)
+    pki/      throwaway CA, server (and client) certificates, passwords.txt  (secrets: 0600)
+    capture/  capture.pcapng written by the sidecar
+    logs/     subscriber.csv, subscriber_status.json, publisher.csv, publisher_summary.json, broker.log
+    keylogs/  NSS key logs of our clients, so the capture can be decrypted
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.backends import compose
+from orchestrator.backends.compose import Topology
+from orchestrator.brokerconf import render_mosquitto_conf, render_openssl_conf
+from orchestrator.errors import TestbedError
+from orchestrator.model.scenario import Scenario
+from orchestrator.pki import Pki, ensure_pki
+
+DATA = "/data"
+TOPIC = "testbed/sensors"
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config"
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def capture(self) -> Path:
+        return self.root / "capture" / "capture.pcapng"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def keylogs(self) -> Path:
+        return self.root / "keylogs"
+
+    @property
+    def subscriber_log(self) -> Path:
+        return self.logs / "subscriber.csv"
+
+    @property
+    def subscriber_status(self) -> Path:
+        return self.logs / "subscriber_status.json"
+
+    @property
+    def publisher_log(self) -> Path:
+        return self.logs / "publisher.csv"
+
+    @property
+    def publisher_summary(self) -> Path:
+        return self.logs / "publisher_summary.json"
+
+    def in_container(self, path: Path) -> str:
+        return f"{DATA}/{path.relative_to(self.root).as_posix()}"
+
+
+def prepare_run_dir(run_dir: Path, scenario: Scenario) -> tuple[Layout, Pki | None]:
+    """Folders, rendered broker config and (for TLS) the throwaway PKI."""
+    lay = Layout(run_dir)
+    for d in (lay.config, lay.pki, lay.capture.parent, lay.logs, lay.keylogs):
+        d.mkdir(parents=True, exist_ok=True)
+    (lay.config / "mosquitto.conf").write_text(render_mosquitto_conf(scenario))
+    ossl = render_openssl_conf(scenario)
+    ossl_path = lay.config / "openssl.cnf"
+    if ossl:
+        ossl_path.write_text(ossl)
+    elif ossl_path.exists():
+        ossl_path.unlink()
+    pki = None
+    if scenario.tls is not None:
+        pki = ensure_pki(lay.pki, scenario.tls.key_type, clients=scenario.tls.client_auth == "certificate")
+    elif not scenario.anonymous:
+        pki = ensure_pki(lay.pki, "ecdsa-p256")  # only its passwords.txt is used
+    # a container writes the capture as root; an earlier run's file must not be mistaken for this one's
+    for stale in (lay.capture, lay.subscriber_log, lay.subscriber_status):
+        if stale.exists():
+            stale.unlink()
+    return lay, pki
+
+
+def subscriber_args(scenario: Scenario, lay: Layout, *, qos: int = 0, topic: str = TOPIC) -> list[str]:
+    args = ["--host", "broker", "--port", str(scenario.port), "--topic", topic, "--qos", str(qos),
+            "--out", lay.in_container(lay.subscriber_log), "--status", lay.in_container(lay.subscriber_status)]
+    if scenario.tls is not None:
+        args += ["--tls", "--ca", lay.in_container(lay.pki / "ca.crt"), "--server-name", "broker",
+                 "--tls-max", scenario.tls.client_version,
+                 "--keylog", lay.in_container(lay.keylogs / "subscriber.keys")]
+        if scenario.client_ciphers_openssl():
+            args += ["--ciphers", ":".join(scenario.client_ciphers_openssl())]
+        if scenario.tls.client_auth == "certificate":
+            args += ["--cert", lay.in_container(lay.pki / "subscriber.crt"),
+                     "--key", lay.in_container(lay.pki / "subscriber.key")]
+    if not scenario.anonymous and (scenario.tls is None or scenario.tls.client_auth == "password"):
+        args += ["--username", "subscriber", "--password-file", lay.in_container(lay.pki / "passwords.txt")]
+    return args
+
+
+def topology(scenario: Scenario, lay: Layout, *, host_port: int | None = None, expose: bool = False,
+             qos: int = 0, publisher_args: list[str] | None = None) -> Topology:
+    return Topology(run_dir=lay.root, port=scenario.port, host_port=host_port or scenario.port,
+                    bind="0.0.0.0" if expose else "127.0.0.1",
+                    subscriber_args=subscriber_args(scenario, lay, qos=qos),
+                    publisher_args=publisher_args or [])
+
+
+def read_status(lay: Layout) -> dict[str, object]:
+    try:
+        return dict(json.loads(lay.subscriber_status.read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def container_running(service: str) -> bool:
+    for c in compose.ps():
+        if c.get("Service") == service:
+            return str(c.get("State")) == "running"
+    return False
+
+
+def wait_subscribed(lay: Layout, timeout_s: float = 30.0) -> dict[str, object]:
+    """Wait until the subscriber reports SUBACK; evidence attached when it does not."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        st = read_status(lay)
+        if st.get("error"):
+            raise TestbedError(f"the subscriber failed: {st['error']}", evidence=compose.logs(["subscriber"]))
+        if st.get("subscribed"):
+            return st
+        if not container_running("subscriber"):
+            raise TestbedError("the subscriber container exited before it subscribed",
+                               evidence=compose.logs(["subscriber", "broker"]))
+        time.sleep(0.2)
+    raise TestbedError(f"the subscriber did not subscribe within {timeout_s:g} s",
+                       evidence=compose.logs(["subscriber", "broker"]))
+
+
+def count_lines(path: Path) -> int:
+    """Complete data lines of a line-buffered CSV (header and a torn last line excluded)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return 0
+    return max(0, data.count(b"\n") - 1)
+
+
+def wait_for_messages(lay: Layout, expected: int, timeout_s: float,
+                      progress: Callable[[int], None] = lambda _n: None,
+                      stop_early: Callable[[], bool] = lambda: False) -> int:
+    """Count (not sleep) until ``expected`` messages arrived or the timeout expires; the count."""
+    deadline = time.monotonic() + timeout_s
+    n = 0
+    while time.monotonic() < deadline:
+        n = count_lines(lay.subscriber_log)
+        progress(n)
+        if n >= expected or stop_early():
+            return n
+        time.sleep(0.05)
+    return count_lines(lay.subscriber_log)
+
+
+@contextmanager
+def running_lab(scenario: Scenario, run_dir: Path, *, host_port: int | None = None, expose: bool = False,
+                qos: int = 0, keep: bool = False) -> Iterator[tuple[Layout, Pki | None, Topology]]:
+    """Bring up broker + capture + subscriber; always tear down (also on Ctrl-C) unless keep=True."""
+    lay, pki = prepare_run_dir(run_dir, scenario)
+    topo = topology(scenario, lay, host_port=host_port, expose=expose, qos=qos)
+    compose.check_port_free(topo.bind, topo.host_port)
+    try:
+        compose.up(topo)
+        wait_subscribed(lay)
+        yield lay, pki, topo
+    except BaseException:
+        keep = False
+        raise
+    finally:
+        if not keep:
+            save_broker_log(lay)
+            compose.down()
+
+
+def save_broker_log(lay: Layout) -> None:
+    try:
+        text = compose.logs(["broker"], tail=100000)
+    except TestbedError:
+        return
+    tmp = lay.logs / "broker.log.tmp"
+    tmp.write_text(text + "\n")
+    os.replace(tmp, lay.logs / "broker.log")
