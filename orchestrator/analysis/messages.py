@@ -1,0 +1,117 @@
+"""Per-packet table -> one row per MQTT message (several can share a frame) -> per-message table.
+
+Length attribution when messages share a frame: ``mqtt_len`` and ``tls_record_len`` are each
+message's own (TLS records pair 1:1 with MQTT messages whenever a frame holds as many application
+data records as MQTT messages, else ``tls_record_len`` is left empty); ``tcp_payload_len`` and
+``frame_len`` are the whole segment's, shared by its ``msgs_in_frame`` messages, so overhead
+figures are taken only from messages alone in their frame.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from orchestrator.analysis.tshark_export import AGGREGATOR
+from orchestrator.clients.payload import parse_payload
+
+PUBLISH = 3
+TLS_APPLICATION_DATA = "23"
+PACKET_COLUMNS = ("frame", "time", "stream", "src_port", "dst_port", "frame_len", "tcp_len", "ip_hdr_len",
+                  "tcp_hdr_len", "retrans")
+
+
+def _flatten(col: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Per-row occurrence counts and the flat list of all occurrences, in row order."""
+    values = col.tolist()
+    if not values:
+        return np.zeros(0, dtype=np.int64), []
+    joined = "\n".join(values)
+    raw = np.frombuffer(joined.encode("ascii", errors="replace"), dtype=np.uint8)
+    pipes = np.flatnonzero(raw == ord(AGGREGATOR))
+    ends = np.append(np.searchsorted(pipes, np.flatnonzero(raw == ord("\n"))), len(pipes))
+    counts = np.diff(ends, prepend=0) + 1
+    return counts.astype(np.int64), joined.replace("\n", AGGREGATOR).split(AGGREGATOR)
+
+
+def _to_int(values: list[str]) -> pd.array:
+    """Decimal strings -> nullable ints (fast path when none is empty)."""
+    try:
+        return pd.array(np.array(values, dtype="U").astype(np.int64), dtype="Int64")
+    except ValueError:
+        return pd.array(pd.to_numeric(pd.Series(values, dtype=object), errors="coerce"), dtype="Int64")
+
+
+def mqtt_header_len(remaining: np.ndarray) -> np.ndarray:
+    """Fixed header size: 1 type byte + the variable-length 'remaining length' (1..4 bytes)."""
+    return 1 + np.select([remaining < 128, remaining < 16384, remaining < 2097152], [1, 2, 3], 4)
+
+
+def explode_mqtt(packets: pd.DataFrame) -> pd.DataFrame:
+    """One row per MQTT message with its frame's columns, TLS record length and decoded payload."""
+    m = packets[packets["mqtt_type"] != ""]
+    n_type, types = _flatten(m["mqtt_type"])
+    n_len, lens = _flatten(m["mqtt_len"])
+    if not np.array_equal(n_type, n_len):  # a message without length field: should never happen
+        lens = [v for t, ln in zip(m["mqtt_type"], m["mqtt_len"], strict=True)
+                for v in (ln.split(AGGREGATOR) if ln.count(AGGREGATOR) == t.count(AGGREGATOR)
+                          else [""] * (t.count(AGGREGATOR) + 1))]
+    rows = np.repeat(np.arange(len(m)), n_type)
+    starts = np.repeat(np.cumsum(n_type) - n_type, n_type)
+    msgs = m[list(PACKET_COLUMNS)].iloc[rows].reset_index(drop=True)
+    msgs["idx_in_frame"] = np.arange(len(rows)) - starts
+    msgs["msgs_in_frame"] = np.repeat(n_type, n_type)
+    msgs["mqtt_type"] = _to_int(types)
+    rem = pd.Series(_to_int(lens))
+    msgs["mqtt_len"] = (rem + mqtt_header_len(rem.fillna(0).to_numpy())).astype("Int64")
+
+    msgs["tls_record_len"] = _tls_record_lengths(m, n_type)
+    payload_hex = _publish_payloads(m, (msgs["mqtt_type"] == PUBLISH).fillna(False).to_numpy(), rows)
+    msgs["payload_len"] = pd.array([len(h) // 2 if h is not None else pd.NA for h in payload_hex],
+                                   dtype="Int64")
+    parsed = [parse_payload(bytes.fromhex(h)) if h else None for h in payload_hex]
+    msgs["seq"] = pd.array([p[0] if p else pd.NA for p in parsed], dtype="Int64")
+    msgs["payload_t_send_us"] = pd.array([p[1] if p else pd.NA for p in parsed], dtype="Int64")
+    return msgs
+
+
+def _tls_record_lengths(m: pd.DataFrame, n_msgs: np.ndarray) -> pd.array:
+    """Application-data record lengths paired 1:1 with a frame's MQTT messages (else NA)."""
+    out = pd.array([pd.NA] * int(n_msgs.sum()), dtype="Int64")
+    n_ct, cts = _flatten(m["tls_ctype"])
+    n_rl, rls = _flatten(m["tls_rec_len"])
+    if not len(m) or not (m["tls_ctype"] != "").any():
+        return out
+    ct = np.array(cts)
+    is_app = ct == TLS_APPLICATION_DATA
+    row_of = np.repeat(np.arange(len(m)), n_ct)
+    app_per_row = np.bincount(row_of[is_app], minlength=len(m))
+    aligned = n_ct == n_rl
+    good_row = aligned & (app_per_row == n_msgs) & (m["tls_ctype"] != "").to_numpy()
+    if not good_row.any():
+        return out
+    rl = np.array(rls) if np.array_equal(n_ct, n_rl) else None
+    if rl is None:  # rows where lengths and types do not align are skipped one by one
+        rl_list = [v for c, r in zip(m["tls_ctype"], m["tls_rec_len"], strict=True)
+                   for v in (r.split(AGGREGATOR) if c.count(AGGREGATOR) == r.count(AGGREGATOR)
+                             else [""] * (c.count(AGGREGATOR) + 1))]
+        rl = np.array(rl_list)
+    take = is_app & good_row[row_of]
+    msg_good = np.repeat(good_row, n_msgs)
+    out[np.flatnonzero(msg_good)] = _to_int(list(rl[take]))
+    return out
+
+
+def _publish_payloads(m: pd.DataFrame, is_pub: np.ndarray, row_of: np.ndarray) -> list[str | None]:
+    """Hex payload of each PUBLISH (None for other messages or when a frame's count does not match)."""
+    pub_per_row = np.bincount(row_of[is_pub], minlength=len(m))
+    has_msg = (m["mqtt_msg"] != "").to_numpy()
+    n_msg = np.where(has_msg, _flatten(m["mqtt_msg"])[0], 0)
+    good_row = n_msg == pub_per_row
+    flat = AGGREGATOR.join(m["mqtt_msg"][has_msg & good_row].tolist()).split(AGGREGATOR) \
+        if (has_msg & good_row).any() else []
+    out: list[str | None] = [None] * len(is_pub)
+    targets = np.flatnonzero(is_pub & good_row[row_of])
+    for i, h in zip(targets, flat, strict=True):
+        out[i] = h
+    return out

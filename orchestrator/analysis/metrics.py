@@ -1,0 +1,192 @@
+"""Every per-run metric of MEASUREMENT.md, as pure functions over the tables.
+
+Values that cannot be computed are None (JSON null), never a made-up number.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+STAT_KEYS = ("n", "mean", "median", "p95", "p99", "min", "max", "std", "ci95_low", "ci95_high",
+             "negative_count")
+
+
+def _f(x: Any) -> float | None:
+    """Plain float or None (NaN, None, pd.NA -> None)."""
+    if x is None or x is pd.NA:
+        return None
+    v = float(x)
+    return None if math.isnan(v) or math.isinf(v) else v
+
+
+def describe(values: np.ndarray | pd.Series) -> dict[str, Any]:
+    """Summary statistics, 95 % CI of the mean (Student t), count of negative values."""
+    v = np.asarray(pd.Series(values, dtype="float64").dropna(), dtype="float64")
+    n = int(v.size)
+    out: dict[str, Any] = {"available": n > 0, "n": n}
+    if n == 0:
+        out.update({k: None for k in STAT_KEYS if k != "n"})
+        return out
+    mean = float(v.mean())
+    std = float(v.std(ddof=1)) if n > 1 else None
+    half = (float(sps.t.ppf(0.975, n - 1)) * std / math.sqrt(n)) if std is not None else None
+    out.update({
+        "mean": mean, "median": float(np.median(v)),
+        "p95": float(np.percentile(v, 95)), "p99": float(np.percentile(v, 99)),
+        "min": float(v.min()), "max": float(v.max()), "std": std,
+        "ci95_low": mean - half if half is not None else None,
+        "ci95_high": mean + half if half is not None else None,
+        "negative_count": int((v < 0).sum()),
+    })
+    return out
+
+
+def unavailable_stats(reason: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"available": False, "reason": reason}
+    out.update({k: None for k in STAT_KEYS})
+    return out
+
+
+def jitter(per_message: pd.DataFrame) -> dict[str, Any]:
+    """Mean absolute difference of consecutive delays in sequence order, and std of delay."""
+    d = per_message.sort_values("seq")["delay_ms"].astype("float64").dropna().to_numpy()
+    return {
+        "mean_abs_diff": float(np.abs(np.diff(d)).mean()) if d.size > 1 else None,
+        "std": float(d.std(ddof=1)) if d.size > 1 else None,
+        "n": int(d.size),
+    }
+
+
+def throughput(packets: pd.DataFrame, inbound: pd.DataFrame, pub_streams: set[int],
+               broker_port: int) -> dict[str, Any]:
+    """Wire and payload bits of the publisher->broker direction over first..last PUBLISH."""
+    if inbound.empty:
+        return {"window_s": None, "wire_bytes": None, "wire_bps": None, "payload_bytes": None,
+                "goodput_bps": None, "frames": None, "first_publish_time": None, "last_publish_time": None}
+    t0, t1 = float(inbound["time"].min()), float(inbound["time"].max())
+    sel = (packets["dst_port"] == broker_port) & packets["stream"].isin(pub_streams) \
+        & (packets["time"] >= t0) & (packets["time"] <= t1)
+    wire = int(packets.loc[sel, "frame_len"].sum())
+    payload = int(inbound["payload_len"].fillna(0).sum())
+    span = t1 - t0
+    return {
+        "window_s": span,
+        "wire_bytes": wire,
+        "wire_bps": wire * 8 / span if span > 0 else None,
+        "payload_bytes": payload,
+        "goodput_bps": payload * 8 / span if span > 0 else None,
+        "frames": int(sel.sum()),
+        "first_publish_time": t0,
+        "last_publish_time": t1,
+    }
+
+
+def loss(sub_log: pd.DataFrame | None, samples_expected: int, *,
+         out_seqs: pd.Series | None = None) -> dict[str, Any]:
+    """Loss, duplicates and out-of-order arrivals, each counted separately.
+
+    From the subscriber log in arrival order when there is one, else from the broker->subscriber
+    leg of the capture. ``duplicates``: arrivals of an already received seq; ``out_of_order``: first
+    arrivals whose seq is lower than one received before; ``unexpected``: seqs outside 0..N-1.
+    """
+    if sub_log is not None:
+        seqs, source = sub_log["seq"].to_numpy(dtype=np.int64), "subscriber log"
+    elif out_seqs is not None:
+        seqs, source = out_seqs.dropna().to_numpy(dtype=np.int64), "capture (broker->subscriber)"
+    else:
+        return {"sent": samples_expected, "received_unique": None, "loss_pct": None, "duplicates": None,
+                "out_of_order": None, "unexpected": None, "received_total": None, "source": None}
+    first = ~pd.Series(seqs).duplicated().to_numpy()
+    uniq = seqs[first]
+    in_range = (uniq >= 0) & (uniq < samples_expected)
+    prior_max = np.maximum.accumulate(np.concatenate([[-1], uniq]))[:-1]
+    received = int(in_range.sum())
+    return {
+        "sent": samples_expected,
+        "received_unique": received,
+        "loss_pct": (samples_expected - received) / samples_expected * 100 if samples_expected > 0 else None,
+        "duplicates": int((~first).sum()),
+        "out_of_order": int((uniq < prior_max).sum()),
+        "unexpected": int((~in_range).sum()),
+        "received_total": int(seqs.size),
+        "source": source,
+    }
+
+
+def retransmissions(packets: pd.DataFrame, streams: set[int], broker_port: int) -> dict[str, Any]:
+    sel = packets["stream"].isin(streams)
+    data = sel & (packets["tcp_len"] > 0)
+    to_broker = sel & (packets["dst_port"] == broker_port)
+    return {
+        "tcp_retransmissions": int((sel & packets["retrans"]).sum()),
+        "tcp_retransmissions_to_broker": int((to_broker & packets["retrans"]).sum()),
+        "tcp_data_segments": int(data.sum()),
+    }
+
+
+def overhead(inbound: pd.DataFrame, tls: bool) -> tuple[dict[str, Any], list[str]]:
+    """Medians per PUBLISH of the publisher->broker leg, over messages alone in their frame."""
+    warnings: list[str] = []
+    alone = inbound[inbound["msgs_in_frame"] == 1]
+    shared = len(inbound) - len(alone)
+    if shared:
+        warnings.append(f"{shared} of {len(inbound)} PUBLISH shared a TCP segment with other MQTT messages: "
+                        "their tcp_payload_len/frame_len are the whole segment's; overhead medians use only "
+                        "PUBLISH alone in their segment")
+
+    def med(col: str, frame: pd.DataFrame = alone) -> float | None:
+        s = frame[col].astype("float64").dropna()
+        return float(s.median()) if len(s) else None
+
+    tls_over = (inbound["tls_record_len"].astype("float64") + 5
+                - inbound["mqtt_len"].astype("float64")).dropna()
+    net = alone["frame_len"].astype("float64") - alone["tcp_hdr_len"] - alone["tcp_len"]
+    link = net - alone["ip_hdr_len"]
+    payload_med = med("payload_len", inbound)
+    mqtt_med = med("mqtt_len", inbound)
+    per_layer = {
+        "ethernet": _f(link.median()) if len(link.dropna()) else None,
+        "ip": med("ip_hdr_len"),
+        "tcp": med("tcp_hdr_len"),
+        "tls": float(tls_over.median()) if tls and len(tls_over) else (0.0 if not tls else None),
+        "mqtt_header": (mqtt_med - payload_med) if mqtt_med is not None and payload_med is not None else None,
+        "payload": payload_med,
+    }
+    return {
+        "n_publish": int(len(inbound)),
+        "n_alone_in_frame": int(len(alone)),
+        "mqtt_len": mqtt_med,
+        "tls_record_len": med("tls_record_len", inbound) if tls else None,
+        "tls_overhead": float(tls_over.median()) if tls and len(tls_over) else None,
+        "tcp_payload_len": med("tcp_len"),
+        "frame_len": med("frame_len"),
+        "tls_overhead_values": sorted({int(v) for v in tls_over.unique()}) if tls else [],
+        "per_layer": per_layer,
+    }, warnings
+
+
+def study_compatible(inbound: pd.DataFrame, packets: pd.DataFrame, run_streams: set[int],
+                     sent: int | None, received_total: int | None) -> dict[str, Any]:
+    """The study's Wireshark-style figures, labelled: NOT one-way delay."""
+    frames = inbound.drop_duplicates("frame")
+    n = len(frames)
+    span = float(frames["time"].max() - frames["time"].min()) if n > 1 else None
+    run_pk = packets[packets["stream"].isin(run_streams)]
+    cap_span = float(run_pk["time"].max() - run_pk["time"].min()) if len(run_pk) > 1 else None
+    cap_bytes = int(run_pk["frame_len"].sum())
+    return {
+        "mean_interarrival_ms": span * 1000 / (n - 1) if span is not None else None,
+        "throughput_bps": cap_bytes * 8 / cap_span if cap_span else None,
+        "captured_bytes": cap_bytes,
+        "capture_span_s": cap_span,
+        "loss_pct": (sent - received_total) / sent * 100 if sent and received_total is not None else None,
+        "note": ("Study-compatible definitions: mean_interarrival_ms = span of the frames carrying PUBLISH "
+                 "(publisher->broker) / (frames - 1), an inter-arrival time, NOT one-way delay; "
+                 "throughput_bps = all captured bytes of the run's TCP sessions x 8 / their time span; "
+                 "loss_pct = (sent - received) / sent with every received line counted."),
+    }

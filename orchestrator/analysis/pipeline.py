@@ -1,0 +1,393 @@
+"""One run's files -> per-packet table, per-message table, metrics -> per_message.csv, packets.csv,
+metrics.json (each written atomically).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from orchestrator.analysis import handshake, metrics
+from orchestrator.analysis.logs import read_publisher_log, read_subscriber_log
+from orchestrator.analysis.messages import PUBLISH, explode_mqtt
+from orchestrator.analysis.pcapfile import scan_capture
+from orchestrator.analysis.tshark_export import export_fields, parse_fields
+from orchestrator.errors import TestbedError
+
+SCHEMA_VERSION = 1
+ANALYSIS_VERSION = "1.0"
+TLS_RECORD_HEADER = 5
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """Everything one run's analysis reads. Logs are optional (a real ESP32 keeps no send log)."""
+
+    pcap: Path
+    broker_port: int
+    tls: bool
+    samples_expected: int
+    payload_bytes: int
+    keylogs: Sequence[Path] = ()
+    publisher_log: Path | None = None
+    subscriber_log: Path | None = None
+    expected_tls: tuple[str, int] | None = None  # e.g. ("TLS 1.2", 0xCCA9)
+    clocks_shared: bool = True  # False: publisher and subscriber clocks unrelated -> no delay figures
+
+    def __post_init__(self) -> None:
+        if not 0 < self.broker_port < 65536:
+            raise TestbedError(f"broker_port: {self.broker_port} is not a TCP port")
+        if self.samples_expected < 1:
+            raise TestbedError(f"samples_expected: must be >= 1, got {self.samples_expected}")
+        if self.payload_bytes < 1:
+            raise TestbedError(f"payload_bytes: must be >= 1, got {self.payload_bytes}")
+
+
+@dataclass
+class RunAnalysis:
+    per_packet: pd.DataFrame
+    per_message: pd.DataFrame
+    metrics: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+
+def _norm_version(v: str) -> str:
+    v = v.strip()
+    return v if v.upper().startswith("TLS") else f"TLS {v}"
+
+
+def check_negotiated(sessions: list[dict[str, Any]], expected: tuple[str, int], port: int) -> None:
+    """Every TLS session on the broker port must have negotiated the expected version and suite."""
+    want_v, want_s = _norm_version(expected[0]), expected[1]
+    want = f"{want_v} {handshake.suite_fields(want_s)['cipher_suite'] or ''} (0x{want_s:04x})"
+    seen = [s for s in sessions if s["cipher_suite_id"] is not None]
+    if not seen:
+        raise TestbedError(f"no TLS ServerHello on port {port} in the capture: cannot verify the negotiated "
+                           f"suite (expected {want})",
+                           hint="the capture must start before the clients connect")
+    for s in seen:
+        if s["version"] != want_v or int(s["cipher_suite_id"], 16) != want_s:
+            got = f"{s['version']} {s['cipher_suite'] or ''} ({s['cipher_suite_id']})"
+            raise TestbedError(
+                f"negotiated TLS differs from the scenario: session from {s['client_ip']}:{s['client_port']} "
+                f"to port {port} got {got}, expected {want}",
+                hint="check the broker's `ciphers` / `ciphers_tls1.3` / version cap and the clients' "
+                     "cipher lists",
+                evidence="\n".join(f"stream {x['stream']}: {x['version']} {x['cipher_suite_id']}"
+                                   for x in seen))
+
+
+def _us(t: pd.Series) -> pd.Series:
+    return pd.Series(np.rint(t.to_numpy(dtype="float64") * 1e6), index=t.index).astype("Int64")
+
+
+def _select_publish(msgs: pd.DataFrame, inputs: RunInputs, warnings: list[str]) -> tuple[pd.DataFrame, ...]:
+    pub = msgs[(msgs["mqtt_type"] == PUBLISH).fillna(False).to_numpy() & ~msgs["retrans"].to_numpy()]
+    port = inputs.broker_port
+    inbound = pub[pub["dst_port"] == port]
+    outbound = pub[pub["src_port"] == port]
+    sized_in = inbound[inbound["payload_len"] == inputs.payload_bytes]
+    sized_out = outbound[outbound["payload_len"] == inputs.payload_bytes]
+    other = len(inbound) + len(outbound) - len(sized_in) - len(sized_out)
+    if other:
+        warnings.append(f"{other} PUBLISH on port {port} with a payload other than {inputs.payload_bytes} B "
+                        "ignored (another session in the same capture?)")
+    return sized_in, sized_out
+
+
+def _no_publish_error(msgs: pd.DataFrame, packets: pd.DataFrame, inputs: RunInputs) -> TestbedError:
+    port = inputs.broker_port
+    on_port = int(((packets["dst_port"] == port) | (packets["src_port"] == port)).sum())
+    what = f"no MQTT PUBLISH of {inputs.payload_bytes} B on port {port} in {inputs.pcap}"
+    if on_port == 0:
+        return TestbedError(f"{what}: no packet at all on that port ({len(packets)} packets in the file)",
+                            hint="wrong broker port, or the capture ran on another interface")
+    if msgs.empty and inputs.tls:
+        return TestbedError(f"{what}: {on_port} packets on the port but no MQTT decoded",
+                            hint="TLS needs the clients' key logs (NSS format) to see MQTT inside; "
+                                 "are they given and from this run?")
+    if msgs.empty:
+        return TestbedError(f"{what}: {on_port} packets on the port but no MQTT in them",
+                            hint="is it really MQTT? is the --tls flag right?")
+    return TestbedError(f"{what}: the MQTT seen there carries no PUBLISH of that size",
+                        hint="check --payload and that the publisher ran")
+
+
+def _per_message(inb: pd.DataFrame, outb: pd.DataFrame, pub_log: pd.DataFrame | None,
+                 sub_log: pd.DataFrame | None, warnings: list[str]) -> pd.DataFrame:
+    inb = inb[inb["seq"].notna()]
+    outb = outb[outb["seq"].notna()]
+    for name, leg in (("publisher->broker", inb), ("broker->subscriber", outb)):
+        dups = int(leg["seq"].duplicated().sum())
+        if dups:
+            warnings.append(f"{dups} PUBLISH on the {name} leg repeat a sequence number already seen there; "
+                            "the first is used")
+    inb = inb.drop_duplicates("seq")
+    outb = outb.drop_duplicates("seq")
+    a = pd.DataFrame({
+        "seq": inb["seq"].astype("int64").to_numpy(),
+        "payload_t_send_us": inb["payload_t_send_us"].to_numpy(),
+        "broker_in_us": _us(inb["time"]).to_numpy(),
+        "in_frame": inb["frame"].to_numpy(),
+        "msgs_in_frame": inb["msgs_in_frame"].to_numpy(),
+        "payload_len": inb["payload_len"].to_numpy(),
+        "mqtt_len": inb["mqtt_len"].to_numpy(),
+        "tls_record_len": inb["tls_record_len"].to_numpy(),
+        "tcp_payload_len": inb["tcp_len"].astype("Int64").to_numpy(),
+        "frame_len": inb["frame_len"].to_numpy(),
+    })
+    b = pd.DataFrame({
+        "seq": outb["seq"].astype("int64").to_numpy(),
+        "out_payload_t_send_us": outb["payload_t_send_us"].to_numpy(),
+        "broker_out_us": _us(outb["time"]).to_numpy(),
+        "out_frame": outb["frame"].to_numpy(),
+        "out_msgs_in_frame": outb["msgs_in_frame"].to_numpy(),
+        "out_tls_record_len": outb["tls_record_len"].to_numpy(),
+        "out_frame_len": outb["frame_len"].to_numpy(),
+    })
+    pm = a.merge(b, on="seq", how="outer")
+    if pub_log is not None:
+        p = pub_log.drop_duplicates("seq")[["seq", "t_send_us"]]
+        pm = pm.merge(p, on="seq", how="outer")
+        pm["t_send_source"] = np.where(pm["t_send_us"].notna(), "publisher log", None)
+    else:
+        payload_t = pm["payload_t_send_us"].fillna(pm["out_payload_t_send_us"])
+        pm["t_send_us"] = payload_t
+        pm["t_send_source"] = np.where(payload_t.notna(), "payload", None)
+    if sub_log is not None:
+        first = sub_log.drop_duplicates("seq")[["seq", "t_recv_us"]]
+        counts = sub_log.groupby("seq").agg(recv_count=("seq", "size"), dup=("dup", "max")).reset_index()
+        pm = pm.merge(first, on="seq", how="outer").merge(counts, on="seq", how="left")
+    else:
+        pm["t_recv_us"] = pd.NA
+        pm["recv_count"] = pm["broker_out_us"].notna().astype("int64")
+        pm["dup"] = pd.NA
+    pm = pm.drop(columns=["out_payload_t_send_us"]).sort_values("seq", kind="stable").reset_index(drop=True)
+    for col in ("t_send_us", "t_recv_us", "broker_in_us", "broker_out_us", "recv_count", "dup", "in_frame",
+                "out_frame", "msgs_in_frame", "payload_len", "mqtt_len", "tls_record_len", "tcp_payload_len",
+                "frame_len", "out_tls_record_len", "out_frame_len", "out_msgs_in_frame", "payload_t_send_us"):
+        pm[col] = pd.array(pm[col], dtype="Int64") if col in pm else pd.NA
+    pm["recv_count"] = pm["recv_count"].fillna(0)
+    pm["delay_ms"] = (pm["t_recv_us"] - pm["t_send_us"]).astype("Float64") / 1000
+    pm["broker_transit_ms"] = (pm["broker_out_us"] - pm["broker_in_us"]).astype("Float64") / 1000
+    pm["tls_overhead"] = pm["tls_record_len"] + TLS_RECORD_HEADER - pm["mqtt_len"]
+    order = ["seq", "t_send_us", "t_send_source", "t_recv_us", "recv_count", "dup", "delay_ms",
+             "broker_in_us", "broker_out_us", "broker_transit_ms", "payload_len", "mqtt_len",
+             "tls_record_len", "tls_overhead", "tcp_payload_len", "frame_len", "msgs_in_frame", "in_frame",
+             "out_frame", "out_msgs_in_frame", "out_tls_record_len", "out_frame_len", "payload_t_send_us"]
+    return pm[order]
+
+
+def _legs(packets: pd.DataFrame, port: int, pub: set[int], sub: set[int]) -> np.ndarray:
+    to_b = (packets["dst_port"] == port).to_numpy()
+    from_b = (packets["src_port"] == port).to_numpy()
+    in_pub = packets["stream"].isin(pub).to_numpy()
+    in_sub = packets["stream"].isin(sub).to_numpy()
+    return np.select([in_pub & to_b, in_pub & from_b, in_sub & to_b, in_sub & from_b],
+                     ["publisher->broker", "broker->publisher", "subscriber->broker", "broker->subscriber"],
+                     "")
+
+
+def analyse_run(inputs: RunInputs) -> RunAnalysis:
+    """Analyse one run. Raises TestbedError on input that cannot give honest figures."""
+    warnings: list[str] = []
+    scan = scan_capture(inputs.pcap)
+    if scan.packets == 0:
+        raise TestbedError(f"capture {inputs.pcap} holds no packet ({scan.fmt}, {scan.size_bytes} bytes: "
+                           "header only)", hint="the capture stopped before any traffic, or ran on the wrong "
+                                                "interface")
+    if scan.truncated_bytes:
+        warnings.append(f"capture {inputs.pcap.name} is truncated: {scan.truncated_bytes} bytes after the "
+                        f"last complete packet were cut; the {scan.packets} complete packets are used")
+    text = export_fields(inputs.pcap, broker_port=inputs.broker_port, tls=inputs.tls,
+                         keylogs=list(inputs.keylogs), allow_truncated=scan.truncated_bytes > 0)
+    packets = parse_fields(text)
+    if packets.empty:
+        raise TestbedError(f"tshark read no packet from {inputs.pcap}")
+    if len(packets) != scan.packets:
+        warnings.append(f"tshark read {len(packets)} packets, the record walk counted {scan.packets}")
+    msgs = explode_mqtt(packets)
+    inbound, outbound = _select_publish(msgs, inputs, warnings)
+    if inbound.empty and outbound.empty:
+        raise _no_publish_error(msgs, packets, inputs)
+    unparsed = int(inbound["seq"].isna().sum() + outbound["seq"].isna().sum())
+    if unparsed:
+        warnings.append(f"{unparsed} PUBLISH payloads carry no readable sequence number: not matched to logs")
+    pub_streams = {int(s) for s in inbound["stream"].unique()}
+    sub_streams = {int(s) for s in outbound["stream"].unique()}
+    packets["leg"] = _legs(packets, inputs.broker_port, pub_streams, sub_streams)
+
+    pub_log = sub_log = None
+    if inputs.publisher_log is not None:
+        t = read_publisher_log(inputs.publisher_log)
+        pub_log, warnings = t.frame, warnings + t.warnings
+    if inputs.subscriber_log is not None:
+        t = read_subscriber_log(inputs.subscriber_log)
+        sub_log, warnings = t.frame, warnings + t.warnings
+    pm = _per_message(inbound, outbound, pub_log, sub_log, warnings)
+
+    m = _metrics(inputs, packets, msgs, inbound, outbound, pm, pub_log, sub_log, pub_streams, sub_streams,
+                 warnings)
+    out_packets = packets.drop(columns=["mqtt_msg"])
+    return RunAnalysis(out_packets, pm, m, warnings)
+
+
+def _metrics(inputs: RunInputs, packets: pd.DataFrame, msgs: pd.DataFrame, inbound: pd.DataFrame,
+             outbound: pd.DataFrame, pm: pd.DataFrame, pub_log: pd.DataFrame | None,
+             sub_log: pd.DataFrame | None, pub_streams: set[int], sub_streams: set[int],
+             warnings: list[str]) -> dict[str, Any]:
+    port = inputs.broker_port
+    if not inputs.clocks_shared:
+        delay = metrics.unavailable_stats("publisher and subscriber clocks are not shared or synchronised")
+    elif pm["delay_ms"].notna().any():
+        delay = metrics.describe(pm["delay_ms"])
+        delay["t_send_source"] = "publisher log" if pub_log is not None else "payload"
+    else:
+        delay = metrics.unavailable_stats("no message has both a send and a receive time")
+    if delay.get("negative_count"):
+        warnings.append(f"{delay['negative_count']} negative one-way delays (receive before send): clocks "
+                        "disagree; they are kept in the statistics")
+    transit = metrics.describe(pm["broker_transit_ms"])
+    if not transit["available"]:
+        transit["reason"] = "no PUBLISH seen on both legs of the broker"
+    jit = metrics.jitter(pm) if delay["available"] else {"mean_abs_diff": None, "std": None, "n": 0}
+
+    loss = metrics.loss(sub_log, inputs.samples_expected, out_seqs=outbound["seq"])
+    loss.update(metrics.retransmissions(packets, pub_streams | sub_streams, port))
+    loss["publisher_logged"] = int(len(pub_log)) if pub_log is not None else None
+    loss["captured_publisher_to_broker"] = int(inbound["seq"].nunique()) if len(inbound) else 0
+    loss["captured_broker_to_subscriber"] = int(outbound["seq"].nunique()) if len(outbound) else 0
+
+    overhead, ow = metrics.overhead(inbound, inputs.tls)
+    warnings.extend(ow)
+    sessions = handshake.sessions(packets, msgs, port)
+    for s in sessions:
+        s["role"] = ("publisher" if s["stream"] in pub_streams else
+                     "subscriber" if s["stream"] in sub_streams else "other")
+    pub_sessions = [s for s in sessions if s["role"] == "publisher"]
+    hs = _handshake_summary(pub_sessions)
+    tls_block = _tls_summary(sessions, pub_sessions, warnings)
+    if inputs.tls and inputs.expected_tls is not None:
+        check_negotiated(sessions, inputs.expected_tls, port)
+    sent = len(pub_log) if pub_log is not None else inputs.samples_expected
+    received_total = loss.get("received_total")
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "analysis_version": ANALYSIS_VERSION,
+        "inputs": {"samples_expected": inputs.samples_expected, "payload_bytes": inputs.payload_bytes,
+                   "broker_port": port, "tls": inputs.tls, "pcap": inputs.pcap.name,
+                   "keylogs": [p.name for p in inputs.keylogs],
+                   "publisher_log": inputs.publisher_log.name if inputs.publisher_log else None,
+                   "subscriber_log": inputs.subscriber_log.name if inputs.subscriber_log else None,
+                   "expected_tls": ({"version": _norm_version(inputs.expected_tls[0]),
+                                     "cipher_suite_id": f"0x{inputs.expected_tls[1]:04x}"}
+                                    if inputs.expected_tls else None),
+                   "clocks_shared": inputs.clocks_shared},
+        "capture": {"packets": int(len(packets)), "mqtt_messages": int(len(msgs)),
+                    "publish_publisher_to_broker": int(len(inbound)),
+                    "publish_broker_to_subscriber": int(len(outbound)),
+                    "publisher_streams": sorted(pub_streams), "subscriber_streams": sorted(sub_streams)},
+        "delay_ms": delay,
+        "broker_transit_ms": transit,
+        "jitter_ms": jit,
+        "throughput": metrics.throughput(packets, inbound, pub_streams, port),
+        "loss": loss,
+        "overhead_bytes": overhead,
+        "handshake": hs,
+        "tls": tls_block,
+        "study_compatible": metrics.study_compatible(inbound, packets, pub_streams | sub_streams, sent,
+                                                     received_total),
+        "warnings": warnings,
+    }
+
+
+_HS_KEYS = ("tcp_connect_ms", "tls_handshake_ms", "mqtt_connect_ms", "bytes_client_to_server",
+            "bytes_server_to_client")
+
+
+def _handshake_summary(pub_sessions: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k in _HS_KEYS:
+        vals = [s[k] for s in pub_sessions if s[k] is not None]
+        out[k] = float(np.median(vals)) if vals else None
+        if vals and k.startswith("bytes"):
+            out[k] = int(round(out[k]))
+    out["publisher_sessions"] = len(pub_sessions)
+    out["aggregate"] = "value of the publisher session" if len(pub_sessions) <= 1 else \
+        f"median over {len(pub_sessions)} publisher sessions"
+    return out
+
+
+def _tls_summary(sessions: list[dict[str, Any]], pub_sessions: list[dict[str, Any]],
+                 warnings: list[str]) -> dict[str, Any]:
+    tls_sessions = [s for s in sessions if s["cipher_suite_id"] is not None]
+    ref = next((s for s in pub_sessions if s["cipher_suite_id"] is not None),
+               tls_sessions[0] if tls_sessions else None)
+    combos = {(s["version"], s["cipher_suite_id"]) for s in tls_sessions}
+    if len(combos) > 1:
+        warnings.append(f"TLS sessions on the broker port negotiated different parameters: {sorted(combos)}")
+    return {
+        "version": ref["version"] if ref else None,
+        "cipher_suite": ref["cipher_suite"] if ref else None,
+        "cipher_suite_id": ref["cipher_suite_id"] if ref else None,
+        "sessions": [{k: s[k] for k in ("stream", "role", "client_ip", "client_port", "version",
+                                        "cipher_suite", "cipher_suite_id", "tcp_connect_ms",
+                                        "tls_handshake_ms", "tls_finished_from", "mqtt_connect_ms",
+                                        "bytes_client_to_server", "bytes_server_to_client")}
+                     for s in sessions],
+    }
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple | set):
+        return [_jsonable(v) for v in x]
+    if x is None or x is pd.NA:
+        return None
+    if isinstance(x, bool | np.bool_):
+        return bool(x)
+    if isinstance(x, int | np.integer):
+        return int(x)
+    if isinstance(x, float | np.floating):
+        return None if math.isnan(x) or math.isinf(x) else float(x)
+    return x
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and os.replace."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def metrics_json(m: dict[str, Any]) -> str:
+    return json.dumps(_jsonable(m), indent=2, allow_nan=False) + "\n"
+
+
+def write_run_outputs(analysis: RunAnalysis, out_dir: Path) -> dict[str, Path]:
+    """per_message.csv, packets.csv and metrics.json in ``out_dir``, each replaced atomically."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"per_message": out_dir / "per_message.csv", "packets": out_dir / "packets.csv",
+             "metrics": out_dir / "metrics.json"}
+    atomic_write_text(paths["per_message"], analysis.per_message.to_csv(index=False))
+    atomic_write_text(paths["packets"], analysis.per_packet.to_csv(index=False))
+    atomic_write_text(paths["metrics"], metrics_json(analysis.metrics))
+    return paths
