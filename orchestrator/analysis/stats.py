@@ -90,6 +90,14 @@ def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _delta(base: float | None, other: float | None) -> float | None:
+    """other - base, with float round-off (|d| <= 1e-12 of the values) snapped to 0."""
+    if base is None or other is None:
+        return None
+    diff = other - base
+    return 0.0 if abs(diff) <= 1e-12 * max(abs(base), abs(other)) else diff
+
+
 def _pct(delta: float | None, base: float | None) -> float | None:
     if delta is None or base is None or base == 0:
         return None
@@ -176,8 +184,8 @@ def compare(baseline: Sample, scenario: Sample, *,
     mean_y = float(y.mean()) if y.size else None
     med_x = float(np.median(x)) if x.size else None
     med_y = float(np.median(y)) if y.size else None
-    d_mean = mean_y - mean_x if mean_x is not None and mean_y is not None else None
-    d_med = med_y - med_x if med_x is not None and med_y is not None else None
+    d_mean = _delta(mean_x, mean_y)
+    d_med = _delta(med_x, med_y)
 
     ci_mean: tuple[float | None, float | None] = (None, None)
     ci_med: tuple[float | None, float | None] = (None, None)

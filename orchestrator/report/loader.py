@@ -1,0 +1,229 @@
+"""Read a results bundle: manifest.json and runs/<cell>/{cell.json, metrics.json, per_message.csv}.
+
+Only cells whose status is "ok" are analysed; failed and interrupted cells (and run folders
+without a cell.json) are kept as excluded entries so the report can list them. Files of a newer
+schema are refused; a broken file of an "ok" cell is an error naming the file and field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from orchestrator.errors import TestbedError
+
+MANIFEST_SCHEMA_VERSION = 1
+METRICS_SCHEMA_VERSION = 1
+PUBLISHER_TO_BROKER = "publisher->broker"
+BROKER_TO_SUBSCRIBER = "broker->subscriber"
+MESSAGE_COLUMNS = ("seq", "delay_ms", "broker_transit_ms", "frame_len", "dup", "direction")
+REQUIRED_MESSAGE_COLUMNS = ("seq", "delay_ms")
+
+
+class CellRecord(BaseModel):
+    """cell.json. Written by the sweep, not by users: keys this reader does not use are ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    cell_id: str = Field(min_length=1)
+    scenario: str = Field(min_length=1)
+    payload: int = Field(ge=0)
+    impairment: str = "none"
+    repeat: int = Field(default=1, ge=1)
+    status: str
+    error: str | None = None
+
+
+@dataclass
+class Cell:
+    record: CellRecord
+    folder: Path
+    metrics: dict[str, Any] | None = None
+    messages: pd.DataFrame | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.record.status == "ok"
+
+    @property
+    def group(self) -> tuple[int, str, str]:
+        """(payload, impairment, scenario): the cells that differ only by repeat."""
+        return (self.record.payload, self.record.impairment, self.record.scenario)
+
+
+@dataclass(frozen=True)
+class Incomplete:
+    """A run folder that cannot be read as a cell (e.g. the sweep stopped before cell.json)."""
+
+    folder: str
+    reason: str
+
+
+@dataclass
+class Bundle:
+    root: Path
+    manifest: dict[str, Any]
+    cells: list[Cell] = field(default_factory=list)
+    incomplete: list[Incomplete] = field(default_factory=list)
+
+    @property
+    def ok_cells(self) -> list[Cell]:
+        return [c for c in self.cells if c.ok]
+
+    @property
+    def excluded_cells(self) -> list[Cell]:
+        return [c for c in self.cells if not c.ok]
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TestbedError(f"{path}: missing") from None
+    except OSError as exc:
+        raise TestbedError(f"{path}: cannot read: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise TestbedError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+
+
+def _check_schema(data: Any, path: Path, supported: int) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise TestbedError(f"{path}: expected a JSON object")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise TestbedError(f"{path}: schema_version: missing or not an integer")
+    if version > supported:
+        raise TestbedError(
+            f"{path}: schema_version {version} is newer than this tool reads ({supported})",
+            hint="upgrade mqtt-tls-testbed to report on this bundle",
+        )
+    return data
+
+
+def read_manifest(root: Path) -> dict[str, Any]:
+    return _check_schema(_read_json(root / "manifest.json"), root / "manifest.json", MANIFEST_SCHEMA_VERSION)
+
+
+def read_cell_record(path: Path) -> CellRecord:
+    data = _read_json(path)
+    try:
+        return CellRecord.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise TestbedError(f"{path}: {where}: {err['msg']}") from None
+
+
+def read_metrics(path: Path) -> dict[str, Any]:
+    return _check_schema(_read_json(path), path, METRICS_SCHEMA_VERSION)
+
+
+def read_messages(path: Path) -> pd.DataFrame:
+    """The columns of per_message.csv the report uses (others are ignored)."""
+    try:
+        df = pd.read_csv(path, usecols=lambda c: c in MESSAGE_COLUMNS)
+    except FileNotFoundError:
+        raise TestbedError(f"{path}: missing") from None
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
+        raise TestbedError(f"{path}: cannot read as CSV: {exc}") from None
+    missing = [c for c in REQUIRED_MESSAGE_COLUMNS if c not in df.columns]
+    if missing:
+        raise TestbedError(f"{path}: missing column(s): {', '.join(missing)}")
+    for column in ("seq", "delay_ms", "broker_transit_ms", "frame_len"):
+        if column in df.columns:
+            converted = pd.to_numeric(df[column], errors="coerce")
+            bad = converted.isna() & df[column].notna()
+            if bad.any():
+                row = int(np.flatnonzero(bad.to_numpy())[0]) + 2  # header is line 1
+                raise TestbedError(f"{path}:{row}: {column}: not a number: {df[column].iloc[row - 2]!r}")
+            df[column] = converted.astype(float)
+    return df
+
+
+def load_bundle(root: Path) -> Bundle:
+    """Read every run folder of ``root``; failed/interrupted cells are kept but not read further."""
+    if not root.is_dir():
+        raise TestbedError(f"{root}: not a results bundle (no such folder)")
+    manifest = read_manifest(root)
+    runs = root / "runs"
+    if not runs.is_dir():
+        raise TestbedError(f"{runs}: missing; a bundle keeps one folder per cell under runs/")
+    bundle = Bundle(root=root, manifest=manifest)
+    for folder in sorted(p for p in runs.iterdir() if p.is_dir()):
+        if not (folder / "cell.json").is_file():
+            bundle.incomplete.append(Incomplete(folder.name, "no cell.json (the cell never finished)"))
+            continue
+        record = read_cell_record(folder / "cell.json")
+        cell = Cell(record=record, folder=folder)
+        if cell.ok:
+            cell.metrics = read_metrics(folder / "metrics.json")
+            cell.messages = read_messages(folder / "per_message.csv")
+        bundle.cells.append(cell)
+    if not bundle.cells and not bundle.incomplete:
+        raise TestbedError(f"{runs}: no run folders; nothing to report")
+    return bundle
+
+
+# ---------------------------------------------------------------- per-message samples
+def _truthy(series: pd.Series) -> pd.Series:
+    if pd.api.types.is_bool_dtype(series):
+        return series.fillna(False).astype(bool)
+    if pd.api.types.is_numeric_dtype(series):
+        return series.fillna(0) != 0
+    return series.astype(str).str.strip().str.lower().isin(["true", "1", "yes"])
+
+
+def _first_copies(df: pd.DataFrame) -> pd.DataFrame:
+    if "dup" in df.columns:
+        df = df[~_truthy(df["dup"])]
+    return df
+
+
+def per_seq(df: pd.DataFrame, column: str) -> np.ndarray:
+    """One value of ``column`` per sequence number (first non-empty, duplicates dropped), in seq order."""
+    if column not in df.columns:
+        return np.empty(0)
+    values = _first_copies(df).groupby("seq", sort=True)[column].first()
+    return values.dropna().to_numpy(dtype=float)
+
+
+def published_frame_len(df: pd.DataFrame) -> np.ndarray:
+    """Wire bytes of each PUBLISH from the publisher to the broker."""
+    if "frame_len" not in df.columns:
+        return np.empty(0)
+    if "direction" in df.columns:
+        df = df[df["direction"].astype(str) == PUBLISHER_TO_BROKER]
+    return per_seq(df, "frame_len")
+
+
+def delay_available(metrics: Mapping[str, Any]) -> bool:
+    section = metrics.get("delay_ms")
+    return isinstance(section, Mapping) and section.get("available") is not False
+
+
+def delay_samples(cell: Cell) -> np.ndarray:
+    """One-way delays (ms), seq order; empty when the run says delay is unavailable."""
+    if cell.messages is None or cell.metrics is None or not delay_available(cell.metrics):
+        return np.empty(0)
+    return per_seq(cell.messages, "delay_ms")
+
+
+def transit_samples(cell: Cell) -> np.ndarray:
+    return np.empty(0) if cell.messages is None else per_seq(cell.messages, "broker_transit_ms")
+
+
+def jitter_samples(cell: Cell) -> np.ndarray:
+    """|delay[i] - delay[i-1]| in sequence order (the per-message terms of the mean jitter)."""
+    delays = delay_samples(cell)
+    return np.abs(np.diff(delays)) if delays.size > 1 else np.empty(0)
+
+
+def frame_samples(cell: Cell) -> np.ndarray:
+    return np.empty(0) if cell.messages is None else published_frame_len(cell.messages)
