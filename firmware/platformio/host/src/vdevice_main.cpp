@@ -1,0 +1,258 @@
+// vdevice: the virtual ESP32. Runs the firmware's portable core on Linux with simulated sensors.
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mbedtls/version.h"
+#include "options.h"
+#include "posix_clock.h"
+#include "sim_sensors.h"
+#include "testbed_core.h"
+
+namespace vdev {
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+bool read_file(const std::string& path, const char* what, std::string* out, std::string* error) {
+  FILE* f = fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    *error = std::string(what) + " " + path + ": " + strerror(errno);
+    return false;
+  }
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out->append(buf, n);
+  bool bad = ferror(f) != 0;
+  fclose(f);
+  if (bad) {
+    *error = std::string(what) + " " + path + ": read error";
+    return false;
+  }
+  return true;
+}
+
+// Line-buffered file sink; remembers the first write error.
+class LineFile {
+ public:
+  bool open(const std::string& path, const char* what, std::string* error) {
+    f_ = fopen(path.c_str(), "w");
+    if (f_ == nullptr) {
+      *error = std::string("cannot open ") + what + " " + path + ": " + strerror(errno);
+      return false;
+    }
+    return true;
+  }
+  bool line(const char* text) {
+    if (f_ == nullptr) return false;
+    if (fputs(text, f_) < 0 || fputc('\n', f_) == EOF || fflush(f_) != 0) failed_ = true;
+    return !failed_;
+  }
+  bool failed() const { return failed_; }
+  ~LineFile() {
+    if (f_ != nullptr) fclose(f_);
+  }
+
+ private:
+  FILE* f_ = nullptr;
+  bool failed_ = false;
+};
+
+class KeylogFile : public tb::KeylogSink {
+ public:
+  explicit KeylogFile(LineFile& f) : f_(f) {}
+  void write_line(const char* line) override { f_.line(line); }
+
+ private:
+  LineFile& f_;
+};
+
+class SendLog : public tb::SendObserver {
+ public:
+  explicit SendLog(LineFile* f) : f_(f) {}
+  bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t) override {
+    if (f_ == nullptr) return true;
+    char line[96];
+    snprintf(line, sizeof(line), "%" PRIu32 ",%" PRId64 ",%zu", seq, t_send_us, payload_bytes);
+    return f_->line(line);
+  }
+
+ private:
+  LineFile* f_;
+};
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_ms(int64_t us) {
+  if (us < 0) return "null";
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%.3f", static_cast<double>(us) / 1000.0);
+  return buf;
+}
+
+struct Outcome {
+  tb::RunStats stats;
+  tb::TransportStats transport;
+  std::vector<std::string> errors;
+};
+
+bool write_summary(const Options& o, const Outcome& r, std::string* error) {
+  rusage ru;
+  memset(&ru, 0, sizeof(ru));
+  getrusage(RUSAGE_SELF, &ru);
+  double user_s = static_cast<double>(ru.ru_utime.tv_sec) + ru.ru_utime.tv_usec / 1e6;
+  double sys_s = static_cast<double>(ru.ru_stime.tv_sec) + ru.ru_stime.tv_usec / 1e6;
+  bool tls = o.transport == "tls";
+  std::string errs = "[";
+  for (size_t i = 0; i < r.errors.size(); ++i) errs += (i ? "," : "") + json_string(r.errors[i]);
+  errs += "]";
+  char cpu[128];
+  snprintf(cpu, sizeof(cpu), "\"cpu_user_s\":%.6f,\"cpu_sys_s\":%.6f,\"max_rss_kb\":%ld", user_s, sys_s, ru.ru_maxrss);
+  std::string text = "{\"device_id\":" + json_string(o.device_id) + ",\"simulated\":true,\"transport\":" +
+                     json_string(o.transport) + ",\"tls_version\":" +
+                     (tls && r.transport.tls_version[0] ? json_string(r.transport.tls_version) : "null") +
+                     ",\"cipher_suite\":" +
+                     (tls && r.transport.cipher_suite[0] ? json_string(r.transport.cipher_suite) : "null") +
+                     ",\"tcp_connect_ms\":" + json_ms(r.stats.tcp_connect_us) +
+                     ",\"handshake_ms\":" + json_ms(tls ? r.stats.handshake_us : -1) +
+                     ",\"connack_ms\":" + json_ms(r.stats.connack_us) +
+                     ",\"messages_sent\":" + std::to_string(r.stats.messages_sent) + "," + cpu +
+                     ",\"errors\":" + errs + ",\"ok\":" + (r.errors.empty() ? "true" : "false") + "}\n";
+  std::string tmp = o.summary + ".tmp";
+  FILE* f = fopen(tmp.c_str(), "w");
+  if (f == nullptr) {
+    *error = "cannot write summary " + tmp + ": " + strerror(errno);
+    return false;
+  }
+  bool ok = fputs(text.c_str(), f) >= 0;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp.c_str(), o.summary.c_str()) != 0) {
+    *error = "cannot write summary " + o.summary + ": " + strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+int fail_usage(const std::string& message) {
+  fprintf(stderr, "vdevice: error InvalidArgument: %s\n", message.c_str());
+  return kExitUsage;
+}
+
+int run(int argc, char** argv) {
+  Options o;
+  std::string error;
+  bool help = false;
+  if (!parse_options(argc, argv, &o, &error, &help)) return fail_usage(error);
+  if (help) {
+    fputs(usage(), stdout);
+    return 0;
+  }
+  std::string ca, cert, key;
+  if (o.transport == "tls") {
+    if (!read_file(o.ca, "--ca", &ca, &error)) return fail_usage(error);
+    if (!o.cert.empty() && (!read_file(o.cert, "--cert", &cert, &error) || !read_file(o.key, "--key", &key, &error))) {
+      return fail_usage(error);
+    }
+  }
+  LineFile send_file, keylog_file;
+  if (!o.send_log.empty()) {
+    if (!send_file.open(o.send_log, "send log", &error)) return fail_usage(error);
+    send_file.line("seq,t_send_us,bytes");
+  }
+  if (!o.keylog.empty() && !keylog_file.open(o.keylog, "key log", &error)) return fail_usage(error);
+
+  PosixClock clock;
+  SimulatedSensors sensors(o.seed);
+  KeylogFile keylog(keylog_file);
+  SendLog send_log(o.send_log.empty() ? nullptr : &send_file);
+  tb::TlsOptions tls;
+  tls.ca_pem = ca.c_str();
+  tls.client_cert_pem = cert.empty() ? nullptr : cert.c_str();
+  tls.client_key_pem = key.empty() ? nullptr : key.c_str();
+  tls.server_name = o.server_name.empty() ? nullptr : o.server_name.c_str();
+  tls.ciphers = o.ciphers.c_str();
+  tls.keylog = o.keylog.empty() ? nullptr : &keylog;
+  std::unique_ptr<tb::Transport> transport;
+  if (o.transport == "tls") {
+    transport.reset(new tb::TlsTransport(clock, tls));
+  } else {
+    transport.reset(new tb::PlainTcp(clock));
+  }
+  std::unique_ptr<tb::Publisher> publisher(new tb::Publisher(*transport, clock, sensors, send_log));
+  tb::PublishConfig cfg;
+  cfg.host = o.host.c_str();
+  cfg.port = o.port;
+  cfg.device_id = o.device_id.c_str();
+  cfg.topic = o.topic.c_str();
+  cfg.client_id = o.client_id.c_str();
+  cfg.username = o.has_username ? o.username.c_str() : nullptr;
+  cfg.password = o.has_password ? o.password.c_str() : nullptr;
+  cfg.qos = o.qos;
+  cfg.payload_size = o.payload;
+  cfg.samples = o.samples;
+  cfg.interval_ms = o.interval_ms;
+  cfg.connect_timeout_ms = o.connect_timeout_ms;
+
+  tb::Err e = publisher->validate(cfg);
+  if (e != tb::Err::Ok) {
+    fprintf(stderr, "vdevice: error %s: %s\n", tb::err_name(e), publisher->error_text());
+    return kExitUsage;
+  }
+  char mbed_version[32];  // the API needs at least 18 bytes
+  mbedtls_version_get_string_full(mbed_version);
+  fprintf(stdout, "vdevice %s (SIMULATED sensors, seed %" PRIu64 ") -> %s:%u %s, %u x %u B every %u ms, qos %u, %s\n",
+          o.device_id.c_str(), o.seed, o.host.c_str(), static_cast<unsigned>(o.port), o.transport.c_str(), o.samples,
+          o.payload, o.interval_ms, static_cast<unsigned>(o.qos), mbed_version);
+  fflush(stdout);
+
+  Outcome outcome;
+  e = publisher->run(cfg, &outcome.stats);
+  outcome.transport = transport->stats();
+  if (e != tb::Err::Ok) {
+    outcome.errors.push_back(std::string(tb::err_name(e)) + ": " + publisher->error_text());
+  }
+  if (keylog_file.failed()) outcome.errors.push_back("Keylog: writing the key log " + o.keylog + " failed");
+  if (!o.summary.empty() && !write_summary(o, outcome, &error)) outcome.errors.push_back("SendLog: " + error);
+  if (!outcome.errors.empty()) {
+    fprintf(stderr, "vdevice: error %s\n", outcome.errors.front().c_str());
+    return kExitFailure;
+  }
+  fprintf(stdout, "vdevice %s (SIMULATED sensors): sent %" PRIu32 " messages; %s%s%s tcp %s ms, handshake %s ms, connack %s ms\n",
+          o.device_id.c_str(), outcome.stats.messages_sent, outcome.transport.tls_version,
+          outcome.transport.tls_version[0] ? " " : "", outcome.transport.cipher_suite,
+          json_ms(outcome.stats.tcp_connect_us).c_str(), json_ms(outcome.stats.handshake_us).c_str(),
+          json_ms(outcome.stats.connack_us).c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace vdev
+
+int main(int argc, char** argv) { return vdev::run(argc, argv); }

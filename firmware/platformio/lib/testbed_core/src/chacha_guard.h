@@ -1,0 +1,20 @@
+// Compile-time guard: a build that configures ChaCha20-Poly1305 suites (TESTBED_REQUIRE_CHACHAPOLY)
+// must not compile against an mbedTLS without them. Prebuilt Arduino-ESP32 SDKs lack them; the
+// ESP32 build enables them in sdkconfig.defaults (CONFIG_MBEDTLS_CHACHA20_C, _POLY1305_C, _CHACHAPOLY_C).
+#pragma once
+
+#if !defined(MBEDTLS_CONFIG_FILE)
+#include "mbedtls/config.h"
+#else
+#include MBEDTLS_CONFIG_FILE
+#endif
+
+#if defined(TESTBED_REQUIRE_CHACHAPOLY)
+#if !defined(MBEDTLS_CHACHAPOLY_C) || !defined(MBEDTLS_CHACHA20_C) || !defined(MBEDTLS_POLY1305_C)
+#error "testbed: a ChaCha20-Poly1305 suite is configured but mbedTLS lacks MBEDTLS_CHACHAPOLY_C/MBEDTLS_CHACHA20_C/MBEDTLS_POLY1305_C (ESP32: enable CONFIG_MBEDTLS_CHACHA20_C, CONFIG_MBEDTLS_POLY1305_C, CONFIG_MBEDTLS_CHACHAPOLY_C in sdkconfig.defaults)"
+#endif
+#endif
+
+#if !defined(MBEDTLS_SSL_EXPORT_KEYS)
+#error "testbed: mbedTLS lacks MBEDTLS_SSL_EXPORT_KEYS (needed for the NSS key log)"
+#endif

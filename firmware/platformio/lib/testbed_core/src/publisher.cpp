@@ -1,0 +1,247 @@
+#include "publisher.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+namespace tb {
+
+Err Publisher::transport_error(Err e, const char* what) {
+  char detail[ErrorText::kCapacity];
+  snprintf(detail, sizeof(detail), "%s", transport_.error_text());
+  err_.set("%s: %s", what, detail);
+  return e;
+}
+
+Err Publisher::validate(const PublishConfig& cfg) {
+  err_.clear();
+  if (cfg.host == nullptr || cfg.host[0] == '\0') {
+    err_.set("broker host is empty");
+    return Err::InvalidArgument;
+  }
+  if (cfg.port == 0) {
+    err_.set("broker port must be 1..65535");
+    return Err::InvalidArgument;
+  }
+  if (cfg.qos > 1) {
+    err_.set("qos must be 0 or 1");
+    return Err::InvalidArgument;
+  }
+  if (cfg.interval_ms == 0 && cfg.samples > 1) {
+    // allowed: back-to-back publishing
+  }
+  Err e = payload_check_size(cfg.device_id, cfg.samples, cfg.payload_size, &err_);
+  if (e != Err::Ok) return e;
+  // Try one packet with worst-case values so topic/client id problems surface before connecting.
+  SensorReading worst;
+  worst.flame_digital = 1;
+  worst.flame_analog = kMaxAnalog;
+  worst.mq2_analog = kMaxAnalog;
+  worst.mq2_ppm = kMaxPpm;
+  e = payload_encode(cfg.device_id, cfg.samples - 1, kMaxTimestampUs, worst, cfg.payload_size, payload_,
+                     sizeof(payload_), &err_);
+  if (e != Err::Ok) return e;
+  size_t len = 0;
+  e = mqtt::encode_publish(cfg.topic, reinterpret_cast<const uint8_t*>(payload_), cfg.payload_size, cfg.qos,
+                           cfg.qos ? 1 : 0, false, false, packet_, sizeof(packet_), &len);
+  if (e != Err::Ok) {
+    err_.set("topic \"%s\" is not a valid MQTT topic name for publishing (1..65535 bytes UTF-8, no + or #)",
+             cfg.topic);
+    return e;
+  }
+  mqtt::ConnectOptions co;
+  co.client_id = cfg.client_id;
+  co.username = cfg.username;
+  co.password = cfg.password;
+  co.keepalive_s = cfg.keepalive_s;
+  e = mqtt::encode_connect(co, packet_, sizeof(packet_), &len);
+  if (e != Err::Ok) {
+    err_.set("CONNECT cannot be encoded: client id must be valid UTF-8 and a password needs a username");
+    return e;
+  }
+  return Err::Ok;
+}
+
+Err Publisher::read_packet(uint32_t timeout_ms, size_t* len) {
+  Err e = transport_.read_exact(rx_, 1, timeout_ms);
+  if (e != Err::Ok) return e;
+  size_t pos = 1;
+  mqtt::FixedHeader h;
+  while (true) {
+    e = mqtt::decode_fixed_header(rx_, pos, &h);
+    if (e == Err::Ok) break;
+    if (e != Err::NeedMore || pos >= 5) {
+      err_.set("malformed MQTT fixed header from the broker (first byte 0x%02x)", rx_[0]);
+      return Err::Malformed;
+    }
+    e = transport_.read_exact(rx_ + pos, 1, timeout_ms);
+    if (e != Err::Ok) return e;
+    ++pos;
+  }
+  if (h.header_len + h.remaining > sizeof(rx_)) {
+    err_.set("unexpected %u-byte MQTT packet (type %u) from the broker",
+             static_cast<unsigned>(h.header_len + h.remaining), h.type);
+    return Err::Protocol;
+  }
+  e = transport_.read_exact(rx_ + pos, h.remaining, timeout_ms);
+  if (e != Err::Ok) return e;
+  *len = h.header_len + h.remaining;
+  return Err::Ok;
+}
+
+Err Publisher::connect(const PublishConfig& cfg, RunStats* stats) {
+  Err e = transport_.open(cfg.host, cfg.port, cfg.connect_timeout_ms);
+  stats->tcp_connect_us = transport_.stats().tcp_connect_us;
+  stats->handshake_us = transport_.stats().handshake_us;
+  if (e != Err::Ok) {
+    err_.set("%s", transport_.error_text());
+    return e;
+  }
+  mqtt::ConnectOptions co;
+  co.client_id = cfg.client_id;
+  co.username = cfg.username;
+  co.password = cfg.password;
+  co.keepalive_s = cfg.keepalive_s;
+  co.clean_session = true;
+  size_t len = 0;
+  e = mqtt::encode_connect(co, packet_, sizeof(packet_), &len);
+  if (e != Err::Ok) {
+    err_.set("CONNECT cannot be encoded (%s)", err_name(e));
+    return e;
+  }
+  int64_t start = clock_.mono_us();
+  e = transport_.write_all(packet_, len);
+  if (e != Err::Ok) return transport_error(e, "sending CONNECT failed");
+  size_t rlen = 0;
+  e = read_packet(cfg.ack_timeout_ms, &rlen);
+  if (e != Err::Ok) {
+    if (e == Err::Malformed || e == Err::Protocol) return e;
+    return transport_error(e, "waiting for CONNACK failed");
+  }
+  bool session_present = false;
+  uint8_t rc = 0;
+  e = mqtt::decode_connack(rx_, rlen, &session_present, &rc);
+  if (e != Err::Ok) {
+    err_.set("expected CONNACK, got a malformed or different packet (type %u)", rx_[0] >> 4);
+    return Err::Protocol;
+  }
+  stats->connack_us = clock_.mono_us() - start;
+  if (rc != 0) {
+    err_.set("the broker refused the MQTT connection: CONNACK %u (%s)", rc, mqtt::connack_reason(rc));
+    return Err::ConnackRefused;
+  }
+  return Err::Ok;
+}
+
+Err Publisher::ping(const PublishConfig& cfg) {
+  size_t len = 0;
+  Err e = mqtt::encode_pingreq(packet_, sizeof(packet_), &len);
+  if (e != Err::Ok) return e;
+  e = transport_.write_all(packet_, len);
+  if (e != Err::Ok) return transport_error(e, "sending PINGREQ failed");
+  size_t rlen = 0;
+  e = read_packet(cfg.ack_timeout_ms, &rlen);
+  if (e != Err::Ok) return (e == Err::Malformed || e == Err::Protocol) ? e : transport_error(e, "waiting for PINGRESP");
+  if (mqtt::decode_pingresp(rx_, rlen) != Err::Ok) {
+    err_.set("expected PINGRESP, got packet type %u", rx_[0] >> 4);
+    return Err::Protocol;
+  }
+  return Err::Ok;
+}
+
+Err Publisher::wait_puback(const PublishConfig& cfg, uint16_t id) {
+  size_t rlen = 0;
+  Err e = read_packet(cfg.ack_timeout_ms, &rlen);
+  if (e != Err::Ok) return (e == Err::Malformed || e == Err::Protocol) ? e : transport_error(e, "waiting for PUBACK");
+  uint16_t got = 0;
+  if (mqtt::decode_puback(rx_, rlen, &got) != Err::Ok) {
+    err_.set("expected PUBACK %u, got packet type %u", id, rx_[0] >> 4);
+    return Err::Protocol;
+  }
+  if (got != id) {
+    err_.set("PUBACK for packet id %u, expected %u", got, id);
+    return Err::AckMismatch;
+  }
+  return Err::Ok;
+}
+
+Err Publisher::wait_until(const PublishConfig& cfg, int64_t target_us, int64_t* last_tx_us) {
+  // Keep the session alive when the interval is longer than half the keepalive.
+  int64_t ping_every = static_cast<int64_t>(cfg.keepalive_s) * 500000;
+  while (true) {
+    int64_t now = clock_.mono_us();
+    if (now >= target_us) return Err::Ok;
+    if (ping_every > 0 && now - *last_tx_us >= ping_every) {
+      Err e = ping(cfg);
+      if (e != Err::Ok) return e;
+      *last_tx_us = clock_.mono_us();
+      continue;
+    }
+    int64_t wake = target_us;
+    if (ping_every > 0 && *last_tx_us + ping_every < wake) wake = *last_tx_us + ping_every;
+    clock_.sleep_until_mono_us(wake);
+  }
+}
+
+Err Publisher::run(const PublishConfig& cfg, RunStats* stats) {
+  *stats = RunStats();
+  Err e = validate(cfg);
+  if (e != Err::Ok) return e;
+  e = connect(cfg, stats);
+  if (e != Err::Ok) {
+    transport_.close();
+    return e;
+  }
+  const int64_t t0 = clock_.mono_us();
+  int64_t last_tx = t0;
+  uint16_t packet_id = 0;
+  for (uint32_t seq = 0; seq < cfg.samples; ++seq) {
+    e = wait_until(cfg, t0 + static_cast<int64_t>(seq) * cfg.interval_ms * 1000, &last_tx);
+    if (e != Err::Ok) break;
+    SensorReading reading;
+    e = sensors_.read(seq, &reading);
+    if (e != Err::Ok) {
+      err_.set("sensor read failed at message %" PRIu32, seq);
+      break;
+    }
+    int64_t t_send = clock_.wall_us();
+    e = payload_encode(cfg.device_id, seq, t_send, reading, cfg.payload_size, payload_, sizeof(payload_), &err_);
+    if (e != Err::Ok) break;
+    if (cfg.qos == 1) packet_id = static_cast<uint16_t>(packet_id == 0xFFFF ? 1 : packet_id + 1);
+    size_t len = 0;
+    e = mqtt::encode_publish(cfg.topic, reinterpret_cast<const uint8_t*>(payload_), cfg.payload_size, cfg.qos,
+                             cfg.qos == 1 ? packet_id : 0, false, false, packet_, sizeof(packet_), &len);
+    if (e != Err::Ok) {
+      err_.set("PUBLISH cannot be encoded (%s)", err_name(e));
+      break;
+    }
+    e = transport_.write_all(packet_, len);
+    if (e != Err::Ok) {
+      transport_error(e, "sending PUBLISH failed");
+      break;
+    }
+    last_tx = clock_.mono_us();
+    stats->messages_sent = seq + 1;
+    if (!observer_.on_sent(seq, t_send, cfg.payload_size, len)) {
+      err_.set("recording message %" PRIu32 " in the send log failed", seq);
+      e = Err::SendLog;
+      break;
+    }
+    if (cfg.qos == 1) {
+      e = wait_puback(cfg, packet_id);
+      if (e != Err::Ok) break;
+    }
+  }
+  if (e == Err::Ok) {
+    size_t len = 0;
+    e = mqtt::encode_disconnect(packet_, sizeof(packet_), &len);
+    if (e == Err::Ok) {
+      e = transport_.write_all(packet_, len);
+      if (e != Err::Ok) transport_error(e, "sending DISCONNECT failed");
+    }
+  }
+  transport_.close();
+  return e;
+}
+
+}  // namespace tb

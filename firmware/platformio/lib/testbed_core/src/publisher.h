@@ -1,0 +1,82 @@
+// The publish loop shared by the ESP32 and the virtual ESP32: connect, CONNECT/CONNACK,
+// N PUBLISH on an absolute schedule (t0 + i * interval, no drift), DISCONNECT.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "clock.h"
+#include "mqtt_codec.h"
+#include "payload.h"
+#include "transport.h"
+
+namespace tb {
+
+struct PublishConfig {
+  const char* host = nullptr;
+  uint16_t port = 1883;
+  const char* device_id = "v1";
+  const char* topic = "testbed/sensors";
+  const char* client_id = "v1";
+  const char* username = nullptr;
+  const char* password = nullptr;
+  uint16_t keepalive_s = 60;
+  uint8_t qos = 0;
+  size_t payload_size = 65;
+  uint32_t samples = 200;
+  uint32_t interval_ms = 1000;
+  uint32_t connect_timeout_ms = 10000;
+  uint32_t ack_timeout_ms = 10000;
+};
+
+class SensorSource {
+ public:
+  virtual ~SensorSource() = default;
+  virtual Err read(uint32_t seq, SensorReading* out) = 0;
+};
+
+class SendObserver {
+ public:
+  virtual ~SendObserver() = default;
+  // Called after each PUBLISH was handed to the transport; false stops the run (Err::SendLog).
+  virtual bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes) = 0;
+};
+
+struct RunStats {
+  int64_t tcp_connect_us = -1;
+  int64_t handshake_us = -1;
+  int64_t connack_us = -1;  // CONNECT written -> CONNACK read
+  uint32_t messages_sent = 0;
+};
+
+class Publisher {
+ public:
+  static constexpr size_t kPacketCapacity = kMaxPayload + 512;
+
+  Publisher(Transport& transport, Clock& clock, SensorSource& sensors, SendObserver& observer)
+      : transport_(transport), clock_(clock), sensors_(sensors), observer_(observer) {}
+
+  // Checks the configuration without touching the network.
+  Err validate(const PublishConfig& cfg);
+  Err run(const PublishConfig& cfg, RunStats* stats);
+  const char* error_text() const { return err_.c_str(); }
+
+ private:
+  Err connect(const PublishConfig& cfg, RunStats* stats);
+  Err read_packet(uint32_t timeout_ms, size_t* len);
+  Err ping(const PublishConfig& cfg);
+  Err wait_puback(const PublishConfig& cfg, uint16_t id);
+  Err wait_until(const PublishConfig& cfg, int64_t target_us, int64_t* last_tx_us);
+  Err transport_error(Err e, const char* what);
+
+  Transport& transport_;
+  Clock& clock_;
+  SensorSource& sensors_;
+  SendObserver& observer_;
+  ErrorText err_;
+  char payload_[kMaxPayload + 1];
+  uint8_t packet_[kPacketCapacity];
+  uint8_t rx_[64];
+};
+
+}  // namespace tb

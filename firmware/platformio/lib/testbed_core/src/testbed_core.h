@@ -1,0 +1,13 @@
+// Umbrella header of the portable core (no Arduino or ESP-IDF includes).
+#pragma once
+
+#include "cipher_suites.h"
+#include "clock.h"
+#include "mq2.h"
+#include "mqtt_codec.h"
+#include "payload.h"
+#include "plain_tcp.h"
+#include "publisher.h"
+#include "tb_error.h"
+#include "tls_transport.h"
+#include "transport.h"

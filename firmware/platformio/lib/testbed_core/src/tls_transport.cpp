@@ -1,0 +1,340 @@
+#include "tls_transport.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "mbedtls/error.h"
+#include "mbedtls/net_sockets.h"  // MBEDTLS_ERR_NET_* codes for the BIO callbacks
+#include "mbedtls/ssl_ciphersuites.h"
+
+namespace tb {
+namespace {
+
+const char kPers[] = "testbed-tls-client";
+
+const char* alert_name(unsigned char desc) {
+  switch (desc) {
+    case 0: return "close_notify";
+    case 10: return "unexpected_message";
+    case 20: return "bad_record_mac";
+    case 40: return "handshake_failure";
+    case 42: return "bad_certificate";
+    case 43: return "unsupported_certificate";
+    case 45: return "certificate_expired";
+    case 46: return "certificate_unknown";
+    case 47: return "illegal_parameter";
+    case 48: return "unknown_ca";
+    case 50: return "decode_error";
+    case 51: return "decrypt_error";
+    case 70: return "protocol_version";
+    case 71: return "insufficient_security";
+    case 80: return "internal_error";
+    case 109: return "missing_extension";
+    case 112: return "unrecognized_name";
+    case 116: return "certificate_required";
+    case 120: return "no_application_protocol";
+    default: return "alert";
+  }
+}
+
+void to_hex(const unsigned char* in, size_t n, char* out) {
+  static const char kHex[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; ++i) {
+    out[2 * i] = kHex[in[i] >> 4];
+    out[2 * i + 1] = kHex[in[i] & 0x0F];
+  }
+  out[2 * n] = '\0';
+}
+
+}  // namespace
+
+TlsTransport::TlsTransport(Clock& clock, const TlsOptions& options) : clock_(clock), opt_(options), tcp_(clock) {
+  mbedtls_entropy_init(&entropy_);
+  mbedtls_ctr_drbg_init(&drbg_);
+  mbedtls_x509_crt_init(&ca_);
+  mbedtls_x509_crt_init(&client_cert_);
+  mbedtls_pk_init(&client_key_);
+  mbedtls_ssl_config_init(&conf_);
+  mbedtls_ssl_init(&ssl_);
+}
+
+TlsTransport::~TlsTransport() {
+  close();
+  mbedtls_ssl_free(&ssl_);
+  mbedtls_ssl_config_free(&conf_);
+  mbedtls_pk_free(&client_key_);
+  mbedtls_x509_crt_free(&client_cert_);
+  mbedtls_x509_crt_free(&ca_);
+  mbedtls_ctr_drbg_free(&drbg_);
+  mbedtls_entropy_free(&entropy_);
+}
+
+Err TlsTransport::fail(int ret, Err fallback, const char* what) {
+  char detail[160];
+  mbedtls_strerror(ret, detail, sizeof(detail));
+  err_.set("%s: mbedTLS -0x%04x %s", what, static_cast<unsigned>(-ret), detail);
+  return fallback;
+}
+
+void TlsTransport::offered_names(char* out, size_t cap) const {
+  size_t pos = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < cipher_count_; ++i) {
+    const char* name = cipher_iana_name(static_cast<uint16_t>(cipher_list_[i]));
+    int n = snprintf(out + pos, cap - pos, "%s%s", i ? "," : "", name ? name : "?");
+    if (n < 0 || static_cast<size_t>(n) >= cap - pos) break;
+    pos += static_cast<size_t>(n);
+  }
+}
+
+Err TlsTransport::configure(const char* host) {
+  if (opt_.ca_pem == nullptr) {
+    err_.set("TLS needs a CA certificate to verify the broker");
+    return Err::InvalidArgument;
+  }
+  if ((opt_.client_cert_pem == nullptr) != (opt_.client_key_pem == nullptr)) {
+    err_.set("mutual TLS needs both a client certificate and its key");
+    return Err::InvalidArgument;
+  }
+  uint16_t ids[kMaxCiphers];
+  Err e = parse_cipher_list(opt_.ciphers, ids, kMaxCiphers, &cipher_count_, &err_);
+  if (e != Err::Ok) return e;
+  for (size_t i = 0; i < cipher_count_; ++i) {
+    if (mbedtls_ssl_ciphersuite_from_id(ids[i]) == nullptr) {
+      err_.set("cipher suite %s is not compiled into this mbedTLS", cipher_iana_name(ids[i]));
+      return Err::CipherNotCompiled;
+    }
+    cipher_list_[i] = ids[i];
+  }
+  cipher_list_[cipher_count_] = 0;
+
+  int ret = mbedtls_ctr_drbg_seed(&drbg_, mbedtls_entropy_func, &entropy_,
+                                  reinterpret_cast<const unsigned char*>(kPers), sizeof(kPers) - 1);
+  if (ret != 0) return fail(ret, Err::TlsRng, "seeding the random generator failed");
+
+  ret = mbedtls_x509_crt_parse(&ca_, reinterpret_cast<const unsigned char*>(opt_.ca_pem), strlen(opt_.ca_pem) + 1);
+  if (ret < 0) return fail(ret, Err::TlsCaParse, "CA certificate does not parse");
+  if (ret > 0 || ca_.version == 0) {
+    err_.set("CA certificate: %d certificate(s) in the file did not parse", ret);
+    return Err::TlsCaParse;
+  }
+  if (opt_.client_cert_pem != nullptr) {
+    ret = mbedtls_x509_crt_parse(&client_cert_, reinterpret_cast<const unsigned char*>(opt_.client_cert_pem),
+                                 strlen(opt_.client_cert_pem) + 1);
+    if (ret != 0) {
+      return ret < 0 ? fail(ret, Err::TlsCertParse, "client certificate does not parse")
+                     : (err_.set("client certificate: %d certificate(s) did not parse", ret), Err::TlsCertParse);
+    }
+    ret = mbedtls_pk_parse_key(&client_key_, reinterpret_cast<const unsigned char*>(opt_.client_key_pem),
+                               strlen(opt_.client_key_pem) + 1, nullptr, 0);
+    if (ret != 0) return fail(ret, Err::TlsKeyParse, "client key does not parse");
+  }
+
+  ret = mbedtls_ssl_config_defaults(&conf_, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
+                                    MBEDTLS_SSL_PRESET_DEFAULT);
+  if (ret != 0) return fail(ret, Err::TlsSetup, "mbedtls_ssl_config_defaults failed");
+  mbedtls_ssl_conf_authmode(&conf_, MBEDTLS_SSL_VERIFY_REQUIRED);
+  mbedtls_ssl_conf_ca_chain(&conf_, &ca_, nullptr);
+  mbedtls_ssl_conf_rng(&conf_, mbedtls_ctr_drbg_random, &drbg_);
+  mbedtls_ssl_conf_ciphersuites(&conf_, cipher_list_);
+  mbedtls_ssl_conf_min_version(&conf_, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+  mbedtls_ssl_conf_max_version(&conf_, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+  if (opt_.client_cert_pem != nullptr) {
+    ret = mbedtls_ssl_conf_own_cert(&conf_, &client_cert_, &client_key_);
+    if (ret != 0) return fail(ret, Err::TlsSetup, "client certificate and key do not belong together");
+  }
+  if (opt_.keylog != nullptr) mbedtls_ssl_conf_export_keys_ext_cb(&conf_, &TlsTransport::export_keys, this);
+
+  ret = mbedtls_ssl_setup(&ssl_, &conf_);
+  if (ret != 0) return fail(ret, Err::TlsSetup, "mbedtls_ssl_setup failed");
+  const char* name = opt_.server_name != nullptr ? opt_.server_name : host;
+  ret = mbedtls_ssl_set_hostname(&ssl_, name);
+  if (ret != 0) return fail(ret, Err::TlsSetup, "server name for verification refused");
+  mbedtls_ssl_set_bio(&ssl_, this, &TlsTransport::bio_send, nullptr, &TlsTransport::bio_recv_timeout);
+  configured_ = true;
+  return Err::Ok;
+}
+
+Err TlsTransport::open(const char* host, uint16_t port, uint32_t timeout_ms) {
+  err_.clear();
+  if (configured_) {
+    err_.set("a TLS transport is used for one connection only");
+    return Err::InvalidArgument;
+  }
+  Err e = configure(host);
+  if (e != Err::Ok) return e;
+  e = tcp_.open(host, port, timeout_ms);
+  stats_.tcp_connect_us = tcp_.stats().tcp_connect_us;
+  if (e != Err::Ok) {
+    err_.set("%s", tcp_.error_text());
+    return e;
+  }
+  open_ = true;
+  return handshake(timeout_ms);
+}
+
+Err TlsTransport::handshake(uint32_t timeout_ms) {
+  mbedtls_ssl_conf_read_timeout(&conf_, timeout_ms);
+  int64_t start = clock_.mono_us();
+  int ret;
+  do {
+    ret = mbedtls_ssl_handshake(&ssl_);
+  } while (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE);
+  int64_t elapsed = clock_.mono_us() - start;
+  if (ret == 0) {
+    stats_.handshake_us = elapsed;
+    snprintf(stats_.tls_version, sizeof(stats_.tls_version), "%s", mbedtls_ssl_get_version(&ssl_));
+    const char* mbed_name = mbedtls_ssl_get_ciphersuite(&ssl_);
+    int id = mbed_name ? mbedtls_ssl_get_ciphersuite_id(mbed_name) : 0;
+    stats_.cipher_id = static_cast<uint16_t>(id);
+    const char* iana = cipher_iana_name(stats_.cipher_id);
+    snprintf(stats_.cipher_suite, sizeof(stats_.cipher_suite), "%s", iana ? iana : (mbed_name ? mbed_name : "?"));
+    return Err::Ok;
+  }
+  char offered[kMaxCiphers * 48];
+  offered_names(offered, sizeof(offered));
+  if (ret == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED) {
+    uint32_t flags = mbedtls_ssl_get_verify_result(&ssl_);
+    char info[200];
+    int n = mbedtls_x509_crt_verify_info(info, sizeof(info), "", flags);
+    if (n < 0) snprintf(info, sizeof(info), "verify flags 0x%08x", static_cast<unsigned>(flags));
+    for (char* p = info; *p; ++p) {
+      if (*p == '\n') *p = (p[1] == '\0') ? '\0' : ';';
+    }
+    if (flags & MBEDTLS_X509_BADCERT_CN_MISMATCH) {
+      err_.set("TLS handshake failed: the broker certificate does not match the server name \"%s\" (%s)",
+               ssl_.hostname ? ssl_.hostname : "", info);
+      return Err::TlsHostname;
+    }
+    err_.set("TLS handshake failed: broker certificate not trusted (%s)", info);
+    return Err::TlsCertVerify;
+  }
+  if (ret == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE) {
+    unsigned char desc = ssl_.in_msg != nullptr ? ssl_.in_msg[1] : 0;
+    bool before_server_hello = ssl_.state <= MBEDTLS_SSL_SERVER_HELLO;
+    if (desc == MBEDTLS_SSL_ALERT_MSG_HANDSHAKE_FAILURE && before_server_hello) {
+      err_.set("TLS handshake failed: no shared cipher suite (the broker answered the ClientHello with alert "
+               "handshake_failure), offered: %s",
+               offered);
+      return Err::TlsNoSharedCipher;
+    }
+    if (desc == MBEDTLS_SSL_ALERT_MSG_PROTOCOL_VERSION) {
+      err_.set("TLS handshake failed: the broker refused TLS 1.2 (alert protocol_version)");
+      return Err::TlsVersion;
+    }
+    err_.set("TLS handshake failed: the broker sent alert %s (%u)%s, offered: %s", alert_name(desc), desc,
+             before_server_hello ? " in answer to the ClientHello" : "", offered);
+    return Err::TlsAlert;
+  }
+  if (ret == MBEDTLS_ERR_SSL_BAD_HS_PROTOCOL_VERSION) {
+    err_.set("TLS handshake failed: the broker does not speak TLS 1.2");
+    return Err::TlsVersion;
+  }
+  if (ret == MBEDTLS_ERR_SSL_TIMEOUT) {
+    err_.set("TLS handshake timed out after %u ms", static_cast<unsigned>(timeout_ms));
+    return Err::RecvTimeout;
+  }
+  if (ret == MBEDTLS_ERR_SSL_CONN_EOF || ret == MBEDTLS_ERR_NET_CONN_RESET) {
+    return fail(ret, Err::PeerClosed, "TLS handshake failed: the broker closed the connection");
+  }
+  return fail(ret, Err::TlsHandshake, "TLS handshake failed");
+}
+
+Err TlsTransport::write_all(const uint8_t* data, size_t len) {
+  if (!open_) {
+    err_.set("write on a closed TLS connection");
+    return Err::NotConnected;
+  }
+  size_t done = 0;
+  while (done < len) {
+    int ret = mbedtls_ssl_write(&ssl_, data + done, len - done);
+    if (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE) continue;
+    if (ret < 0) {
+      if (ret == MBEDTLS_ERR_NET_CONN_RESET) return fail(ret, Err::PeerClosed, "TLS write failed");
+      return fail(ret, Err::TlsWrite, "TLS write failed");
+    }
+    done += static_cast<size_t>(ret);
+  }
+  return Err::Ok;
+}
+
+Err TlsTransport::read_some(uint8_t* buf, size_t cap, size_t* got, uint32_t timeout_ms) {
+  *got = 0;
+  if (!open_) {
+    err_.set("read on a closed TLS connection");
+    return Err::NotConnected;
+  }
+  mbedtls_ssl_conf_read_timeout(&conf_, timeout_ms);
+  while (true) {
+    int ret = mbedtls_ssl_read(&ssl_, buf, cap);
+    if (ret > 0) {
+      *got = static_cast<size_t>(ret);
+      return Err::Ok;
+    }
+    if (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE) continue;
+    if (ret == 0 || ret == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY || ret == MBEDTLS_ERR_NET_CONN_RESET ||
+        ret == MBEDTLS_ERR_SSL_CONN_EOF) {
+      err_.set("the broker closed the TLS connection");
+      return Err::PeerClosed;
+    }
+    if (ret == MBEDTLS_ERR_SSL_TIMEOUT) {
+      err_.set("no data from the broker within %u ms", static_cast<unsigned>(timeout_ms));
+      return Err::RecvTimeout;
+    }
+    return fail(ret, Err::TlsRead, "TLS read failed");
+  }
+}
+
+void TlsTransport::close() {
+  if (open_) {
+    int ret;
+    do {
+      ret = mbedtls_ssl_close_notify(&ssl_);
+    } while (ret == MBEDTLS_ERR_SSL_WANT_WRITE);
+    if (ret != 0 && err_.empty()) fail(ret, Err::TlsWrite, "TLS close_notify failed");
+    open_ = false;
+  }
+  tcp_.close();
+}
+
+int TlsTransport::bio_send(void* ctx, const unsigned char* buf, size_t len) {
+  auto* self = static_cast<TlsTransport*>(ctx);
+  Err e = self->tcp_.write_all(buf, len);
+  if (e == Err::Ok) return static_cast<int>(len);
+  return e == Err::PeerClosed ? MBEDTLS_ERR_NET_CONN_RESET : MBEDTLS_ERR_NET_SEND_FAILED;
+}
+
+int TlsTransport::bio_recv_timeout(void* ctx, unsigned char* buf, size_t len, uint32_t timeout_ms) {
+  auto* self = static_cast<TlsTransport*>(ctx);
+  size_t got = 0;
+  // timeout 0 means "block" in mbedTLS; cap it so a dead broker cannot hang the device forever.
+  Err e = self->tcp_.read_some(buf, len, &got, timeout_ms == 0 ? 3600000u : timeout_ms);
+  switch (e) {
+    case Err::Ok: return static_cast<int>(got);
+    case Err::RecvTimeout: return MBEDTLS_ERR_SSL_TIMEOUT;
+    case Err::PeerClosed: return 0;  // EOF
+    default: return MBEDTLS_ERR_NET_RECV_FAILED;
+  }
+}
+
+int TlsTransport::export_keys(void* ctx, const unsigned char* ms, const unsigned char* kb, size_t maclen,
+                              size_t keylen, size_t ivlen, const unsigned char client_random[32],
+                              const unsigned char server_random[32], mbedtls_tls_prf_types prf) {
+  (void)kb;
+  (void)maclen;
+  (void)keylen;
+  (void)ivlen;
+  (void)server_random;
+  (void)prf;
+  auto* self = static_cast<TlsTransport*>(ctx);
+  char cr[65];
+  char master[97];
+  to_hex(client_random, 32, cr);
+  to_hex(ms, 48, master);
+  char line[16 + 64 + 1 + 96 + 1];
+  snprintf(line, sizeof(line), "CLIENT_RANDOM %s %s", cr, master);
+  self->opt_.keylog->write_line(line);
+  return 0;
+}
+
+}  // namespace tb

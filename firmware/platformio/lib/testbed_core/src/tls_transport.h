@@ -1,0 +1,79 @@
+// TLS 1.2 client transport over mbedTLS 2.28: CA verification + hostname check, configured
+// cipher suites only, handshake time, optional client certificate and NSS key log.
+#pragma once
+
+#include "chacha_guard.h"
+#include "cipher_suites.h"
+#include "clock.h"
+#include "mbedtls/ctr_drbg.h"
+#include "mbedtls/entropy.h"
+#include "mbedtls/pk.h"
+#include "mbedtls/ssl.h"
+#include "mbedtls/x509_crt.h"
+#include "plain_tcp.h"
+#include "transport.h"
+
+namespace tb {
+
+// Receives NSS key-log lines ("CLIENT_RANDOM <client random hex> <master secret hex>", no newline).
+class KeylogSink {
+ public:
+  virtual ~KeylogSink() = default;
+  virtual void write_line(const char* line) = 0;
+};
+
+struct TlsOptions {
+  const char* ca_pem = nullptr;           // required, NUL-terminated PEM
+  const char* client_cert_pem = nullptr;  // optional, mutual TLS (with client_key_pem)
+  const char* client_key_pem = nullptr;
+  const char* server_name = nullptr;      // hostname to verify (and SNI); defaults to the host
+  const char* ciphers = nullptr;          // comma-separated IANA names
+  KeylogSink* keylog = nullptr;           // optional
+};
+
+class TlsTransport : public Transport {
+ public:
+  TlsTransport(Clock& clock, const TlsOptions& options);
+  ~TlsTransport() override;
+  TlsTransport(const TlsTransport&) = delete;
+  TlsTransport& operator=(const TlsTransport&) = delete;
+
+  Err open(const char* host, uint16_t port, uint32_t timeout_ms) override;
+  Err write_all(const uint8_t* data, size_t len) override;
+  Err read_some(uint8_t* buf, size_t cap, size_t* got, uint32_t timeout_ms) override;
+  void close() override;
+  const char* error_text() const override { return err_.c_str(); }
+  const TransportStats& stats() const override { return stats_; }
+
+ private:
+  Err configure(const char* host);
+  Err handshake(uint32_t timeout_ms);
+  Err fail(int ret, Err fallback, const char* what);
+  void offered_names(char* out, size_t cap) const;
+
+  static int bio_send(void* ctx, const unsigned char* buf, size_t len);
+  static int bio_recv_timeout(void* ctx, unsigned char* buf, size_t len, uint32_t timeout_ms);
+  static int export_keys(void* ctx, const unsigned char* ms, const unsigned char* kb, size_t maclen,
+                         size_t keylen, size_t ivlen, const unsigned char client_random[32],
+                         const unsigned char server_random[32], mbedtls_tls_prf_types prf);
+
+  Clock& clock_;
+  TlsOptions opt_;
+  PlainTcp tcp_;
+  ErrorText err_;
+  TransportStats stats_;
+  bool configured_ = false;
+  bool open_ = false;
+  int cipher_list_[kMaxCiphers + 1] = {0};  // zero-terminated, kept alive for mbedtls_ssl_conf_ciphersuites
+  size_t cipher_count_ = 0;
+
+  mbedtls_entropy_context entropy_;
+  mbedtls_ctr_drbg_context drbg_;
+  mbedtls_x509_crt ca_;
+  mbedtls_x509_crt client_cert_;
+  mbedtls_pk_context client_key_;
+  mbedtls_ssl_config conf_;
+  mbedtls_ssl_context ssl_;
+};
+
+}  // namespace tb

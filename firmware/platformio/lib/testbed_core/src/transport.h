@@ -1,0 +1,43 @@
+// A byte-stream transport to the broker: plain TCP or TLS over BSD sockets.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tb_error.h"
+
+namespace tb {
+
+struct TransportStats {
+  int64_t tcp_connect_us = -1;  // connect() of the attempt that succeeded
+  int64_t handshake_us = -1;    // TLS: ClientHello to both Finished; -1 for plain TCP
+  char tls_version[16] = {0};   // e.g. "TLSv1.2"; empty for plain TCP
+  char cipher_suite[64] = {0};  // IANA name; empty for plain TCP
+  uint16_t cipher_id = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual Err open(const char* host, uint16_t port, uint32_t timeout_ms) = 0;
+  virtual Err write_all(const uint8_t* data, size_t len) = 0;
+  // Reads 1..cap bytes; Err::RecvTimeout when nothing arrived within timeout_ms.
+  virtual Err read_some(uint8_t* buf, size_t cap, size_t* got, uint32_t timeout_ms) = 0;
+  virtual void close() = 0;
+  virtual const char* error_text() const = 0;
+  virtual const TransportStats& stats() const = 0;
+
+  // Reads exactly len bytes (each wait bounded by timeout_ms).
+  Err read_exact(uint8_t* buf, size_t len, uint32_t timeout_ms) {
+    size_t done = 0;
+    while (done < len) {
+      size_t got = 0;
+      Err e = read_some(buf + done, len - done, &got, timeout_ms);
+      if (e != Err::Ok) return e;
+      done += got;
+    }
+    return Err::Ok;
+  }
+};
+
+}  // namespace tb
