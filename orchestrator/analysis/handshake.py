@@ -30,6 +30,11 @@ def _has(cell: str, token: str) -> bool:
     return token in cell.split(AGGREGATOR) if cell else False
 
 
+def _with_token(rows: pd.DataFrame, col: str, token: str) -> pd.DataFrame:
+    mask = np.fromiter((_has(v, token) for v in rows[col]), dtype=bool, count=len(rows))
+    return rows[mask]
+
+
 def _first_time(rows: pd.DataFrame) -> float | None:
     return float(rows["time"].iloc[0]) if len(rows) else None
 
@@ -81,21 +86,23 @@ def session_handshake(pk: pd.DataFrame, msgs: pd.DataFrame, broker_port: int) ->
     if synack_t is not None:
         acks = c[((flags[from_client] & (SYN | ACK)) == ACK) & (c["time"] >= synack_t).to_numpy()]
         ack_t = _first_time(acks)
-    tls_rows = pk[pk["tls_ctype"] != ""]
-    ch = tls_rows[(tls_rows["dst_port"] == broker_port) & tls_rows["tls_hs_type"].map(lambda v: _has(v, "1"))]
-    sh = tls_rows[(tls_rows["src_port"] == broker_port) & tls_rows["tls_hs_type"].map(lambda v: _has(v, "2"))]
-    fin = tls_rows[tls_rows["tls_hs_type"].map(lambda v: _has(v, "20"))]
+    tls_rows = pk[(pk["tls_ctype"] != "").to_numpy()]
+    hs_rows = tls_rows[(tls_rows["tls_hs_type"] != "").to_numpy()]
+    ch = _with_token(hs_rows[(hs_rows["dst_port"] == broker_port).to_numpy()], "tls_hs_type", "1")
+    sh = _with_token(hs_rows[(hs_rows["src_port"] == broker_port).to_numpy()], "tls_hs_type", "2")
+    fin = _with_token(hs_rows, "tls_hs_type", "20")
     version, suite = negotiated(sh.iloc[0]) if len(sh) else (None, None)
-    c_fin = _first_time(fin[fin["dst_port"] == broker_port])
-    s_fin = _first_time(fin[fin["src_port"] == broker_port])
+    c_fin = _first_time(fin[(fin["dst_port"] == broker_port).to_numpy()])
+    s_fin = _first_time(fin[(fin["src_port"] == broker_port).to_numpy()])
     finished_from = "decrypted Finished"
     if (c_fin is None or s_fin is None) and version == "TLS 1.2":
-        c_fin = _finished_without_keys(tls_rows[tls_rows["dst_port"] == broker_port])
-        s_fin = _finished_without_keys(tls_rows[tls_rows["src_port"] == broker_port])
+        c_fin = _finished_without_keys(tls_rows[(tls_rows["dst_port"] == broker_port).to_numpy()])
+        s_fin = _finished_without_keys(tls_rows[(tls_rows["src_port"] == broker_port).to_numpy()])
         finished_from = "first record after ChangeCipherSpec (no keys)"
     tls_end = max(c_fin, s_fin) if c_fin is not None and s_fin is not None else None
-    connect = msgs[(msgs["mqtt_type"] == MQTT_CONNECT).fillna(False) & (msgs["dst_port"] == broker_port)]
-    connack = msgs[(msgs["mqtt_type"] == MQTT_CONNACK).fillna(False) & (msgs["src_port"] == broker_port)]
+    mtype = msgs["mqtt_type"].fillna(0).to_numpy()
+    connect = msgs[(mtype == MQTT_CONNECT) & (msgs["dst_port"] == broker_port).to_numpy()]
+    connack = msgs[(mtype == MQTT_CONNACK) & (msgs["src_port"] == broker_port).to_numpy()]
     connect_t, connack_t = _first_time(connect), _first_time(connack)
     bytes_c2s = bytes_s2c = None
     if connack_t is not None:
@@ -120,12 +127,21 @@ def session_handshake(pk: pd.DataFrame, msgs: pd.DataFrame, broker_port: int) ->
 
 
 def sessions(packets: pd.DataFrame, msgs: pd.DataFrame, broker_port: int) -> list[dict[str, Any]]:
-    """One handshake record per TCP stream touching the broker port, in stream order."""
-    on_port = packets[(packets["dst_port"] == broker_port) | (packets["src_port"] == broker_port)]
-    msgs_on_port = msgs[(msgs["dst_port"] == broker_port) | (msgs["src_port"] == broker_port)]
-    by_stream = dict(tuple(msgs_on_port.groupby("stream", sort=False)))
-    empty = msgs_on_port.iloc[0:0]
-    out = []
-    for stream, pk in on_port.groupby("stream", sort=True):
-        out.append(session_handshake(pk, by_stream.get(stream, empty), broker_port))
-    return out
+    """One handshake record per TCP stream touching the broker port, in stream order.
+
+    Only each stream's frames up to its CONNACK are looked at (every handshake ends before it).
+    """
+    touches = (packets["dst_port"] == broker_port) | (packets["src_port"] == broker_port)
+    on_port = packets[touches.to_numpy()]
+    msgs_on_port = msgs[((msgs["dst_port"] == broker_port) | (msgs["src_port"] == broker_port)).to_numpy()]
+    mtype = msgs_on_port["mqtt_type"].fillna(0).to_numpy()
+    connack = msgs_on_port[(mtype == MQTT_CONNACK) & (msgs_on_port["src_port"] == broker_port).to_numpy()]
+    last = connack.groupby("stream")["frame"].min()
+    limit = on_port["stream"].map(last).fillna(np.inf).to_numpy()
+    on_port = on_port[on_port["frame"].to_numpy() <= limit]
+    early = msgs_on_port[msgs_on_port["frame"].to_numpy()
+                         <= msgs_on_port["stream"].map(last).fillna(np.inf).to_numpy()]
+    by_stream = dict(tuple(early.groupby("stream", sort=False)))
+    empty = early.iloc[0:0]
+    return [session_handshake(pk, by_stream.get(stream, empty), broker_port)
+            for stream, pk in on_port.groupby("stream", sort=True)]
