@@ -14,7 +14,7 @@ from orchestrator import __version__
 from orchestrator.cli.console import err, out
 from orchestrator.errors import TestbedError
 
-app = typer.Typer(name="testbed", no_args_is_help=True, add_completion=False,
+app = typer.Typer(name="testbed", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Measure what TLS (ChaCha20-Poly1305 first) costs an MQTT sensor link.")
 images_app = typer.Typer(no_args_is_help=True, help="Build the testbed's Docker images.")
 app.add_typer(images_app, name="images")
@@ -125,7 +125,10 @@ _register_optional()
 def main(argv: list[str] | None = None) -> int:
     """Entry point: the one place an error becomes an exit code."""
     try:
-        app(args=argv, prog_name="testbed", standalone_mode=False)
+        app(args=argv, prog_name="testbed", standalone_mode=True)
+    except SystemExit as exc:  # typer's own exits: --help, usage errors (2)
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
     except TestbedError as exc:
         if _state["debug"]:
             traceback.print_exc()
@@ -138,20 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/]: cleaned up; finished results are kept")
         return 130
-    except typer.Exit as exc:
-        return exc.exit_code
-    except typer.Abort:
-        err.print("aborted")
-        return 1
-    except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
+    except Exception as exc:
         if _state["debug"]:
             raise
-        err.print(f"[red]internal error:[/] {type(exc).__name__}: {exc} (run with --debug for the traceback)")
+        err.print(f"[red]internal error:[/] {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+                  highlight=False)
         return 70
     return 0
 

@@ -1,0 +1,46 @@
+# The README's two commands: `make demo` (the main job, end to end) and `make test`.
+# Each target creates/refreshes .venv itself; as root on Debian it installs what is missing.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TESTBED := $(BIN)/testbed
+PYTEST_ARGS ?=
+ifeq ($(CI),true)
+PYTEST_ARGS += --require-docker
+endif
+DEMO_ARGS ?= --payloads 65,100 --samples 200
+
+.PHONY: demo test images lint venv system docker firmware-host clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip wheel setuptools 2>&1 | grep -v "^WARNING: Location" || true
+	$(BIN)/pip install -q -e '.[dev]' 2>&1 | grep -v "^WARNING: Location" || true
+	$(BIN)/python -c "import orchestrator, typer, pydantic, pandas, paho.mqtt, ansible_runner"
+	@touch $@
+
+system:
+	@bash scripts/ensure-system.sh
+
+docker: venv
+	@bash scripts/ensure-docker.sh $(VENV)
+
+images: venv system docker
+	$(TESTBED) images build
+
+demo: images
+	$(TESTBED) sweep $(DEMO_ARGS)
+
+test: venv system docker images
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check orchestrator tests bench
+	$(BIN)/mypy orchestrator
+
+clean:
+	-$(TESTBED) down
+	rm -rf .cache/wheelhouse .testbed build

@@ -1,0 +1,101 @@
+"""`testbed up --scenario tls`: Mosquitto TLS-only, ChaCha20-Poly1305-only, checked with an independent
+TLS client (openssl s_client); `testbed down` leaves nothing and is safe twice."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+
+import pytest
+
+from orchestrator.paths import state_dir
+
+from .conftest import owned, run_testbed
+
+HOST_PORT = 18883
+
+
+def s_client(version_flag: str, cipher_args: list[str]) -> str:
+    ca = state_dir() / "session" / "pki" / "ca.crt"
+    proc = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{HOST_PORT}", "-servername", "broker",
+                           "-CAfile", str(ca), version_flag, *cipher_args], input="", capture_output=True,
+                          text=True, timeout=20, check=False)
+    return proc.stdout + proc.stderr
+
+
+def negotiated(text: str) -> str:
+    for line in text.splitlines():
+        if ", Cipher is " in line:
+            return line.split(", Cipher is ")[1].strip()
+    return "(none)"
+
+
+@pytest.fixture
+def tls_up(clean_testbed):
+    proc = run_testbed("up", "--scenario", "tls", "--host-port", str(HOST_PORT))
+    assert proc.returncode == 0, proc.stderr
+    yield proc
+
+
+def test_tls_up_only_chacha20_poly1305(tls_up):
+    assert "subscriber negotiated TLSv1.2 ECDHE-ECDSA-CHACHA20-POLY1305" in tls_up.stdout
+    assert negotiated(s_client("-tls1_2", ["-cipher", "ECDHE-ECDSA-CHACHA20-POLY1305"])) == \
+        "ECDHE-ECDSA-CHACHA20-POLY1305"
+    assert negotiated(s_client("-tls1_2", ["-cipher", "ECDHE-ECDSA-AES128-GCM-SHA256"])) == "(NONE)"
+    assert negotiated(s_client("-tls1_3", ["-ciphersuites", "TLS_CHACHA20_POLY1305_SHA256"])) == \
+        "TLS_CHACHA20_POLY1305_SHA256"
+    assert negotiated(s_client("-tls1_3", ["-ciphersuites", "TLS_AES_128_GCM_SHA256"])) == "(NONE)"
+
+    # no plaintext MQTT on the TLS port: a bare CONNECT gets no CONNACK
+    connect = bytes([0x10, 12, 0, 4]) + b"MQTT" + bytes([4, 2, 0, 60, 0, 0])
+    with socket.create_connection(("127.0.0.1", HOST_PORT), timeout=5) as s:
+        s.sendall(connect)
+        s.settimeout(3)
+        try:
+            reply = s.recv(4)
+        except (TimeoutError, ConnectionResetError):
+            reply = b""
+    assert not reply.startswith(b"\x20\x02")
+
+    status = run_testbed("status")
+    for service in ("broker", "capture", "subscriber"):
+        assert service in status.stdout
+    assert "healthy" in status.stdout
+
+
+def test_plain_up_delivers_a_message_to_the_subscriber(clean_testbed):
+    proc = run_testbed("up", "--scenario", "plain", "--host-port", str(HOST_PORT))
+    assert proc.returncode == 0, proc.stderr
+    payload = json.dumps({"d": "t", "n": 7, "t": time.time_ns() // 1000})
+    subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(HOST_PORT), "-t", "testbed/sensors",
+                    "-m", payload], check=True, timeout=10)
+    log = state_dir() / "session" / "logs" / "subscriber.csv"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and log.read_text().count("\n") < 2:
+        time.sleep(0.1)
+    rows = log.read_text().splitlines()
+    assert rows[0] == "seq,t_recv_us,bytes,dup"
+    assert rows[1].startswith("7,") and rows[1].endswith(f",{len(payload)},0")
+
+
+def test_down_removes_everything_and_is_safe_twice(tls_up):
+    assert owned("container")
+    first = run_testbed("down")
+    assert first.returncode == 0, first.stderr
+    assert owned("container") == [] and owned("network") == [] and owned("volume") == []
+    second = run_testbed("down")
+    assert second.returncode == 0 and "testbed is down" in second.stdout
+
+
+def test_port_in_use_is_named(clean_testbed):
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", HOST_PORT))
+        s.listen()
+        proc = run_testbed("up", "--scenario", "tls", "--host-port", str(HOST_PORT))
+    assert proc.returncode == 1
+    assert f"port {HOST_PORT} on 127.0.0.1 is already in use" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert owned("container") == []

