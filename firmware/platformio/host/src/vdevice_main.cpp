@@ -110,6 +110,22 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+// Peak resident set size of this process image. VmHWM restarts at exec; ru_maxrss would carry the
+// high-water mark of the parent that forked us (e.g. a Python test runner).
+long peak_rss_kb(const rusage& ru) {
+  FILE* f = fopen("/proc/self/status", "r");
+  if (f != nullptr) {
+    char line[256];
+    long kb = -1;
+    while (fgets(line, sizeof(line), f) != nullptr) {
+      if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) break;
+    }
+    fclose(f);
+    if (kb >= 0) return kb;
+  }
+  return ru.ru_maxrss;
+}
+
 std::string json_ms(int64_t us) {
   if (us < 0) return "null";
   char buf[32];
@@ -134,7 +150,8 @@ bool write_summary(const Options& o, const Outcome& r, std::string* error) {
   for (size_t i = 0; i < r.errors.size(); ++i) errs += (i ? "," : "") + json_string(r.errors[i]);
   errs += "]";
   char cpu[128];
-  snprintf(cpu, sizeof(cpu), "\"cpu_user_s\":%.6f,\"cpu_sys_s\":%.6f,\"max_rss_kb\":%ld", user_s, sys_s, ru.ru_maxrss);
+  snprintf(cpu, sizeof(cpu), "\"cpu_user_s\":%.6f,\"cpu_sys_s\":%.6f,\"max_rss_kb\":%ld", user_s, sys_s,
+           peak_rss_kb(ru));
   std::string text = "{\"device_id\":" + json_string(o.device_id) + ",\"simulated\":true,\"transport\":" +
                      json_string(o.transport) + ",\"tls_version\":" +
                      (tls && r.transport.tls_version[0] ? json_string(r.transport.tls_version) : "null") +

@@ -1,0 +1,199 @@
+"""Support for the firmware host tests: a cmake build of firmware/platformio/host, throwaway
+ECDSA P-256 certificates, and real Mosquitto brokers on free 127.0.0.1 ports."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+REPO = Path(__file__).resolve().parents[2]
+HOST_SRC = REPO / "firmware" / "platformio" / "host"
+MOSQUITTO = "/usr/sbin/mosquitto"
+
+
+def need_tool(path_or_name: str, package: str) -> str:
+    """The tool's path; fail (CI) or skip (elsewhere) with the package to install."""
+    found = path_or_name if os.path.isabs(path_or_name) and os.access(path_or_name, os.X_OK) \
+        else shutil.which(path_or_name)
+    if found:
+        return found
+    message = f"{path_or_name} not found: apt-get install -y {package}"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@dataclass(frozen=True)
+class HostBuild:
+    build_dir: Path
+    vdevice: Path
+    test_core: Path
+
+
+@pytest.fixture(scope="session")
+def host_build(tmp_path_factory: pytest.TempPathFactory) -> HostBuild:
+    """Configure and build firmware/platformio/host with warnings as errors."""
+    need_tool("cmake", "cmake")
+    need_tool("g++", "g++")
+    build = tmp_path_factory.mktemp("fw-host-build")
+    configure = subprocess.run(["cmake", "-S", str(HOST_SRC), "-B", str(build), "-DTESTBED_WERROR=ON"],
+                               capture_output=True, text=True, check=False)
+    assert configure.returncode == 0, configure.stdout + configure.stderr
+    compile_ = subprocess.run(["cmake", "--build", str(build), "-j2"], capture_output=True, text=True, check=False)
+    assert compile_.returncode == 0, compile_.stdout[-4000:] + compile_.stderr[-4000:]
+    return HostBuild(build, build / "vdevice", build / "test_core")
+
+
+@dataclass(frozen=True)
+class Pki:
+    dir: Path
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+
+def _write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> None:
+    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                       serialization.NoEncryption()))
+
+
+def _cert(subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Name | None,
+          issuer_key: ec.EllipticCurvePrivateKey | None, *, ca: bool, sans: list[x509.GeneralName]) -> x509.Certificate:
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    now = dt.datetime.now(dt.timezone.utc)
+    builder = (x509.CertificateBuilder().subject_name(name).issuer_name(issuer or name)
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=2))
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    return builder.sign(issuer_key or key, hashes.SHA256())
+
+
+@pytest.fixture(scope="session")
+def pki() -> Iterator[Pki]:
+    """CA + ECDSA P-256 server certificate (SAN DNS:localhost, IP:127.0.0.1) + client certificate.
+
+    The directory is world-traversable and the files readable by the `mosquitto` user, to which
+    Mosquitto drops when started as root."""
+    directory = Path(tempfile.mkdtemp(prefix="tb-fw-pki-"))
+    directory.chmod(0o755)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_cert = _cert("testbed test CA", ca_key, None, None, ca=True, sans=[])
+    server_key = ec.generate_private_key(ec.SECP256R1())
+    server_cert = _cert("localhost", server_key, ca_cert.subject, ca_key, ca=False,
+                        sans=[x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    client_cert = _cert("v1", client_key, ca_cert.subject, ca_key, ca=False, sans=[])
+    paths = Pki(directory, directory / "ca.pem", directory / "server.pem", directory / "server.key",
+                directory / "client.pem", directory / "client.key")
+    paths.ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    paths.server_cert.write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
+    paths.client_cert.write_bytes(client_cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(server_key, paths.server_key)
+    _write_key(client_key, paths.client_key)
+    for p in (paths.ca, paths.server_cert, paths.client_cert):
+        p.chmod(0o644)
+    for p in (paths.server_key, paths.client_key):
+        p.chmod(0o600)
+    if os.geteuid() == 0:
+        try:
+            broker_user = pwd.getpwnam("mosquitto")
+            os.chown(paths.server_key, broker_user.pw_uid, broker_user.pw_gid)
+        except KeyError:
+            pass
+    yield paths
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"mosquitto exited ({proc.returncode}):\n{log.read_text(errors='replace')}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"mosquitto did not listen on {port} within {timeout} s:\n{log.read_text(errors='replace')}")
+
+
+@dataclass
+class Broker:
+    tls_port: int
+    plain_port: int
+    log: Path
+    proc: subprocess.Popen[bytes]
+
+
+@pytest.fixture
+def broker_factory(pki: Pki, tmp_path: Path) -> Iterator:
+    """Starts Mosquitto 2.0 with one TLS 1.2 listener limited to `ciphers` and one plain listener
+    (for an independent subscriber). Every broker is stopped at teardown."""
+    need_tool(MOSQUITTO, "mosquitto")
+    started: list[Broker] = []
+
+    def start(ciphers: str, *, require_certificate: bool = False) -> Broker:
+        tls_port, plain_port = free_port(), free_port()
+        conf = tmp_path / f"mosquitto-{tls_port}.conf"
+        log = tmp_path / f"mosquitto-{tls_port}.log"
+        conf.write_text("\n".join([
+            "persistence false",
+            "log_dest stderr",
+            "log_type error", "log_type warning", "log_type notice", "log_type information",
+            f"listener {plain_port} 127.0.0.1",
+            "allow_anonymous true",
+            f"listener {tls_port} 127.0.0.1",
+            f"cafile {pki.ca}",
+            f"certfile {pki.server_cert}",
+            f"keyfile {pki.server_key}",
+            "tls_version tlsv1.2",
+            f"ciphers {ciphers}",
+            f"require_certificate {'true' if require_certificate else 'false'}",
+            "",
+        ]))
+        conf.chmod(0o644)
+        with log.open("wb") as out:
+            proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL)
+        broker = Broker(tls_port, plain_port, log, proc)
+        started.append(broker)
+        wait_port(tls_port, proc, log)
+        wait_port(plain_port, proc, log)
+        return broker
+
+    yield start
+    for broker in started:
+        if broker.proc.poll() is None:
+            broker.proc.send_signal(signal.SIGTERM)
+            try:
+                broker.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                broker.proc.kill()
+                broker.proc.wait()
