@@ -74,8 +74,12 @@ class Impairment(BaseModel):
     def _jitter_within_delay(cls, value: float, info: ValidationInfo) -> float:
         delay = info.data.get("delay_ms")
         if delay is not None and value > delay:
-            raise _custom("jitter_gt_delay", "must not exceed delay_ms ({jitter} ms > {delay} ms)",
-                          jitter=value, delay=delay)
+            raise _custom(
+                "jitter_gt_delay",
+                "must not exceed delay_ms ({jitter} ms > {delay} ms)",
+                jitter=value,
+                delay=delay,
+            )
         return value
 
     @field_validator("loss_pct", "loss_correlation_pct")
@@ -84,8 +88,9 @@ class Impairment(BaseModel):
         if not 0 <= value <= 100:
             raise _custom("percentage", "must be a percentage between 0 and 100 (got {value})", value=value)
         if round(value, 2) != value:
-            raise _custom("resolution", "at most 2 decimal places (0.01 % resolution, got {value})",
-                          value=value)
+            raise _custom(
+                "resolution", "at most 2 decimal places (0.01 % resolution, got {value})", value=value
+            )
         return value
 
     @field_validator("loss_correlation_pct")
@@ -99,8 +104,9 @@ class Impairment(BaseModel):
     @classmethod
     def _positive_rate(cls, value: int | None) -> int | None:
         if value is not None and value <= 0:
-            raise _custom("rate", "must be > 0 kbit/s when set (got {value}); omit it for no rate limit",
-                          value=value)
+            raise _custom(
+                "rate", "must be > 0 kbit/s when set (got {value}); omit it for no rate limit", value=value
+            )
         if value is not None and value > 100_000_000:
             raise _custom("rate", "must be at most 100000000 kbit/s (got {value})", value=value)
         return value
@@ -128,8 +134,9 @@ def _validate(data: object, source: str, lines: dict | None, *, default_name: st
     try:
         return Impairment.model_validate(data)
     except ValidationError as exc:
-        raise TestbedError(f"{source}: invalid impairment profile",
-                           evidence=describe_validation_error(exc, source, lines)) from exc
+        raise TestbedError(
+            f"{source}: invalid impairment profile", evidence=describe_validation_error(exc, source, lines)
+        ) from exc
 
 
 def load_impairment(name_or_path: str | Path) -> Impairment:
@@ -148,11 +155,14 @@ def load_impairment(name_or_path: str | Path) -> Impairment:
     path = Path(text).expanduser()
     looks_like_file = path.suffix in {".yaml", ".yml"} or "/" in text
     if not looks_like_file:
-        raise TestbedError(f"unknown impairment profile: {text!r}",
-                           hint="known profiles: " + ", ".join(known) + "; or give the path of a YAML file")
+        raise TestbedError(
+            f"unknown impairment profile: {text!r}",
+            hint="known profiles: " + ", ".join(known) + "; or give the path of a YAML file",
+        )
     if not path.is_file():
-        raise TestbedError(f"impairment profile file not found: {path}",
-                           hint="known profiles: " + ", ".join(known))
+        raise TestbedError(
+            f"impairment profile file not found: {path}", hint="known profiles: " + ", ".join(known)
+        )
     data, lines = read_yaml(path)
     return _validate(data, str(path), lines, default_name=_file_stem_name(path))
 
