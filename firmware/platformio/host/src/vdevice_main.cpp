@@ -261,8 +261,8 @@ int run(int argc, char** argv) {
     fprintf(stderr, "vdevice: error %s\n", outcome.errors.front().c_str());
     return kExitFailure;
   }
-  fprintf(stdout, "vdevice %s (SIMULATED sensors): sent %" PRIu32 " messages; %s%s%s tcp %s ms, handshake %s ms, connack %s ms\n",
-          o.device_id.c_str(), outcome.stats.messages_sent, outcome.transport.tls_version,
+  fprintf(stdout, "vdevice %s (SIMULATED sensors): sent %" PRIu32 " messages over %s%s%s, tcp %s ms, handshake %s ms, connack %s ms\n",
+          o.device_id.c_str(), outcome.stats.messages_sent, o.transport == "tls" ? outcome.transport.tls_version : "plain TCP",
           outcome.transport.tls_version[0] ? " " : "", outcome.transport.cipher_suite,
           json_ms(outcome.stats.tcp_connect_us).c_str(), json_ms(outcome.stats.handshake_us).c_str(),
           json_ms(outcome.stats.connack_us).c_str());
