@@ -23,7 +23,7 @@ MANIFEST_SCHEMA_VERSION = 1
 METRICS_SCHEMA_VERSION = 1
 PUBLISHER_TO_BROKER = "publisher->broker"
 BROKER_TO_SUBSCRIBER = "broker->subscriber"
-MESSAGE_COLUMNS = ("seq", "delay_ms", "broker_transit_ms", "frame_len", "dup", "direction")
+MESSAGE_COLUMNS = ("seq", "delay_ms", "broker_transit_ms", "frame_len", "msgs_in_frame", "dup", "direction")
 REQUIRED_MESSAGE_COLUMNS = ("seq", "delay_ms")
 
 
@@ -136,7 +136,7 @@ def read_messages(path: Path) -> pd.DataFrame:
     missing = [c for c in REQUIRED_MESSAGE_COLUMNS if c not in df.columns]
     if missing:
         raise TestbedError(f"{path}: missing column(s): {', '.join(missing)}")
-    for column in ("seq", "delay_ms", "broker_transit_ms", "frame_len"):
+    for column in ("seq", "delay_ms", "broker_transit_ms", "frame_len", "msgs_in_frame"):
         if column in df.columns:
             converted = pd.to_numeric(df[column], errors="coerce")
             bad = converted.isna() & df[column].notna()
@@ -180,26 +180,32 @@ def _truthy(series: pd.Series) -> pd.Series:
     return series.astype(str).str.strip().str.lower().isin(["true", "1", "yes"])
 
 
-def _first_copies(df: pd.DataFrame) -> pd.DataFrame:
-    if "dup" in df.columns:
-        df = df[~_truthy(df["dup"])]
-    return df
-
-
 def per_seq(df: pd.DataFrame, column: str) -> np.ndarray:
-    """One value of ``column`` per sequence number (first non-empty, duplicates dropped), in seq order."""
-    if column not in df.columns:
+    """One value of ``column`` per sequence number, in seq order.
+
+    Works on both layouts of per_message.csv: one row per message (``dup`` then only says the
+    message also arrived again) and one row per copy/leg (rows flagged ``dup`` are used only when
+    the seq has no other row with a value).
+    """
+    if column not in df.columns or "seq" not in df.columns:
         return np.empty(0)
-    values = _first_copies(df).groupby("seq", sort=True)[column].first()
-    return values.dropna().to_numpy(dtype=float)
+    rows = df[["seq", column]].assign(_dup=_truthy(df["dup"]) if "dup" in df.columns else False)
+    rows = rows[rows[column].notna() & rows["seq"].notna()].sort_values(["seq", "_dup"], kind="stable")
+    return rows.groupby("seq", sort=True)[column].first().to_numpy(dtype=float)
 
 
 def published_frame_len(df: pd.DataFrame) -> np.ndarray:
-    """Wire bytes of each PUBLISH from the publisher to the broker."""
+    """Wire bytes of each PUBLISH from the publisher to the broker that had its frame to itself.
+
+    Frames carrying several PUBLISH (Nagle at session start) are left out: their length is not
+    one message's.
+    """
     if "frame_len" not in df.columns:
         return np.empty(0)
     if "direction" in df.columns:
         df = df[df["direction"].astype(str) == PUBLISHER_TO_BROKER]
+    if "msgs_in_frame" in df.columns:
+        df = df[df["msgs_in_frame"].isna() | (df["msgs_in_frame"] == 1)]
     return per_seq(df, "frame_len")
 
 

@@ -49,7 +49,7 @@ def _png(fig: Figure) -> bytes:
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     with matplotlib.rc_context(RC):
-        fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None}, bbox_inches="tight")
+        fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
     return buf.getvalue()
 
 
@@ -169,11 +169,12 @@ def throughput_bars(
         x = np.arange(len(groups))
         wire = [_bar_err(w) for _, w, _ in groups]
         good = [_bar_err(g) for _, _, g in groups]
+        repeated = any(len(w) > 1 or len(g) > 1 for _, w, g in groups)
         ax.bar(
             x - 0.2,
             [m for m, _ in wire],
             0.4,
-            yerr=[s for _, s in wire],
+            yerr=[s for _, s in wire] if repeated else None,
             capsize=3,
             color="#3182bd",
             label="throughput (all frames, all headers)",
@@ -182,7 +183,7 @@ def throughput_bars(
             x + 0.2,
             [m for m, _ in good],
             0.4,
-            yerr=[s for _, s in good],
+            yerr=[s for _, s in good] if repeated else None,
             capsize=3,
             color="#31a354",
             label="goodput (payload bytes)",
