@@ -520,7 +520,7 @@ def _event_items(events: Iterator[dict[str, Any]]) -> tuple[list[dict[str, Any]]
                 }
             )
         if kind in ("runner_on_failed", "runner_item_on_failed", "runner_on_unreachable"):
-            if kind == "runner_on_failed" and res.get("results"):
+            if kind == "runner_on_failed" and "results" in res:
                 continue  # the loop's summary; its items were reported one by one
             msg = res.get("msg") or ""
             cmd = " ".join(res.get("cmd") or []) if isinstance(res.get("cmd"), list) else res.get("cmd", "")
