@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.atomic import write_json_atomic
 from orchestrator.backends import compose
 from orchestrator.backends.compose import Topology
 from orchestrator.brokerconf import render_mosquitto_conf, render_openssl_conf
@@ -79,6 +82,8 @@ def prepare_run_dir(run_dir: Path, scenario: Scenario) -> tuple[Layout, Pki | No
     for d in (lay.config, lay.pki, lay.capture.parent, lay.logs, lay.keylogs):
         d.mkdir(parents=True, exist_ok=True)
     (lay.config / "mosquitto.conf").write_text(render_mosquitto_conf(scenario))
+    # the scenario as run, so `testbed report` can re-analyse without the original YAML
+    write_json_atomic(lay.config / "scenario.json", scenario.model_dump(mode="json"))
     ossl = render_openssl_conf(scenario)
     ossl_path = lay.config / "openssl.cnf"
     if ossl:
@@ -193,8 +198,25 @@ def running_lab(scenario: Scenario, run_dir: Path, *, host_port: int | None = No
         raise
     finally:
         if not keep:
-            save_broker_log(lay)
-            compose.down()
+            with sigint_deferred():
+                save_broker_log(lay)
+                compose.down()
+
+
+@contextmanager
+def sigint_deferred() -> Iterator[None]:
+    """Teardown must finish: a second Ctrl-C during it is held back and delivered afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    old = signal.signal(signal.SIGINT, lambda signum, _frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+        if pending:
+            raise KeyboardInterrupt
 
 
 def save_broker_log(lay: Layout) -> None:

@@ -148,3 +148,19 @@ def down() -> list[str]:
             run(rm, timeout=60, check=False)
             removed += [f"{kind} {i}" for i in ids]
     return removed
+
+
+def start_service(t: Topology, service: str) -> None:
+    """Start one more service of the running project (the publisher) without touching the others."""
+    run(compose_argv("--profile", service, "up", "-d", "--no-build", "--pull", "never", "--no-deps", service),
+        env=compose_env(t), timeout=120)
+
+
+def container_state(service: str) -> tuple[str, int | None]:
+    """(status, exit code) of a service's container; ('missing', None) when there is none."""
+    proc = run(["docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", container_name(service)],
+               check=False, timeout=30)
+    if proc.returncode != 0:
+        return "missing", None
+    status, _, code = proc.stdout.strip().partition(" ")
+    return status, int(code) if code.lstrip("-").isdigit() else None

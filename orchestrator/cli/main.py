@@ -110,6 +110,148 @@ def down() -> None:
         out.print(line)
 
 
+@app.command("run")
+def run_cmd(
+    scenario: Annotated[str, typer.Option(help="built-in scenario name or a YAML file")] = "tls",
+    payload: Annotated[int, typer.Option(help="application payload bytes (exact)")] = 65,
+    samples: Annotated[int, typer.Option(help="messages to publish")] = 200,
+    interval: Annotated[str, typer.Option(help="time between messages, e.g. 250ms or 1s")] = "250ms",
+    qos: Annotated[int, typer.Option(help="MQTT QoS 0 or 1")] = 0,
+    seed: Annotated[int, typer.Option(help="seed of the simulated sensors")] = 1,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="run folder (default results/runs/<time>-...)")
+                       ] = None,
+) -> None:
+    """One measurement: up, capture, subscriber, publisher, count, stop, tear down, analyse, summary."""
+    from orchestrator.cli.progress import run_with_progress
+    from orchestrator.model.run import parse_interval
+    from orchestrator.runner import make_spec
+
+    try:
+        interval_ms = parse_interval(interval)
+    except ValueError as exc:
+        raise TestbedError(str(exc)) from exc
+    spec = make_spec(scenario=scenario, payload=payload, samples=samples, interval_ms=interval_ms, qos=qos,
+                     seed=seed)
+    outcome = run_with_progress(spec, out_dir)
+    if outcome.status != "ok":
+        raise TestbedError(f"run failed: {outcome.error}", hint=f"logs kept in {outcome.run_dir}")
+
+
+def _csv(text: str, what: str, cast: type = str) -> list:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise TestbedError(f"--{what}: give at least one value")
+    try:
+        return [cast(t) for t in items]
+    except ValueError as exc:
+        raise TestbedError(f"--{what}: {exc}") from exc
+
+
+@app.command()
+def sweep(
+    payloads: Annotated[str, typer.Option(help="comma list of payload sizes in bytes")] = "65,100",
+    samples: Annotated[int, typer.Option(help="messages per cell")] = 200,
+    scenarios: Annotated[str, typer.Option(help="comma list of scenarios (names or YAML files)")] = "plain,tls",
+    repeat: Annotated[int, typer.Option(help="repeats of every cell (random order, seeded)")] = 1,
+    interval: Annotated[str, typer.Option(help="time between messages, e.g. 250ms")] = "250ms",
+    qos: Annotated[int, typer.Option(help="MQTT QoS 0 or 1")] = 0,
+    impairments: Annotated[str, typer.Option(help="comma list of impairment profiles")] = "none",
+    publisher: Annotated[str, typer.Option(help="virtual or esp32")] = "virtual",
+    seed: Annotated[int, typer.Option(help="seed for cell order, sensors and bootstrap")] = 1,
+    baseline: Annotated[str, typer.Option(help="scenario the others are compared with")] = "plain",
+    out_root: Annotated[Path, typer.Option("--out", help="folder that receives the bundle")] = Path("results"),
+    resume: Annotated[Path | None, typer.Option(help="resume this bundle: run exactly its missing cells")] = None,
+    name: Annotated[str, typer.Option(help="bundle name suffix")] = "sweep",
+) -> None:
+    """The study's matrix (scenarios x payloads x impairments x repeats) into a results bundle + report."""
+    import signal
+
+    from orchestrator import sweep as sw
+    from orchestrator.bundle import argv_for_display
+    from orchestrator.cli.progress import RichSweepProgress, sweep_bar, sweep_summary
+    from orchestrator.model.run import parse_interval
+
+    if resume is not None:
+        plan, cells = sw.resume_sweep(resume)
+        bundle = resume
+        err.print(f"resuming {bundle}: {len(cells)} cell(s) to run")
+    else:
+        try:
+            interval_ms = parse_interval(interval)
+        except ValueError as exc:
+            raise TestbedError(str(exc)) from exc
+        plan = sw.make_plan(payloads=_csv(payloads, "payloads", int), samples=samples,
+                            scenarios=_csv(scenarios, "scenarios"), repeat=repeat, interval_ms=interval_ms, qos=qos,
+                            impairments=_csv(impairments, "impairments"), publisher=publisher, seed=seed,
+                            baseline=baseline)
+        bundle = sw.start_sweep(plan, out_root, name, argv_for_display())
+        cells = plan.cells()
+        err.print(f"bundle: {bundle}  ({len(cells)} cells, seed {plan.seed})")
+
+    def on_term(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old_term = signal.signal(signal.SIGTERM, on_term)
+    try:
+        with sweep_bar() as bar:
+            progress = RichSweepProgress(bar, len(cells), plan.samples * plan.interval_ms / 1000)
+            sw.run_cells(bundle, plan, cells, progress)
+    except KeyboardInterrupt:
+        raise TestbedError(f"sweep interrupted; finished cells are intact in {bundle}",
+                           hint=f"resume with: testbed sweep --resume {bundle}", exit_code=130) from None
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+    derived = sw.build_derived(bundle, baseline=plan.baseline)
+    out.print(sweep_summary(bundle))
+    out.print(f"bundle: {bundle}")
+    out.print(f"report: {bundle / 'report.html'}  ({len(derived)} derived files)")
+    failed = [c.cell_id for c in plan.cells() if (bundle / "runs" / c.cell_id / "cell.json").exists()
+              and sw.bundles.cell_status(bundle, c) != "ok"]
+    if failed:
+        raise TestbedError(f"{len(failed)} cell(s) failed: {', '.join(failed)} (logs in their run folders)",
+                           hint=f"rerun them with: testbed sweep --resume {bundle}")
+
+
+@app.command()
+def report(
+    bundle: Annotated[Path, typer.Argument(help="results bundle folder")],
+    baseline: Annotated[str | None, typer.Option(help="scenario the others are compared with")] = None,
+) -> None:
+    """Rebuild every derived file (summary, comparisons, plots, report.md/html) from the raw run data."""
+    from orchestrator import bundle as bundles
+    from orchestrator.sweep import rebuild_bundle
+
+    bundles.load_manifest(bundle)
+    paths = rebuild_bundle(bundle, baseline=baseline, progress=lambda m: err.print(f"[dim]{m}[/]"))
+    out.print(f"rebuilt {len(paths)} files in {bundle}; report: {bundle / 'report.html'}")
+
+
+@app.command("archive")
+def archive_cmd(
+    bundle: Annotated[Path, typer.Argument(help="results bundle folder")],
+    include_secrets: Annotated[bool, typer.Option("--include-secrets",
+                                                  help="also pack private keys and TLS key logs")] = False,
+) -> None:
+    """Pack a bundle into BUNDLE.tar.gz with SHA256SUMS inside (secrets left out unless asked)."""
+    from orchestrator.bundle import archive
+
+    dest, excluded = archive(bundle, include_secrets=include_secrets)
+    out.print(f"archive: {dest}")
+    if excluded:
+        out.print(f"left out {len(excluded)} secret file(s) (private keys, key logs); --include-secrets packs them")
+
+
+@app.command("verify")
+def verify_cmd(archive_path: Annotated[Path, typer.Argument(help="a .tar.gz made by testbed archive")]) -> None:
+    """Check every checksum inside an archive."""
+    from orchestrator.bundle import verify
+
+    checked, problems = verify(archive_path)
+    if problems:
+        raise TestbedError(f"{archive_path}: {len(problems)} problem(s)", evidence="\n".join(problems))
+    out.print(f"{archive_path}: {checked} files, all checksums match")
+
+
 def _register_optional() -> None:
     """Sub-apps that live in their own modules (added as their issues land)."""
     try:

@@ -1,0 +1,47 @@
+"""Atomic file writes: a temporary file in the same folder, fsync, then os.replace.
+
+Readers (and a crash) see the old file or the new one, never a part of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import TestbedError
+
+
+def write_bytes_atomic(path: Path, data: bytes, mode: int = 0o644) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise TestbedError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    return path
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: Path, data: Any) -> Path:
+    return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path``; {} when the file is missing or unreadable."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,60 @@
+"""Broker CPU seconds and peak memory over a run, from the engine's stats stream (docker SDK)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+
+class StatsSampler:
+    """Follow one container's stats stream in a thread; CPU at the end, memory at its peak."""
+
+    def __init__(self, container_name: str) -> None:
+        self.container_name = container_name
+        self.cpu_start_ns: int | None = None
+        self.cpu_last_ns: int | None = None
+        self.peak_mem: int | None = None
+        self.samples = 0
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> StatsSampler:
+        self._thread = threading.Thread(target=self._follow, name=f"stats-{self.container_name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _follow(self) -> None:
+        try:
+            import docker
+
+            client = docker.from_env(timeout=30)
+            container = client.containers.get(self.container_name)
+            for s in container.stats(stream=True, decode=True):
+                self._take(s)
+                if self._stop.is_set():
+                    break
+        except Exception as exc:  # noqa: BLE001 - stats are best effort; recorded, never fatal
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def _take(self, s: dict[str, Any]) -> None:
+        cpu = (s.get("cpu_stats") or {}).get("cpu_usage", {}).get("total_usage")
+        mem_stats = s.get("memory_stats") or {}
+        mem = mem_stats.get("max_usage") or mem_stats.get("usage")
+        if cpu:
+            if self.cpu_start_ns is None:
+                self.cpu_start_ns = int(cpu)
+            self.cpu_last_ns = int(cpu)
+        if mem:
+            self.peak_mem = max(self.peak_mem or 0, int(mem))
+        self.samples += 1
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=3)
+        cpu_s = None
+        if self.cpu_last_ns is not None:
+            cpu_s = self.cpu_last_ns / 1e9  # total since the broker started: the whole run
+        return {"broker_cpu_s": cpu_s, "broker_peak_mem_bytes": self.peak_mem, "stats_samples": self.samples,
+                "stats_error": self.error}

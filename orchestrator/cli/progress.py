@@ -1,0 +1,115 @@
+"""Progress bars and summary tables for runs (rich), kept out of the command functions."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from orchestrator.cli.console import err, out
+from orchestrator.model.run import RunSpec
+from orchestrator.runner import RunOutcome, execute_run
+
+
+def default_run_dir(spec: RunSpec) -> Path:
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return Path("results") / "runs" / f"{stamp}-{spec.scenario.replace('/', '_')}-{spec.payload}B"
+
+
+def run_with_progress(spec: RunSpec, out_dir: Path | None) -> RunOutcome:
+    run_dir = out_dir or default_run_dir(spec)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=err, transient=True) as bar:
+        task = bar.add_task("messages", total=spec.samples)
+        outcome = execute_run(spec, run_dir, progress=lambda n, total: bar.update(task, completed=n),
+                              status=lambda m: bar.console.print(f"[dim]{m}[/]"))
+    if outcome.metrics:
+        out.print(summary_table(outcome.metrics, title=f"{spec.scenario}, {spec.payload} B x {spec.samples}"))
+    out.print(f"run folder: {outcome.run_dir}  status: {outcome.status}")
+    return outcome
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def summary_table(m: dict[str, Any], title: str) -> Table:
+    t = Table(title=title)
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    d = m.get("delay_ms") or {}
+    tls = m.get("tls") or {}
+    rows = [
+        ("negotiated", f"{tls.get('version') or 'plaintext'} {tls.get('cipher_suite') or ''}".strip()),
+        ("delay median / p95 (ms)", f"{fmt(d.get('median'))} / {fmt(d.get('p95'))}"),
+        ("delay mean [95% CI] (ms)", f"{fmt(d.get('mean'))} [{fmt(d.get('ci95_low'))}, {fmt(d.get('ci95_high'))}]"),
+        ("broker transit median (ms)", fmt((m.get("broker_transit_ms") or {}).get("median"))),
+        ("jitter (ms)", fmt((m.get("jitter_ms") or {}).get("mean_abs_diff"))),
+        ("throughput / goodput (bit/s)", f"{fmt((m.get('throughput') or {}).get('wire_bps'), 1)} / "
+                                         f"{fmt((m.get('throughput') or {}).get('goodput_bps'), 1)}"),
+        ("loss (%)", fmt((m.get("loss") or {}).get("loss_pct"), 2)),
+        ("TLS overhead per PUBLISH (B)", fmt((m.get("overhead_bytes") or {}).get("tls_overhead"))),
+        ("frame per PUBLISH (B)", fmt((m.get("overhead_bytes") or {}).get("frame_len"))),
+        ("TLS handshake (ms)", fmt((m.get("handshake") or {}).get("tls_handshake_ms"))),
+    ]
+    for k, v in rows:
+        t.add_row(k, v)
+    return t
+
+
+class RichSweepProgress:
+    """Cells bar with ETA over the whole sweep, plus the current cell's messages."""
+
+    def __init__(self, bar: Progress, total_cells: int, cell_seconds: float) -> None:
+        self.bar = bar
+        self.cells = bar.add_task("cells", total=total_cells)
+        self.msgs = bar.add_task("messages", total=1)
+        self.cell_seconds = cell_seconds
+        self.results: list[tuple[str, str, str | None]] = []
+
+    def cell_started(self, index: int, total: int, cell: Any, expected_s: float) -> None:
+        self.bar.update(self.cells, description=f"cell {index}/{total} {cell.cell_id}")
+        self.bar.reset(self.msgs, total=1, completed=0)
+
+    def messages(self, received: int, expected: int) -> None:
+        self.bar.update(self.msgs, total=expected, completed=received)
+
+    def cell_finished(self, cell: Any, status: str, error: str | None) -> None:
+        self.bar.advance(self.cells)
+        colour = {"ok": "green", "failed": "red"}.get(status, "yellow")
+        self.bar.console.print(f"[{colour}]{status}[/] {cell.cell_id}" + (f": {error}" if error else ""),
+                               highlight=False)
+        self.results.append((cell.cell_id, status, error))
+
+    def note(self, message: str) -> None:
+        self.bar.console.print(f"[dim]{message}[/]", highlight=False)
+
+
+def sweep_bar() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                    console=err, transient=True)
+
+
+def sweep_summary(bundle: Path) -> Table:
+    from orchestrator.atomic import read_json
+
+    t = Table(title=f"sweep {bundle.name}")
+    for col in ("cell", "status", "suite", "delay median ms", "loss %", "TLS overhead B", "throughput bit/s"):
+        t.add_column(col)
+    for run_dir in sorted((bundle / "runs").glob("*")):
+        cell = read_json(run_dir / "cell.json")
+        m = read_json(run_dir / "metrics.json")
+        tls = m.get("tls") or {}
+        t.add_row(run_dir.name, str(cell.get("status", "?")),
+                  tls.get("cipher_suite") or ("plaintext" if m else "n/a"),
+                  fmt((m.get("delay_ms") or {}).get("median")), fmt((m.get("loss") or {}).get("loss_pct"), 2),
+                  fmt((m.get("overhead_bytes") or {}).get("tls_overhead")),
+                  fmt((m.get("throughput") or {}).get("wire_bps"), 1))
+    return t

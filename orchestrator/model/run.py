@@ -1,0 +1,63 @@
+"""What one run is asked to do (RunSpec), validated before anything starts."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+MAX_PAYLOAD = 4096  # the firmware core's fixed buffer (payload.h kMaxPayload)
+TIMESTAMP_DIGITS = 16
+DEVICE_ID = "v1"
+
+
+def payload_min_size(samples: int, device_id: str = DEVICE_ID) -> int:
+    """Smallest payload that fits every message of a run (mirrors the firmware core's rule:
+    worst-case widths: digits of samples-1, a 16-digit timestamp, 4-digit readings)."""
+    seq_digits = len(str(max(samples - 1, 0)))
+    worst = ('{"d":"' + device_id + '","n":' + "9" * seq_digits + ',"t":' + "9" * TIMESTAMP_DIGITS
+             + ',"s":[1,4095,4095,9999]}')
+    return len(worst)
+
+
+class RunSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    scenario: str
+    payload: int = Field(65, ge=1, le=MAX_PAYLOAD, description="application payload bytes (exact)")
+    samples: int = Field(200, ge=1, le=1_000_000)
+    interval_ms: float = Field(250.0, gt=0, le=3_600_000)
+    qos: Literal[0, 1] = 0
+    impairment: str = "none"
+    publisher: Literal["virtual", "esp32"] = "virtual"
+    seed: int = 1
+    device_id: str = Field(DEVICE_ID, pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+
+    @model_validator(mode="after")
+    def _payload_fits(self) -> RunSpec:
+        minimum = payload_min_size(self.samples, self.device_id)
+        if self.payload < minimum:
+            raise ValueError(f"payload {self.payload} B is below the minimum of {minimum} B for {self.samples} "
+                             f"samples (device id {self.device_id!r}): the sample JSON needs {minimum} B")
+        return self
+
+    @property
+    def expected_duration_s(self) -> float:
+        return self.samples * self.interval_ms / 1000.0
+
+    def timeout_s(self) -> float:
+        """How long to wait for the last message: the schedule plus a margin for start-up and slow links."""
+        return self.expected_duration_s * 1.5 + 30.0
+
+
+def parse_interval(text: str) -> float:
+    """'250ms', '0.5s', '250' (ms) -> milliseconds."""
+    t = text.strip().lower()
+    try:
+        if t.endswith("ms"):
+            return float(t[:-2])
+        if t.endswith("s"):
+            return float(t[:-1]) * 1000.0
+        return float(t)
+    except ValueError as exc:
+        raise ValueError(f"invalid interval {text!r}: use e.g. 250ms or 0.5s") from exc

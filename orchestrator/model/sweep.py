@@ -1,0 +1,75 @@
+"""A sweep's plan: the matrix of cells, validated completely before anything starts."""
+
+from __future__ import annotations
+
+import random
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from orchestrator.model.run import DEVICE_ID, MAX_PAYLOAD, RunSpec, payload_min_size
+
+
+class Cell(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scenario: str
+    payload: int
+    impairment: str
+    repeat: int
+
+    @property
+    def cell_id(self) -> str:
+        scen = self.scenario.rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".yml")
+        imp = self.impairment.rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".yml")
+        return f"{scen}-{self.payload}B-{imp}-r{self.repeat}"
+
+
+class SweepPlan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    scenarios: list[str] = Field(default_factory=lambda: ["plain", "tls"], min_length=1)
+    payloads: list[int] = Field(default_factory=lambda: [65, 100], min_length=1)
+    samples: int = Field(200, ge=1, le=1_000_000)
+    repeat: int = Field(1, ge=1, le=100)
+    interval_ms: float = Field(250.0, gt=0, le=3_600_000)
+    qos: Literal[0, 1] = 0
+    impairments: list[str] = Field(default_factory=lambda: ["none"], min_length=1)
+    publisher: Literal["virtual", "esp32"] = "virtual"
+    seed: int = 1
+    baseline: str = "plain"
+
+    @field_validator("payloads")
+    @classmethod
+    def _payload_range(cls, v: list[int]) -> list[int]:
+        for p in v:
+            if p > MAX_PAYLOAD:
+                raise ValueError(f"payload {p} B is above the maximum of {MAX_PAYLOAD} B")
+        if len(set(v)) != len(v):
+            raise ValueError("a payload is listed twice")
+        return v
+
+    @model_validator(mode="after")
+    def _payload_minimum(self) -> SweepPlan:
+        minimum = payload_min_size(self.samples, DEVICE_ID)
+        low = [p for p in self.payloads if p < minimum]
+        if low:
+            raise ValueError(f"payload {low[0]} B is below the minimum of {minimum} B for {self.samples} samples")
+        for name, items in (("scenarios", self.scenarios), ("impairments", self.impairments)):
+            if len(set(items)) != len(items):
+                raise ValueError(f"{name}: an entry is listed twice")
+        return self
+
+    def cells(self) -> list[Cell]:
+        """Every cell; in a seeded random order when repeated (the seed is recorded in the manifest)."""
+        cells = [Cell(scenario=s, payload=p, impairment=i, repeat=r)
+                 for r in range(1, self.repeat + 1) for i in self.impairments
+                 for p in self.payloads for s in self.scenarios]
+        if self.repeat > 1:
+            random.Random(self.seed).shuffle(cells)
+        return cells
+
+    def run_spec(self, cell: Cell) -> RunSpec:
+        return RunSpec(scenario=cell.scenario, payload=cell.payload, samples=self.samples,
+                       interval_ms=self.interval_ms, qos=self.qos, impairment=cell.impairment,
+                       publisher=self.publisher, seed=self.seed + cell.repeat - 1)
