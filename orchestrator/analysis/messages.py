@@ -69,7 +69,9 @@ def explode_mqtt(packets: pd.DataFrame) -> pd.DataFrame:
     payload_hex = _publish_payloads(m, (msgs["mqtt_type"] == PUBLISH).fillna(False).to_numpy(), rows)
     msgs["payload_len"] = pd.array([len(h) // 2 if h is not None else pd.NA for h in payload_hex],
                                    dtype="Int64")
-    parsed = [parse_payload(bytes.fromhex(h)) if h else None for h in payload_hex]
+    # each payload crosses the broker twice (in and out): decode every distinct one once
+    decoded = {h: parse_payload(bytes.fromhex(h)) for h in set(payload_hex) if h}
+    parsed = [decoded.get(h) if h else None for h in payload_hex]
     msgs["seq"] = pd.array([p[0] if p else pd.NA for p in parsed], dtype="Int64")
     msgs["payload_t_send_us"] = pd.array([p[1] if p else pd.NA for p in parsed], dtype="Int64")
     return msgs

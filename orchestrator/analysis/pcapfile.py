@@ -31,6 +31,23 @@ class PcapScan:
     truncated_bytes: int  # bytes after the last complete record that do not form a whole record
 
 
+def capture_format(path: Path) -> str:
+    """"pcap" or "pcapng" from the first bytes; TestbedError for an empty or foreign file."""
+    try:
+        with path.open("rb") as fh:
+            magic = fh.read(4)
+    except OSError as exc:
+        raise TestbedError(f"cannot read capture {path}: {exc.strerror}") from exc
+    if not magic:
+        raise TestbedError(f"capture {path} is empty (0 bytes)",
+                           hint="the capture sidecar wrote nothing: was it started before the clients?")
+    if magic in _PCAP_MAGICS:
+        return "pcap"
+    if magic == _PCAPNG_SHB:
+        return "pcapng"
+    raise TestbedError(f"{path} is not a pcap or pcapng file (magic {magic.hex()})")
+
+
 def scan_capture(path: Path) -> PcapScan:
     """Count complete packet records of ``path``; raise TestbedError when it is no capture at all."""
     try:

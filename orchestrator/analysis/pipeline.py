@@ -19,8 +19,8 @@ import pandas as pd
 from orchestrator.analysis import handshake, metrics
 from orchestrator.analysis.logs import read_publisher_log, read_subscriber_log
 from orchestrator.analysis.messages import PUBLISH, explode_mqtt
-from orchestrator.analysis.pcapfile import scan_capture
-from orchestrator.analysis.tshark_export import export_fields, parse_fields
+from orchestrator.analysis.pcapfile import capture_format, scan_capture
+from orchestrator.analysis.tshark_export import export_failed, parse_fields, run_export
 from orchestrator.errors import TestbedError
 
 SCHEMA_VERSION = 1
@@ -200,21 +200,25 @@ def _legs(packets: pd.DataFrame, port: int, pub: set[int], sub: set[int]) -> np.
 def analyse_run(inputs: RunInputs) -> RunAnalysis:
     """Analyse one run. Raises TestbedError on input that cannot give honest figures."""
     warnings: list[str] = []
-    scan = scan_capture(inputs.pcap)
-    if scan.packets == 0:
-        raise TestbedError(f"capture {inputs.pcap} holds no packet ({scan.fmt}, {scan.size_bytes} bytes: "
-                           "header only)", hint="the capture stopped before any traffic, or ran on the wrong "
-                                                "interface")
-    if scan.truncated_bytes:
+    capture_format(inputs.pcap)  # empty or foreign file: a clear error before tshark runs
+    proc = run_export(inputs.pcap, broker_port=inputs.broker_port, tls=inputs.tls,
+                      keylogs=list(inputs.keylogs))
+    packets = parse_fields(proc.stdout)
+    if proc.returncode != 0 or packets.empty:
+        # only now walk the record headers: say exactly what is wrong with the file
+        scan = scan_capture(inputs.pcap)
+        if scan.packets == 0:
+            raise TestbedError(f"capture {inputs.pcap} holds no packet ({scan.fmt}, {scan.size_bytes} bytes: "
+                               "header only)", hint="the capture stopped before any traffic, or ran on the "
+                                                    "wrong interface")
+        if proc.returncode != 0 and not scan.truncated_bytes:
+            raise export_failed(inputs.pcap, proc)
+        if packets.empty:
+            raise TestbedError(f"tshark read no packet from {inputs.pcap} ({scan.packets} records in it)")
         warnings.append(f"capture {inputs.pcap.name} is truncated: {scan.truncated_bytes} bytes after the "
                         f"last complete packet were cut; the {scan.packets} complete packets are used")
-    text = export_fields(inputs.pcap, broker_port=inputs.broker_port, tls=inputs.tls,
-                         keylogs=list(inputs.keylogs), allow_truncated=scan.truncated_bytes > 0)
-    packets = parse_fields(text)
-    if packets.empty:
-        raise TestbedError(f"tshark read no packet from {inputs.pcap}")
-    if len(packets) != scan.packets:
-        warnings.append(f"tshark read {len(packets)} packets, the record walk counted {scan.packets}")
+        if len(packets) != scan.packets:
+            warnings.append(f"tshark read {len(packets)} packets, the record walk counted {scan.packets}")
     msgs = explode_mqtt(packets)
     inbound, outbound = _select_publish(msgs, inputs, warnings)
     if inbound.empty and outbound.empty:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -114,24 +115,33 @@ def merged_keylog(paths: Sequence[Path]) -> Iterator[Path | None]:
         os.unlink(name)
 
 
+def run_export(pcap: Path, *, broker_port: int, tls: bool, keylogs: Sequence[Path] = (),
+               timeout: float = 1800.0) -> subprocess.CompletedProcess[str]:
+    """Run the export pass and return tshark's result whatever its exit code (the caller judges it)."""
+    with merged_keylog(keylogs) as keylog:
+        argv = fields_argv(pcap, broker_port=broker_port, tls=tls, keylog=keylog)
+        return run(argv, check=False, timeout=timeout, hint="is tshark installed? run `testbed doctor`")
+
+
+def export_failed(pcap: Path, proc: subprocess.CompletedProcess[str]) -> ToolError:
+    return ToolError([str(a) for a in proc.args], proc.returncode, proc.stdout, proc.stderr,
+                     message=f"tshark could not read {pcap} (exit {proc.returncode})")
+
+
 def export_fields(pcap: Path, *, broker_port: int, tls: bool, keylogs: Sequence[Path] = (),
                   allow_truncated: bool = False, timeout: float = 1800.0) -> str:
     """Run the export; return tshark's stdout. A cut-short file is accepted when ``allow_truncated``."""
-    with merged_keylog(keylogs) as keylog:
-        argv = fields_argv(pcap, broker_port=broker_port, tls=tls, keylog=keylog)
-        proc = run(argv, check=False, timeout=timeout,
-                   hint="is tshark installed? run `testbed doctor`")
-    if proc.returncode != 0:
-        cut_short = "cut short" in proc.stderr
-        if not (allow_truncated and cut_short):
-            raise ToolError(argv, proc.returncode, proc.stdout, proc.stderr,
-                            message=f"tshark could not read {pcap} (exit {proc.returncode})")
+    proc = run_export(pcap, broker_port=broker_port, tls=tls, keylogs=keylogs, timeout=timeout)
+    if proc.returncode != 0 and not (allow_truncated and "cut short" in proc.stderr):
+        raise export_failed(pcap, proc)
     return proc.stdout
 
 
 def parse_fields(text: str) -> pd.DataFrame:
     """tshark's tab-separated output -> per-packet DataFrame (multi-valued columns stay strings)."""
     names = [c for c, _ in FIELDS]
+    if not text.strip():
+        return pd.DataFrame({c: pd.Series(dtype="float64" if c in NUMERIC else object) for c in names})
     dtypes: dict[str, object] = {c: object for c in names}
     dtypes.update({c: "float64" for c in NUMERIC})
     dtypes.update({"frame": "int64", "frame_len": "int64"})
@@ -146,9 +156,6 @@ def parse_fields(text: str) -> pd.DataFrame:
             df[col] = pd.to_numeric(first, errors="coerce")
         df["frame"] = df["frame"].astype("int64")
         df["frame_len"] = df["frame_len"].astype("int64")
-    for col in names:
-        if col not in NUMERIC and df[col].dtype == object:
-            df[col] = df[col].fillna("")
     flags = df["tcp_flags"]
     table = {v: (int(v.split(AGGREGATOR)[0], 16) if v else -1) for v in flags.unique()}
     df["tcp_flags"] = flags.map(table).astype("int64")

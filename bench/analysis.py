@@ -1,0 +1,280 @@
+"""Benchmark of orchestrator/analysis on a large key-logged TLS capture.
+
+Times (a) our analysis end to end (analyse_run: record walk, ONE tshark pass, tables, metrics),
+(b) a bare ``tshark -T fields`` export of the same fields with the same options (decryption
+included), (c) pyshark's default per-packet iteration over a slice of the same file, extrapolated
+to the whole file (said so in the output). Prints packets/s and the ratios (a)/(b) (goal <= 1.3)
+and (c)/(a) (goal >= 50).
+
+Captures:
+- the reference capture bench_plain_and_t12chacha.pcap (98,504 packets, both legs, plain + TLS 1.2
+  ChaCha20) from $TESTBED_REFERENCE_CAPTURES (default ../shared/reference-captures);
+- with ``--record``: a fresh >= 100,000-packet TLS capture made here on loopback only (Mosquitto on
+  127.0.0.1, dumpcap on lo, paho publisher + subscriber with key logs, TLS 1.2
+  ECDHE-ECDSA-CHACHA20-POLY1305 on a non-standard port). One real session, not copies glued together.
+
+    .venv/bin/python bench/analysis.py [--record] [--repeats 3] [--pyshark-packets 1500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from orchestrator.analysis import RunInputs, analyse_run  # noqa: E402
+from orchestrator.analysis.pcapfile import scan_capture  # noqa: E402
+from orchestrator.analysis.tshark_export import fields_argv, merged_keylog  # noqa: E402
+from orchestrator.backends.run import run  # noqa: E402
+from orchestrator.clients.payload import parse_payload  # noqa: E402
+
+RECORD_PORT = 18883
+RECORD_SUITE = ("TLS 1.2", 0xCCA9)  # ECDHE-ECDSA-CHACHA20-POLY1305
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    inputs: RunInputs
+
+
+def reference_dir() -> Path:
+    raw = os.environ.get("TESTBED_REFERENCE_CAPTURES")
+    return Path(raw) if raw else REPO.parent / "shared" / "reference-captures"
+
+
+def time_analysis(case: Case) -> float:
+    t0 = time.perf_counter()
+    analyse_run(case.inputs)
+    return time.perf_counter() - t0
+
+
+def time_bare_tshark(case: Case) -> float:
+    inp = case.inputs
+    with merged_keylog(list(inp.keylogs)) as keylog:
+        argv = fields_argv(inp.pcap, broker_port=inp.broker_port, tls=inp.tls, keylog=keylog)
+        t0 = time.perf_counter()
+        run(argv, timeout=1800)
+        return time.perf_counter() - t0
+
+
+def time_pyshark(case: Case, packets: int) -> tuple[float, int]:
+    """Default FileCapture iteration (PDML/XML) over the first ``packets`` packets."""
+    import pyshark
+
+    inp = case.inputs
+    with merged_keylog(list(inp.keylogs)) as keylog:
+        prefs = {"tls.keylog_file": str(keylog)} if keylog else {}
+        decode_as = {f"tls.port=={inp.broker_port}": "mqtt"} if inp.tls and inp.broker_port != 8883 else None
+        cap = pyshark.FileCapture(str(inp.pcap), override_prefs=prefs, decode_as=decode_as)
+        n = 0
+        t0 = time.perf_counter()
+        try:
+            for pkt in cap:
+                _ = [layer.layer_name for layer in pkt.layers]  # touch every packet's layers
+                n += 1
+                if n >= packets:
+                    break
+        finally:
+            cap.close()
+        return time.perf_counter() - t0, n
+
+
+def bench(case: Case, repeats: int, pyshark_packets: int) -> dict[str, float]:
+    total = scan_capture(case.inputs.pcap).packets
+    a_times, b_times = [], []
+    for _ in range(repeats):  # interleaved so machine load hits both alike
+        b_times.append(time_bare_tshark(case))
+        a_times.append(time_analysis(case))
+    a, b = statistics.median(a_times), statistics.median(b_times)
+    print(f"\n== {case.name}: {case.inputs.pcap.name}, {total:,} packets, {repeats} repeats (median)")
+    print(f"(a) our analysis end to end : {a:7.2f} s  {total / a:9,.0f} packets/s   runs {fmt(a_times)}")
+    print(f"(b) bare tshark -T fields   : {b:7.2f} s  {total / b:9,.0f} packets/s   runs {fmt(b_times)}")
+    print(f"    (a)/(b) = {a / b:.2f}   (goal <= 1.3)")
+    out = {"packets": total, "a_s": a, "b_s": b, "a_over_b": a / b}
+    if pyshark_packets > 0:
+        c_slice, n = time_pyshark(case, pyshark_packets)
+        rate = n / c_slice
+        c_full = total / rate
+        print(f"(c) pyshark default iteration: {n:,} packets in {c_slice:.2f} s = {rate:,.0f} packets/s; "
+              f"EXTRAPOLATED to {total:,} packets: {c_full:,.0f} s")
+        print(f"    (c)/(a) = {c_full / a:.0f}   (goal >= 50; (c) extrapolated from a slice)")
+        out.update({"c_s_extrapolated": c_full, "c_over_a": c_full / a, "pyshark_pps": rate})
+    return out
+
+
+def fmt(xs: list[float]) -> str:
+    return " ".join(f"{x:.2f}" for x in xs)
+
+
+# ---------------------------------------------------------------- recording a fresh TLS capture
+
+def json_payload(seq: int, t_us: int, size: int) -> bytes:
+    """Our payload format, exactly ``size`` bytes (filler in "x")."""
+    base = f'{{"d":"v1","n":{seq},"t":{t_us},"s":[0,{seq % 1024}],"x":""}}'
+    if len(base) > size:
+        raise SystemExit(f"payload of {size} B too small for {base!r}")
+    return (base[:-2] + "x" * (size - len(base)) + '"}').encode()
+
+
+def wait_port(port: int, timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise SystemExit(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+def record(folder: Path, messages: int, rate: float, payload: int) -> Case:
+    import paho.mqtt.client as mqtt
+
+    from orchestrator.pki import ensure_pki
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pki = ensure_pki(folder / "pki", "ecdsa-p256")
+    conf = folder / "mosquitto.conf"
+    conf.write_text("\n".join([
+        "user root", f"listener {RECORD_PORT} 127.0.0.1", f"cafile {pki.ca_cert}",
+        f"certfile {pki.server_cert}", f"keyfile {pki.server_key}", "tls_version tlsv1.2",
+        "ciphers ECDHE-ECDSA-CHACHA20-POLY1305", "allow_anonymous true", "log_type error", ""]))
+    pcap = folder / "tls_capture.pcapng"
+    pub_log, sub_log = folder / "publisher.csv", folder / "subscriber.csv"
+    keys = [folder / "publisher.keys.log", folder / "subscriber.keys.log"]
+    for p in [pcap, *keys]:
+        p.unlink(missing_ok=True)
+    broker = subprocess.Popen(["mosquitto", "-c", str(conf)], stdout=subprocess.DEVNULL,
+                              stderr=open(folder / "mosquitto.log", "w"))  # noqa: SIM115
+    capture = None
+    try:
+        wait_port(RECORD_PORT)
+        dumpcap = ["dumpcap", "-q", "-i", "lo", "-f", f"tcp port {RECORD_PORT}", "-w", str(pcap)]
+        capture = subprocess.Popen(dumpcap, stdout=subprocess.DEVNULL,
+                                   stderr=open(folder / "dumpcap.log", "w"))  # noqa: SIM115
+        end = time.monotonic() + 10
+        while "File:" not in (folder / "dumpcap.log").read_text() and time.monotonic() < end:
+            time.sleep(0.05)
+        time.sleep(0.5)
+
+        def ctx(keylog: Path) -> ssl.SSLContext:
+            c = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            c.maximum_version = ssl.TLSVersion.TLSv1_2
+            c.set_ciphers("ECDHE-ECDSA-CHACHA20-POLY1305")
+            c.load_verify_locations(cafile=str(pki.ca_cert))
+            c.keylog_filename = str(keylog)
+            return c
+
+        got = threading.Event()
+        count = 0
+        fh = sub_log.open("w", buffering=1)
+        fh.write("seq,t_recv_us,bytes,dup\n")
+
+        def on_message(_c, _u, msg) -> None:
+            nonlocal count
+            t = time.time_ns() // 1000
+            parsed = parse_payload(msg.payload)
+            fh.write(f"{parsed[0] if parsed else -1},{t},{len(msg.payload)},{int(msg.dup)}\n")
+            count += 1
+            if count >= messages:
+                got.set()
+
+        subscribed = threading.Event()
+        sub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="bench-sub")
+        sub.tls_set_context(ctx(keys[1]))
+        sub.on_message = on_message
+        sub.on_subscribe = lambda *_a: subscribed.set()
+        sub.on_connect = lambda c, *_a: c.subscribe("bench/t", qos=0)
+        sub.connect("localhost", RECORD_PORT)
+        sub.loop_start()
+        if not subscribed.wait(10):
+            raise SystemExit("subscriber did not subscribe")
+        pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="bench-pub")
+        pub.tls_set_context(ctx(keys[0]))
+        connected = threading.Event()
+        pub.on_connect = lambda *_a: connected.set()
+        pub.connect("localhost", RECORD_PORT)
+        pub.loop_start()
+        if not connected.wait(10):
+            raise SystemExit("publisher did not connect")
+        with pub_log.open("w") as pl:
+            pl.write("seq,t_send_us,bytes\n")
+            t_start = time.perf_counter()
+            for seq in range(messages):
+                due = t_start + seq / rate
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                t_us = time.time_ns() // 1000
+                pub.publish("bench/t", json_payload(seq, t_us, payload), qos=0)
+                pl.write(f"{seq},{t_us},{payload}\n")
+        got.wait(60)
+        time.sleep(0.5)
+        pub.disconnect()
+        sub.disconnect()
+        pub.loop_stop()
+        sub.loop_stop()
+        fh.close()
+        time.sleep(0.5)
+    finally:
+        if capture is not None:
+            capture.send_signal(signal.SIGINT)  # dumpcap flushes and closes the file
+            capture.wait(30)
+        broker.terminate()
+        broker.wait(10)
+    print(f"recorded {pcap} ({scan_capture(pcap).packets:,} packets); subscriber got {count:,}/{messages:,}")
+    return Case("fresh TLS 1.2 ChaCha20 capture (recorded here)",
+                RunInputs(pcap=pcap, broker_port=RECORD_PORT, tls=True, samples_expected=messages,
+                          payload_bytes=payload, keylogs=keys, publisher_log=pub_log, subscriber_log=sub_log,
+                          expected_tls=RECORD_SUITE))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--pyshark-packets", type=int, default=1500, help="slice for (c); 0 skips it")
+    ap.add_argument("--record", action="store_true",
+                    help="also record and time a fresh >=100k-packet capture")
+    ap.add_argument("--record-dir", type=Path, default=REPO / ".cache" / "bench-analysis")
+    ap.add_argument("--record-messages", type=int, default=30000)
+    ap.add_argument("--record-rate", type=float, default=1500.0, help="messages per second")
+    ap.add_argument("--reuse", action="store_true", help="reuse an earlier --record capture if present")
+    args = ap.parse_args()
+    ref = reference_dir()
+    cases = [Case("reference capture (plain + TLS 1.2 ChaCha20, analysed on port 8883)",
+                  RunInputs(pcap=ref / "bench_plain_and_t12chacha.pcap", broker_port=8883, tls=True,
+                            samples_expected=6250, payload_bytes=100,
+                            keylogs=[ref / "bench_plain_and_t12chacha.keys.log"],
+                            expected_tls=("TLS 1.2", 0xCCA8)))]
+    if args.record:
+        folder = args.record_dir
+        pcap = folder / "tls_capture.pcapng"
+        if args.reuse and pcap.exists():
+            cases.append(Case("fresh TLS 1.2 ChaCha20 capture (recorded here earlier)",
+                              RunInputs(pcap=pcap, broker_port=RECORD_PORT, tls=True,
+                                        samples_expected=args.record_messages, payload_bytes=65,
+                                        keylogs=[folder / "publisher.keys.log",
+                                                 folder / "subscriber.keys.log"],
+                                        publisher_log=folder / "publisher.csv",
+                                        subscriber_log=folder / "subscriber.csv", expected_tls=RECORD_SUITE)))
+        else:
+            cases.append(record(folder, args.record_messages, args.record_rate, 65))
+    for case in cases:
+        bench(case, args.repeats, args.pyshark_packets)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
