@@ -233,13 +233,16 @@ def explanations(bundle: Bundle) -> list[str]:
             "Publisher: a real ESP32 board over WiFi; one-way delay is a number only when its SNTP "
             "clock offset was recorded, otherwise it is n/a."
         )
-    else:
+    elif publisher in (None, "virtual"):
         simulated = (
-            "Simulated values: the publisher is the virtual ESP32 (the firmware's portable core built "
+            ("" if publisher else "manifest.json does not name the publisher; if it was the default: ")
+            + "Simulated values: the publisher is the virtual ESP32 (the firmware's portable core built "
             "for Linux in a container), so the flame and MQ-2 readings in the payload are simulated and "
             "the link is a Docker bridge on one host, not WiFi. Delays are therefore far smaller than "
             "over WiFi; the protocol costs (bytes, handshake) are the real ones."
         )
+    else:
+        simulated = f"Publisher as recorded in manifest.json: {publisher}."
     return [
         "Inter-arrival time is not one-way delay. The study's 'delay' is the time span of the "
         "captured packets divided by (count - 1): the mean gap between messages, set mostly by the "
@@ -494,6 +497,7 @@ def build_document(
     else:
         blocks.append(Paragraph("None: every cell finished."))
     blocks.append(Heading(2, f"Comparisons against the baseline ({options.baseline})"))
+    finished = ", ".join(sorted({c.record.scenario for c in ok})) or "none"
     if comparisons:
         blocks += [
             Paragraph(
@@ -510,15 +514,16 @@ def build_document(
     else:
         blocks.append(
             Paragraph(
-                f"No comparison: no finished cell of the baseline scenario '{options.baseline}' "
-                "shares a payload and impairment with another scenario."
+                f"No comparison: no finished cell of the baseline scenario '{options.baseline}' shares a "
+                f"payload and impairment with another scenario (finished scenarios: {finished}). "
+                "Choose another baseline with --baseline."
             )
         )
     blocks.append(Heading(2, "QoS grades"))
     blocks.append(
         Paragraph(
             "Grades come from threshold tables kept as data files; the values are from secondary "
-            "sources, as each table's caveat says. Use --grading FILE to add your own table."
+            "sources, as each table's caveat says. A table of your own in the same format can be added."
         )
     )
     blocks += _grades_block(ok, options)
@@ -564,17 +569,13 @@ def build_report(
 ) -> list[Path]:
     """Rebuild every derived file of ``bundle_dir``; returns the paths written.
 
-    ``baseline`` defaults to "plain" (no error if the bundle has none); a baseline named
-    explicitly must exist. ``grading_tables`` adds user tables to the built-in ones.
+    ``baseline`` defaults to "plain"; when the bundle has no finished cell of it the report says so
+    (and names the scenarios it has) instead of failing, so a sweep without the baseline still gets
+    its report. ``grading_tables`` adds user tables to the built-in ones.
     """
     root = Path(bundle_dir)
     bundle = load_bundle(root)
     scenarios = {c.record.scenario for c in bundle.cells}
-    if baseline is not None and baseline not in scenarios:
-        raise TestbedError(
-            f"baseline scenario {baseline!r} is not in {root} "
-            f"(scenarios: {', '.join(sorted(scenarios)) or 'none'})"
-        )
     options = ReportOptions(
         baseline=baseline or DEFAULT_BASELINE,
         seed=bootstrap_seed(bundle.manifest),

@@ -38,6 +38,7 @@ LAYERS = (
 )
 LAYER_COLOURS = ("#8c8c8c", "#6baed6", "#3182bd", "#e6550d", "#74c476", "#31a354")
 LINESTYLES = ("-", "--", ":", "-.")
+LOG_RATIO = 20.0  # CDF x axis turns logarithmic when max / 1st percentile exceeds this
 
 
 def scenario_colours(scenarios: Sequence[str]) -> dict[str, str]:
@@ -90,8 +91,12 @@ def delay_cdf(series: Sequence[CellSeries], colours: Mapping[str, str], unit: st
                     linewidth=1.3,
                     label=s.label,
                 )
+            values = np.concatenate([s.values for s in series if s.panel == panel])
+            wide = values.min() > 0 and np.percentile(values, 100) / np.percentile(values, 1) > LOG_RATIO
+            if wide:
+                ax.set_xscale("log")
             ax.set_title(panel)
-            ax.set_xlabel(f"one-way delay ({unit})")
+            ax.set_xlabel(f"one-way delay ({unit}{', log scale' if wide else ''})")
             ax.set_ylim(0, 1.01)
             ax.legend(fontsize=7, loc="lower right")
         axes[0].set_ylabel("fraction of messages")

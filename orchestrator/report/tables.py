@@ -60,7 +60,11 @@ def num(value: float | None, decimals: int = 3, signed: bool = False) -> str:
     """A number for people: n/a when missing."""
     if value is None or not math.isfinite(value):
         return NA
-    return f"{value:+,.{decimals}f}" if signed else f"{value:,.{decimals}f}"
+    text = f"{value:+,.{decimals}f}" if signed else f"{value:,.{decimals}f}"
+    if text.lstrip("+-").strip("0.,") == "":  # rounds to zero: no sign
+        text = text.lstrip("+-")
+        return "+" + text if signed else text
+    return text
 
 
 def pval(value: float | None) -> str:
