@@ -30,8 +30,11 @@ MOSQUITTO = "/usr/sbin/mosquitto"
 
 def need_tool(path_or_name: str, package: str) -> str:
     """The tool's path; fail (CI) or skip (elsewhere) with the package to install."""
-    found = path_or_name if os.path.isabs(path_or_name) and os.access(path_or_name, os.X_OK) \
+    found = (
+        path_or_name
+        if os.path.isabs(path_or_name) and os.access(path_or_name, os.X_OK)
         else shutil.which(path_or_name)
+    )
     if found:
         return found
     message = f"{path_or_name} not found: apt-get install -y {package}"
@@ -53,10 +56,16 @@ def host_build(tmp_path_factory: pytest.TempPathFactory) -> HostBuild:
     need_tool("cmake", "cmake")
     need_tool("g++", "g++")
     build = tmp_path_factory.mktemp("fw-host-build")
-    configure = subprocess.run(["cmake", "-S", str(HOST_SRC), "-B", str(build), "-DTESTBED_WERROR=ON"],
-                               capture_output=True, text=True, check=False)
+    configure = subprocess.run(
+        ["cmake", "-S", str(HOST_SRC), "-B", str(build), "-DTESTBED_WERROR=ON"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert configure.returncode == 0, configure.stdout + configure.stderr
-    compile_ = subprocess.run(["cmake", "--build", str(build), "-j2"], capture_output=True, text=True, check=False)
+    compile_ = subprocess.run(
+        ["cmake", "--build", str(build), "-j2"], capture_output=True, text=True, check=False
+    )
     assert compile_.returncode == 0, compile_.stdout[-4000:] + compile_.stderr[-4000:]
     return HostBuild(build, build / "vdevice", build / "test_core")
 
@@ -72,18 +81,34 @@ class Pki:
 
 
 def _write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> None:
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()))
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
 
 
-def _cert(subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Name | None,
-          issuer_key: ec.EllipticCurvePrivateKey | None, *, ca: bool, sans: list[x509.GeneralName]) -> x509.Certificate:
+def _cert(
+    subject: str,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Name | None,
+    issuer_key: ec.EllipticCurvePrivateKey | None,
+    *,
+    ca: bool,
+    sans: list[x509.GeneralName],
+) -> x509.Certificate:
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    now = dt.datetime.now(dt.timezone.utc)
-    builder = (x509.CertificateBuilder().subject_name(name).issuer_name(issuer or name)
-               .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=2))
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    now = dt.datetime.now(dt.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(issuer or name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     return builder.sign(issuer_key or key, hashes.SHA256())
@@ -100,12 +125,24 @@ def pki() -> Iterator[Pki]:
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = _cert("testbed test CA", ca_key, None, None, ca=True, sans=[])
     server_key = ec.generate_private_key(ec.SECP256R1())
-    server_cert = _cert("localhost", server_key, ca_cert.subject, ca_key, ca=False,
-                        sans=[x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    server_cert = _cert(
+        "localhost",
+        server_key,
+        ca_cert.subject,
+        ca_key,
+        ca=False,
+        sans=[x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
+    )
     client_key = ec.generate_private_key(ec.SECP256R1())
     client_cert = _cert("v1", client_key, ca_cert.subject, ca_key, ca=False, sans=[])
-    paths = Pki(directory, directory / "ca.pem", directory / "server.pem", directory / "server.key",
-                directory / "client.pem", directory / "client.key")
+    paths = Pki(
+        directory,
+        directory / "ca.pem",
+        directory / "server.pem",
+        directory / "server.key",
+        directory / "client.pem",
+        directory / "client.key",
+    )
     paths.ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     paths.server_cert.write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
     paths.client_cert.write_bytes(client_cert.public_bytes(serialization.Encoding.PEM))
@@ -141,7 +178,9 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: floa
                 return
         except OSError:
             time.sleep(0.05)
-    raise AssertionError(f"mosquitto did not listen on {port} within {timeout} s:\n{log.read_text(errors='replace')}")
+    raise AssertionError(
+        f"mosquitto did not listen on {port} within {timeout} s:\n{log.read_text(errors='replace')}"
+    )
 
 
 @dataclass
@@ -163,25 +202,33 @@ def broker_factory(pki: Pki, tmp_path: Path) -> Iterator:
         tls_port, plain_port = free_port(), free_port()
         conf = tmp_path / f"mosquitto-{tls_port}.conf"
         log = tmp_path / f"mosquitto-{tls_port}.log"
-        conf.write_text("\n".join([
-            "persistence false",
-            "log_dest stderr",
-            "log_type error", "log_type warning", "log_type notice", "log_type information",
-            f"listener {plain_port} 127.0.0.1",
-            "allow_anonymous true",
-            f"listener {tls_port} 127.0.0.1",
-            f"cafile {pki.ca}",
-            f"certfile {pki.server_cert}",
-            f"keyfile {pki.server_key}",
-            "tls_version tlsv1.2",
-            f"ciphers {ciphers}",
-            f"require_certificate {'true' if require_certificate else 'false'}",
-            "",
-        ]))
+        conf.write_text(
+            "\n".join(
+                [
+                    "persistence false",
+                    "log_dest stderr",
+                    "log_type error",
+                    "log_type warning",
+                    "log_type notice",
+                    "log_type information",
+                    f"listener {plain_port} 127.0.0.1",
+                    "allow_anonymous true",
+                    f"listener {tls_port} 127.0.0.1",
+                    f"cafile {pki.ca}",
+                    f"certfile {pki.server_cert}",
+                    f"keyfile {pki.server_key}",
+                    "tls_version tlsv1.2",
+                    f"ciphers {ciphers}",
+                    f"require_certificate {'true' if require_certificate else 'false'}",
+                    "",
+                ]
+            )
+        )
         conf.chmod(0o644)
         with log.open("wb") as out:
-            proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen(
+                [MOSQUITTO, "-c", str(conf)], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         broker = Broker(tls_port, plain_port, log, proc)
         started.append(broker)
         wait_port(tls_port, proc, log)

@@ -12,8 +12,13 @@ CORE = REPO / "firmware" / "platformio" / "lib" / "testbed_core" / "src"
 
 
 def test_ctest_runs_core_unit_tests(host_build: HostBuild) -> None:
-    proc = subprocess.run(["ctest", "--test-dir", str(host_build.build_dir), "--output-on-failure"],
-                          capture_output=True, text=True, check=False, timeout=300)
+    proc = subprocess.run(
+        ["ctest", "--test-dir", str(host_build.build_dir), "--output-on-failure"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
     assert "100% tests passed" in proc.stdout
     detail = subprocess.run([str(host_build.test_core)], capture_output=True, text=True, check=False)
@@ -25,8 +30,15 @@ def test_ctest_runs_core_unit_tests(host_build: HostBuild) -> None:
 def _compile_guard(tmp_path: Path, config: str | None) -> subprocess.CompletedProcess[str]:
     source = tmp_path / "guard.cpp"
     source.write_text('#include "chacha_guard.h"\nint main() { return 0; }\n')
-    argv = ["g++", "-std=c++17", "-fsyntax-only", "-DTESTBED_REQUIRE_CHACHAPOLY=1", f"-I{CORE}", f"-I{tmp_path}",
-            str(source)]
+    argv = [
+        "g++",
+        "-std=c++17",
+        "-fsyntax-only",
+        "-DTESTBED_REQUIRE_CHACHAPOLY=1",
+        f"-I{CORE}",
+        f"-I{tmp_path}",
+        str(source),
+    ]
     if config is not None:
         (tmp_path / "cfg.h").write_text(config)
         argv.insert(1, '-DMBEDTLS_CONFIG_FILE="cfg.h"')
@@ -47,8 +59,12 @@ def test_chacha_guard_refuses_mbedtls_without_chachapoly(tmp_path: Path) -> None
 
 
 def test_vdevice_refuses_payload_below_minimum_naming_it(host_build: HostBuild) -> None:
-    proc = subprocess.run([str(host_build.vdevice), "--payload", "61", "--samples", "200"], capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        [str(host_build.vdevice), "--payload", "61", "--samples", "200"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1
@@ -58,8 +74,23 @@ def test_vdevice_refuses_payload_below_minimum_naming_it(host_build: HostBuild) 
 def test_vdevice_refuses_unknown_cipher_name(host_build: HostBuild, tmp_path: Path) -> None:
     ca = tmp_path / "ca.pem"
     ca.write_text("unused")
-    proc = subprocess.run([str(host_build.vdevice), "--transport", "tls", "--ca", str(ca), "--port", "1",
-                           "--ciphers", "ECDHE-ECDSA-CHACHA20-POLY1305", "--connect-timeout-ms", "200"],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [
+            str(host_build.vdevice),
+            "--transport",
+            "tls",
+            "--ca",
+            str(ca),
+            "--port",
+            "1",
+            "--ciphers",
+            "ECDHE-ECDSA-CHACHA20-POLY1305",
+            "--connect-timeout-ms",
+            "200",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 1
     assert "UnknownCipher" in proc.stderr and "ECDHE-ECDSA-CHACHA20-POLY1305" in proc.stderr

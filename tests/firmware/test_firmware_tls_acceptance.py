@@ -40,8 +40,12 @@ class Capture:
         self.path = path
         self.log = path.with_suffix(".log")
         with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(["dumpcap", "-i", "lo", "-f", f"tcp port {port}", "-w", str(path)],
-                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                ["dumpcap", "-i", "lo", "-f", f"tcp port {port}", "-w", str(path)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
         deadline = time.monotonic() + 15
         while "Capturing on" not in self.log.read_text(errors="replace"):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -80,21 +84,62 @@ class Subscriber:
         self.client.loop_stop()
 
 
-def _vdevice(build: HostBuild, pki: Pki, broker: Broker, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    argv = [str(build.vdevice), "--host", "127.0.0.1", "--port", str(broker.tls_port), "--transport", "tls",
-            "--ca", str(pki.ca), "--server-name", "localhost", "--ciphers", CHACHA_IANA,
-            "--payload", str(PAYLOAD), "--samples", str(N), "--interval-ms", "20", "--seed", "7",
-            "--keylog", str(out / "keys.log"), "--send-log", str(out / "send.csv"),
-            "--summary", str(out / "summary.json"), "--connect-timeout-ms", "5000", *extra]
+def _vdevice(
+    build: HostBuild, pki: Pki, broker: Broker, out: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    argv = [
+        str(build.vdevice),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(broker.tls_port),
+        "--transport",
+        "tls",
+        "--ca",
+        str(pki.ca),
+        "--server-name",
+        "localhost",
+        "--ciphers",
+        CHACHA_IANA,
+        "--payload",
+        str(PAYLOAD),
+        "--samples",
+        str(N),
+        "--interval-ms",
+        "20",
+        "--seed",
+        "7",
+        "--keylog",
+        str(out / "keys.log"),
+        "--send-log",
+        str(out / "send.csv"),
+        "--summary",
+        str(out / "summary.json"),
+        "--connect-timeout-ms",
+        "5000",
+        *extra,
+    ]
     return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
 
 
-def _tshark(capture: Path, port: int, keylog: Path | None, display_filter: str, *fields: str) -> list[list[str]]:
+def _tshark(
+    capture: Path, port: int, keylog: Path | None, display_filter: str, *fields: str
+) -> list[list[str]]:
     argv = ["tshark", "-n", "-r", str(capture), "-d", f"tls.port=={port},mqtt"]
     if keylog is not None:
         argv += ["-o", f"tls.keylog_file:{keylog}"]
-    argv += ["-Y", display_filter, "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|", "-E",
-             "separator=\t"]
+    argv += [
+        "-Y",
+        display_filter,
+        "-T",
+        "fields",
+        "-E",
+        "occurrence=a",
+        "-E",
+        "aggregator=|",
+        "-E",
+        "separator=\t",
+    ]
     for f in fields:
         argv += ["-e", f]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
@@ -109,8 +154,9 @@ def _mqtt_packet_len(remaining: int) -> int:
 
 
 @pytest.mark.slow
-def test_vdevice_tls12_chacha20_against_mosquitto(host_build: HostBuild, pki: Pki, broker_factory,
-                                                  tmp_path: Path) -> None:
+def test_vdevice_tls12_chacha20_against_mosquitto(
+    host_build: HostBuild, pki: Pki, broker_factory, tmp_path: Path
+) -> None:
     _need_capture()
     broker: Broker = broker_factory(CHACHA_OPENSSL)
     subscriber = Subscriber(broker.plain_port)
@@ -148,17 +194,35 @@ def test_vdevice_tls12_chacha20_against_mosquitto(host_build: HostBuild, pki: Pk
     assert [len(part) for part in lines[0].split(" ")[1:]] == [64, 96]
 
     cap = capture.path
-    hello = _tshark(cap, broker.tls_port, keylog, "tls.handshake.type == 2", "tls.handshake.ciphersuite",
-                    "tls.handshake.version")
+    hello = _tshark(
+        cap,
+        broker.tls_port,
+        keylog,
+        "tls.handshake.type == 2",
+        "tls.handshake.ciphersuite",
+        "tls.handshake.version",
+    )
     assert [row[0] for row in hello] == ["0xcca9"]
     assert hello[0][1] == "0x0303"
 
-    publishes = _tshark(cap, broker.tls_port, keylog, "mqtt.msgtype == 3", "frame.number", "tls.record.length",
-                        "tls.record.content_type", "mqtt.len", "mqtt.msg")
+    publishes = _tshark(
+        cap,
+        broker.tls_port,
+        keylog,
+        "mqtt.msgtype == 3",
+        "frame.number",
+        "tls.record.length",
+        "tls.record.content_type",
+        "mqtt.len",
+        "mqtt.msg",
+    )
     seqs: list[int] = []
     for frame, record_lens, content_types, mqtt_lens, msgs in publishes:
-        app_records = [int(length) for length, ctype in zip(record_lens.split("|"), content_types.split("|"),
-                                                            strict=True) if ctype == "23"]
+        app_records = [
+            int(length)
+            for length, ctype in zip(record_lens.split("|"), content_types.split("|"), strict=True)
+            if ctype == "23"
+        ]
         remaining = [int(x) for x in mqtt_lens.split("|")]
         assert len(app_records) == len(remaining), f"frame {frame}: one TLS record per PUBLISH expected"
         for record_len, rem in zip(app_records, remaining, strict=True):
@@ -183,8 +247,9 @@ def test_vdevice_tls12_chacha20_against_mosquitto(host_build: HostBuild, pki: Pk
     assert {len(m) for m in subscriber.messages} == {PAYLOAD}
 
 
-def test_vdevice_names_cipher_mismatch_against_aes_only_broker(host_build: HostBuild, pki: Pki, broker_factory,
-                                                               tmp_path: Path) -> None:
+def test_vdevice_names_cipher_mismatch_against_aes_only_broker(
+    host_build: HostBuild, pki: Pki, broker_factory, tmp_path: Path
+) -> None:
     broker: Broker = broker_factory("ECDHE-ECDSA-AES128-GCM-SHA256")
     proc = _vdevice(host_build, pki, broker, tmp_path)
     assert proc.returncode == 1
@@ -197,17 +262,40 @@ def test_vdevice_names_cipher_mismatch_against_aes_only_broker(host_build: HostB
     assert "no shared cipher suite" in summary["errors"][0]
 
 
-def test_vdevice_mutual_tls_and_wrong_server_name(host_build: HostBuild, pki: Pki, broker_factory,
-                                                  tmp_path: Path) -> None:
+def test_vdevice_mutual_tls_and_wrong_server_name(
+    host_build: HostBuild, pki: Pki, broker_factory, tmp_path: Path
+) -> None:
     broker: Broker = broker_factory(CHACHA_OPENSSL, require_certificate=True)
     without_cert = _vdevice(host_build, pki, broker, tmp_path, "--samples", "2")
     assert without_cert.returncode == 1
     assert "Tls" in without_cert.stderr or "PeerClosed" in without_cert.stderr
-    with_cert = _vdevice(host_build, pki, broker, tmp_path, "--samples", "2", "--cert", str(pki.client_cert),
-                         "--key", str(pki.client_key))
+    with_cert = _vdevice(
+        host_build,
+        pki,
+        broker,
+        tmp_path,
+        "--samples",
+        "2",
+        "--cert",
+        str(pki.client_cert),
+        "--key",
+        str(pki.client_key),
+    )
     assert with_cert.returncode == 0, with_cert.stderr
     assert json.loads((tmp_path / "summary.json").read_text())["messages_sent"] == 2
-    wrong_name = _vdevice(host_build, pki, broker, tmp_path, "--samples", "2", "--server-name", "broker.example",
-                          "--cert", str(pki.client_cert), "--key", str(pki.client_key))
+    wrong_name = _vdevice(
+        host_build,
+        pki,
+        broker,
+        tmp_path,
+        "--samples",
+        "2",
+        "--server-name",
+        "broker.example",
+        "--cert",
+        str(pki.client_cert),
+        "--key",
+        str(pki.client_key),
+    )
     assert wrong_name.returncode == 1
     assert "TlsHostname" in wrong_name.stderr and "broker.example" in wrong_name.stderr

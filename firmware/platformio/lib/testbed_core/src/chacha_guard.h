@@ -14,7 +14,3 @@
 #error "testbed: a ChaCha20-Poly1305 suite is configured but mbedTLS lacks MBEDTLS_CHACHAPOLY_C/MBEDTLS_CHACHA20_C/MBEDTLS_POLY1305_C (ESP32: enable CONFIG_MBEDTLS_CHACHA20_C, CONFIG_MBEDTLS_POLY1305_C, CONFIG_MBEDTLS_CHACHAPOLY_C in sdkconfig.defaults)"
 #endif
 #endif
-
-#if !defined(MBEDTLS_SSL_EXPORT_KEYS)
-#error "testbed: mbedTLS lacks MBEDTLS_SSL_EXPORT_KEYS (needed for the NSS key log)"
-#endif

@@ -143,7 +143,14 @@ Err TlsTransport::configure(const char* host) {
     ret = mbedtls_ssl_conf_own_cert(&conf_, &client_cert_, &client_key_);
     if (ret != 0) return fail(ret, Err::TlsSetup, "client certificate and key do not belong together");
   }
-  if (opt_.keylog != nullptr) mbedtls_ssl_conf_export_keys_ext_cb(&conf_, &TlsTransport::export_keys, this);
+  if (opt_.keylog != nullptr) {
+#if defined(MBEDTLS_SSL_EXPORT_KEYS)
+    mbedtls_ssl_conf_export_keys_ext_cb(&conf_, &TlsTransport::export_keys, this);
+#else
+    err_.set("a key log was asked for but this mbedTLS lacks MBEDTLS_SSL_EXPORT_KEYS");
+    return Err::Keylog;
+#endif
+  }
 
   ret = mbedtls_ssl_setup(&ssl_, &conf_);
   if (ret != 0) return fail(ret, Err::TlsSetup, "mbedtls_ssl_setup failed");
@@ -317,6 +324,7 @@ int TlsTransport::bio_recv_timeout(void* ctx, unsigned char* buf, size_t len, ui
   }
 }
 
+#if defined(MBEDTLS_SSL_EXPORT_KEYS)
 int TlsTransport::export_keys(void* ctx, const unsigned char* ms, const unsigned char* kb, size_t maclen,
                               size_t keylen, size_t ivlen, const unsigned char client_random[32],
                               const unsigned char server_random[32], mbedtls_tls_prf_types prf) {
@@ -336,5 +344,6 @@ int TlsTransport::export_keys(void* ctx, const unsigned char* ms, const unsigned
   self->opt_.keylog->write_line(line);
   return 0;
 }
+#endif
 
 }  // namespace tb

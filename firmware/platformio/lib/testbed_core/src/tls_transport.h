@@ -53,9 +53,11 @@ class TlsTransport : public Transport {
 
   static int bio_send(void* ctx, const unsigned char* buf, size_t len);
   static int bio_recv_timeout(void* ctx, unsigned char* buf, size_t len, uint32_t timeout_ms);
+#if defined(MBEDTLS_SSL_EXPORT_KEYS)
   static int export_keys(void* ctx, const unsigned char* ms, const unsigned char* kb, size_t maclen,
                          size_t keylen, size_t ivlen, const unsigned char client_random[32],
                          const unsigned char server_random[32], mbedtls_tls_prf_types prf);
+#endif
 
   Clock& clock_;
   TlsOptions opt_;
