@@ -130,18 +130,25 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
             status(f"{cell_info['cell_id']}: publishing {spec.samples} x {spec.payload} B")
             compose.start_service(pub_topo, "publisher")
 
-            def publisher_failed() -> bool:
+            def something_died() -> bool:
                 state, code = compose.container_state("publisher")
-                return state == "exited" and code not in (0, None)
+                if state == "exited" and code not in (0, None):
+                    return True
+                return compose.container_state("broker")[0] != "running"
 
-            received = _wait_counting(lay, spec, progress, publisher_failed)
+            received = _wait_counting(lay, spec, progress, something_died)
+            broker_state = compose.container_state("broker")
             pub_code = _wait_publisher_exit(timeout_s=15 if received >= spec.samples else 2)
             time.sleep(0.3)  # let the last segments (ACKs, DISCONNECT) reach the capture
             resources = sampler.stop()
-            compose.signal_service("capture", "SIGINT")
-            compose.wait_service_exit("capture", timeout_s=20)
+            if compose.container_state("capture")[0] == "running":
+                compose.signal_service("capture", "SIGINT")
+                compose.wait_service_exit("capture", timeout_s=20)
             write_text_atomic(lay.logs / "publisher.stdout", compose.logs(["publisher"], tail=100000) + "\n")
             pub_error = _publisher_error(lay) if pub_code not in (0,) else None
+            if broker_state[0] != "running":
+                pub_error = (f"the broker container stopped mid-run ({broker_state[0]}, exit code "
+                             f"{broker_state[1]}); publisher: {pub_error or 'ok'}")
         if pub_error is not None or received < spec.samples:
             error = pub_error or (f"only {received} of {spec.samples} messages arrived within "
                                   f"{spec.timeout_s():.0f} s")
