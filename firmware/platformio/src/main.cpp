@@ -118,7 +118,8 @@ bool connect_wifi() {
     }
     delay(100);
   }
-  Serial.printf("WIFI ip=%s rssi=%d channel=%d\n", WiFi.localIP().toString().c_str(), WiFi.RSSI(), WiFi.channel());
+  Serial.printf("WIFI ip=%s rssi=%d channel=%d\n", WiFi.localIP().toString().c_str(), static_cast<int>(WiFi.RSSI()),
+                static_cast<int>(WiFi.channel()));
   return true;
 }
 
