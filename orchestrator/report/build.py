@@ -199,9 +199,31 @@ def _scalar(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def _flatten(mapping: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested mappings as dotted keys, sorted."""
+    items: list[tuple[str, Any]] = []
+    for key, value in sorted(mapping.items(), key=lambda kv: str(kv[0])):
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            items += _flatten(value, f"{name}.")
+        else:
+            items.append((name, value))
+    return items
+
+
 def _kv_table(mapping: Any, caption: str | None = None) -> Table:
-    items = sorted(mapping.items()) if isinstance(mapping, dict) else []
-    return Table(("key", "value"), tuple((str(k), _scalar(v)) for k, v in items), caption)
+    items = _flatten(mapping) if isinstance(mapping, dict) else []
+    return Table(("key", "value"), tuple((k, _scalar(v)) for k, v in items), caption)
+
+
+def _git(manifest: dict[str, Any]) -> str:
+    """The commit recorded by the sweep: "git_commit" (text) or "git" ({"commit", "dirty"})."""
+    if isinstance(manifest.get("git_commit"), str):
+        return manifest["git_commit"]
+    git = manifest.get("git")
+    if isinstance(git, dict) and git.get("commit"):
+        return str(git["commit"]) + (" (uncommitted changes)" if git.get("dirty") else "")
+    return NA
 
 
 def _publisher_kind(manifest: dict[str, Any]) -> str | None:
@@ -471,7 +493,7 @@ def build_document(
             ("created (UTC)", _scalar(m.get("created_utc"))),
             ("command", _scalar(m.get("command"))),
             ("tool version", _scalar(m.get("tool_version"))),
-            ("git commit", _scalar(m.get("git_commit"))),
+            ("git commit", _git(m)),
             ("sweep seed", _scalar(m.get("seed"))),
             ("baseline scenario", options.baseline),
             ("bootstrap", f"{options.resamples} resamples, seed {options.seed}, 95 % percentile CI"),

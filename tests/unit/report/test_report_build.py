@@ -297,3 +297,16 @@ def test_unavailable_delay_is_na_not_a_number(bundle_factory: BundleFactory) -> 
                for r in summary)
     assert not any(r["metric"] == "delay_ms" for r in _rows(root / "comparisons.csv"))
     assert "delay_cdf.png" not in {p.name for p in (root / "plots").iterdir()}
+
+
+def test_manifest_as_the_sweep_writes_it(bundle_factory: BundleFactory) -> None:
+    root, _ = bundle_factory(payloads=(65,))
+    manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    manifest.pop("git_commit")
+    manifest |= {"git": {"commit": "abc123", "dirty": True}, "cells": {"tls-65B-none-r1": {"status": "ok"}},
+                 "environment": {"host": {"kernel": "6.1.0-28-amd64", "cpus": 2}, "tshark": "4.0.17"}}
+    (root / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    build_report(root, resamples=RESAMPLES)
+    report = (root / "report.md").read_text(encoding="utf-8")
+    assert "| git commit | abc123 (uncommitted changes) |" in report
+    assert "| host.kernel | 6.1.0-28-amd64 |" in report and "| tshark | 4.0.17 |" in report
