@@ -299,3 +299,38 @@ def test_vdevice_mutual_tls_and_wrong_server_name(
     )
     assert wrong_name.returncode == 1
     assert "TlsHostname" in wrong_name.stderr and "broker.example" in wrong_name.stderr
+
+
+def test_vdevice_plain_qos1_every_message_acknowledged(
+    host_build: HostBuild, pki: Pki, broker_factory, tmp_path: Path
+) -> None:
+    broker: Broker = broker_factory(CHACHA_OPENSSL)
+    subscriber = Subscriber(broker.plain_port)
+    try:
+        argv = [
+            str(host_build.vdevice),
+            "--port",
+            str(broker.plain_port),
+            "--qos",
+            "1",
+            "--payload",
+            "100",
+            "--samples",
+            "25",
+            "--interval-ms",
+            "0",
+            "--summary",
+            str(tmp_path / "summary.json"),
+        ]
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+        subscriber.wait_for(25)
+    finally:
+        subscriber.close()
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert (
+        summary["transport"] == "plain" and summary["tls_version"] is None and summary["handshake_ms"] is None
+    )
+    assert summary["messages_sent"] == 25 and summary["ok"] is True
+    assert sorted(json.loads(m)["n"] for m in subscriber.messages) == list(range(25))
+    assert {len(m) for m in subscriber.messages} == {100}
