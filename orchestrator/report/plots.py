@@ -11,6 +11,7 @@ import io
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import matplotlib
 import numpy as np
@@ -18,7 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 DPI = 110
-RC = {
+RC: dict[Any, Any] = {
     "font.family": "DejaVu Sans",
     "font.size": 9,
     "axes.titlesize": 10,
@@ -42,8 +43,8 @@ LOG_RATIO = 20.0  # CDF x axis turns logarithmic when max / 1st percentile excee
 
 
 def scenario_colours(scenarios: Sequence[str]) -> dict[str, str]:
-    palette = matplotlib.colormaps["tab10"].colors
-    return {name: matplotlib.colors.to_hex(palette[i % len(palette)]) for i, name in enumerate(scenarios)}
+    palette = matplotlib.colormaps["tab10"]
+    return {name: matplotlib.colors.to_hex(palette(i % palette.N)) for i, name in enumerate(scenarios)}
 
 
 def _png(fig: Figure) -> bytes:
