@@ -77,7 +77,7 @@ def _tables(extra: Sequence[Path]) -> tuple[grading.IndexTable | grading.PassFai
         if table.name in seen:
             raise TestbedError(
                 f"{origin}: grading table name {table.name!r} is already used by {seen[table.name]}",
-                hint="give your table another name:",
+                hint="give your table another name",
             )
         seen[table.name] = origin
     return tuple(tables)
