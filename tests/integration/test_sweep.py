@@ -1,0 +1,185 @@
+"""`testbed sweep` faults and bundle guarantees, on real containers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import subprocess
+import tarfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import TESTBED, owned, run_testbed
+
+FAST = ["--samples", "30", "--interval", "20ms"]
+DERIVED = ("summary.csv", "comparisons.csv", "report.md", "report.html")
+
+
+def _bundle(out: Path) -> Path:
+    found = [p for p in out.iterdir() if p.is_dir()]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _cell(bundle: Path, cell_id: str) -> dict:
+    return json.loads((bundle / "runs" / cell_id / "cell.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def finished_bundle(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("sweep")
+    run_testbed("down")
+    proc = run_testbed("sweep", "--payloads", "65,100", *FAST, "--out", str(out), timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return _bundle(out)
+
+
+def test_sweep_writes_a_complete_bundle(finished_bundle):
+    b = finished_bundle
+    manifest = json.loads((b / "manifest.json").read_text())
+    assert manifest["schema_version"] == 1 and manifest["seed"] == 1
+    env = manifest["environment"]
+    for key in ("docker", "compose", "tshark", "mosquitto", "mbedtls", "image_digests", "host"):
+        assert env[key], key
+    assert "2.28" in env["mbedtls"] and "mosquitto 2.0" in env["mosquitto"]
+    cells = ["plain-65B-none-r1", "tls-65B-none-r1", "plain-100B-none-r1", "tls-100B-none-r1"]
+    assert sorted(manifest["cells"]) == sorted(cells)
+    for c in cells:
+        assert _cell(b, c)["status"] == "ok"
+        assert manifest["cells"][c]["status"] == "ok"
+    for f in DERIVED:
+        assert (b / f).stat().st_size > 0
+    assert len(list((b / "plots").glob("*.png"))) >= 4
+    html = (b / "report.html").read_text()
+    assert "data:image/png;base64," in html and "http://" not in html and "https://" not in html
+
+
+def _digest(bundle: Path) -> dict[str, str]:
+    files = [bundle / f for f in DERIVED] + sorted((bundle / "plots").glob("*.png"))
+    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+
+
+def test_report_rebuilds_identical_files_twice(finished_bundle):
+    first = run_testbed("report", str(finished_bundle))
+    assert first.returncode == 0, first.stderr
+    d1 = _digest(finished_bundle)
+    second = run_testbed("report", str(finished_bundle))
+    assert second.returncode == 0, second.stderr
+    assert _digest(finished_bundle) == d1
+
+
+def test_archive_leaves_secrets_out_and_verify_catches_tampering(finished_bundle, tmp_path):
+    proc = run_testbed("archive", str(finished_bundle))
+    assert proc.returncode == 0, proc.stderr
+    archive = finished_bundle.with_name(finished_bundle.name + ".tar.gz")
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert any(n.endswith("/SHA256SUMS") for n in names)
+    assert not any(n.endswith(".key") or "/keylogs/" in n or n.endswith("passwords.txt") for n in names)
+    assert any(n.endswith("capture/capture.pcapng") for n in names)
+    manifest = json.loads((finished_bundle / "manifest.json").read_text())
+    assert manifest["archive"]["secrets_included"] is False and manifest["archive"]["excluded"]
+    ok = run_testbed("verify", str(archive))
+    assert ok.returncode == 0 and "all checksums match" in ok.stdout
+    # tamper: rewrite one member
+    bad = tmp_path / "bad.tar.gz"
+    with tarfile.open(archive) as src, tarfile.open(bad, "w:gz") as dst:
+        for m in src.getmembers():
+            data = src.extractfile(m).read() if m.isfile() else None
+            if m.name.endswith("summary.csv"):
+                data = data + b"tampered\n"
+                m.size = len(data)
+            dst.addfile(m, None if data is None else __import__("io").BytesIO(data))
+    res = run_testbed("verify", str(bad))
+    assert res.returncode == 1 and "checksum mismatch: summary.csv" in res.stderr
+
+
+def test_sigint_mid_cell_then_resume_runs_exactly_the_missing_cells(tmp_path):
+    run_testbed("down")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([TESTBED, "sweep", "--payloads", "65", "--samples", "150", "--interval", "40ms",
+                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # wait until the SECOND cell is publishing, then Ctrl-C
+    deadline = time.monotonic() + 180
+    sent = False
+    while time.monotonic() < deadline and proc.poll() is None:
+        logs = list(out.glob("*/runs/tls-65B-none-r1/logs/subscriber.csv"))
+        if logs and logs[0].read_text().count("\n") > 20:
+            proc.send_signal(signal.SIGINT)
+            sent = True
+            break
+        time.sleep(0.1)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert sent, stdout + stderr
+    assert proc.returncode == 130, stdout + stderr
+    assert "Traceback" not in stderr
+    bundle = _bundle(out)
+    assert f"testbed sweep --resume {bundle}" in stderr
+    assert _cell(bundle, "plain-65B-none-r1")["status"] == "ok"
+    assert (bundle / "runs" / "plain-65B-none-r1" / "metrics.json").exists()
+    assert _cell(bundle, "tls-65B-none-r1")["status"] == "interrupted"
+    assert owned("container") == [] and owned("network") == []
+    finished_before = (bundle / "runs" / "plain-65B-none-r1" / "metrics.json").read_bytes()
+
+    resumed = run_testbed("sweep", "--resume", str(bundle), timeout=600)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "1 cell(s) to run" in resumed.stderr
+    assert "tls-65B-none-r1" in resumed.stderr and "ok plain-65B-none-r1" not in resumed.stderr
+    assert _cell(bundle, "tls-65B-none-r1")["status"] == "ok"
+    assert (bundle / "runs" / "plain-65B-none-r1" / "metrics.json").read_bytes() == finished_before
+
+
+def test_broker_killed_mid_cell_fails_that_cell_and_sweep_goes_on(tmp_path):
+    run_testbed("down")
+    out = tmp_path / "out"
+    killed = threading.Event()
+
+    def kill_broker() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            logs = list(out.glob("*/runs/plain-65B-none-r1/logs/subscriber.csv"))
+            if logs and logs[0].read_text().count("\n") > 10:
+                subprocess.run(["docker", "kill", "testbed-broker-1"], capture_output=True, check=False)
+                killed.set()
+                return
+            time.sleep(0.1)
+
+    t = threading.Thread(target=kill_broker)
+    t.start()
+    proc = run_testbed("sweep", "--payloads", "65", "--samples", "100", "--interval", "30ms", "--out", str(out),
+                       timeout=600)
+    t.join()
+    assert killed.is_set()
+    assert proc.returncode == 1 and "1 cell(s) failed: plain-65B-none-r1" in proc.stderr
+    bundle = _bundle(out)
+    failed = _cell(bundle, "plain-65B-none-r1")
+    assert failed["status"] == "failed" and "broker" in failed["error"]
+    assert (bundle / "runs" / "plain-65B-none-r1" / "logs" / "subscriber.csv").exists()
+    assert _cell(bundle, "tls-65B-none-r1")["status"] == "ok"
+    assert (bundle / "report.html").exists()
+    assert owned("container") == []
+
+
+def test_unwritable_out_refused_before_the_first_cell(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    proc = run_testbed("sweep", "--payloads", "65", *FAST, "--out", str(blocker / "sub"))
+    assert proc.returncode == 1 and "cannot write results to" in proc.stderr
+    assert owned("container") == []
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--payloads", "20"], "below the minimum of 62 B"),
+    (["--samples", "0"], "samples"),
+    (["--scenarios", "plain,nope"], "unknown scenario 'nope'"),
+    (["--impairments", "nope"], "unknown impairment profile"),
+])
+def test_impossible_plan_refused_before_anything_starts(tmp_path, args, message):
+    proc = run_testbed("sweep", *args, "--out", str(tmp_path))
+    assert proc.returncode == 1 and message in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+    assert owned("container") == []

@@ -1,0 +1,82 @@
+import json
+import shutil
+
+import pytest
+
+from orchestrator import bundle as bundles
+from orchestrator.errors import TestbedError
+from orchestrator.model.sweep import SweepPlan
+from orchestrator.sweep import make_plan
+
+
+def test_disk_full_is_refused_before_the_first_cell(tmp_path):
+    free = shutil.disk_usage(tmp_path).free
+    with pytest.raises(TestbedError) as exc:
+        bundles.check_writable(tmp_path, min_free=free * 10)
+    assert "MB free on the disk" in exc.value.message
+
+
+def test_unwritable_out_is_refused(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(TestbedError) as exc:
+        bundles.check_writable(f / "sub")
+    assert "cannot write results to" in exc.value.message
+
+
+def test_newer_schema_refused_older_accepted(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps({"schema_version": bundles.SCHEMA_VERSION + 1}))
+    with pytest.raises(TestbedError) as exc:
+        bundles.load_manifest(tmp_path)
+    assert "newer than this testbed understands" in exc.value.message
+    (tmp_path / "manifest.json").write_text(json.dumps({"schema_version": bundles.SCHEMA_VERSION}))
+    assert bundles.load_manifest(tmp_path)["schema_version"] == bundles.SCHEMA_VERSION
+
+
+def test_plan_cells_and_seeded_random_order_with_repeats():
+    plan = SweepPlan(payloads=[65, 100], repeat=1)
+    assert [c.cell_id for c in plan.cells()] == ["plain-65B-none-r1", "tls-65B-none-r1", "plain-100B-none-r1",
+                                                 "tls-100B-none-r1"]
+    rep = SweepPlan(payloads=[65, 100], repeat=3, seed=7)
+    ids = [c.cell_id for c in rep.cells()]
+    assert len(ids) == 12 and len(set(ids)) == 12
+    assert ids == [c.cell_id for c in SweepPlan(payloads=[65, 100], repeat=3, seed=7).cells()]
+    assert ids != [c.cell_id for c in SweepPlan(payloads=[65, 100], repeat=3, seed=8).cells()]
+
+
+@pytest.mark.parametrize("fields,needle", [
+    ({"payloads": [40]}, "below the minimum of 62 B"),
+    ({"samples": 0}, "samples"),
+    ({"payloads": [65, 65]}, "listed twice"),
+    ({"payloads": [5000]}, "above the maximum"),
+])
+def test_impossible_plans(fields, needle):
+    with pytest.raises(TestbedError) as exc:
+        make_plan(**fields)
+    assert needle in exc.value.evidence
+
+
+def test_resume_picks_exactly_the_unfinished_cells(tmp_path):
+    plan = SweepPlan(payloads=[65])
+    (tmp_path / "runs" / "plain-65B-none-r1").mkdir(parents=True)
+    (tmp_path / "runs" / "plain-65B-none-r1" / "cell.json").write_text(json.dumps({"status": "ok"}))
+    (tmp_path / "runs" / "tls-65B-none-r1").mkdir(parents=True)
+    (tmp_path / "runs" / "tls-65B-none-r1" / "cell.json").write_text(json.dumps({"status": "interrupted"}))
+    assert [c.cell_id for c in bundles.missing_cells(tmp_path, plan)] == ["tls-65B-none-r1"]
+
+
+def test_archive_and_verify_on_a_small_bundle(tmp_path):
+    b = tmp_path / "b"
+    (b / "runs" / "c" / "pki").mkdir(parents=True)
+    (b / "runs" / "c" / "keylogs").mkdir()
+    (b / "manifest.json").write_text(json.dumps({"schema_version": 1}))
+    (b / "runs" / "c" / "metrics.json").write_text("{}")
+    (b / "runs" / "c" / "pki" / "server.key").write_text("secret")
+    (b / "runs" / "c" / "pki" / "ca.crt").write_text("public")
+    (b / "runs" / "c" / "keylogs" / "publisher.keys").write_text("CLIENT_RANDOM a b")
+    dest, excluded = bundles.archive(b)
+    assert sorted(excluded) == ["runs/c/keylogs/publisher.keys", "runs/c/pki/server.key"]
+    checked, problems = bundles.verify(dest)
+    assert checked == 3 and problems == []
+    dest2, excluded2 = bundles.archive(b, include_secrets=True, dest=tmp_path / "all.tar.gz")
+    assert excluded2 == [] and bundles.verify(dest2)[0] == 5
