@@ -99,7 +99,9 @@ def bench(case: Case, repeats: int, pyshark_packets: int) -> dict[str, float]:
         b_times.append(time_bare_tshark(case))
         a_times.append(time_analysis(case))
     a, b = statistics.median(a_times), statistics.median(b_times)
-    print(f"\n== {case.name}: {case.inputs.pcap.name}, {total:,} packets, {repeats} repeats (median)")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\n== {case.name}: {case.inputs.pcap.name}, {total:,} packets, {repeats} repeats (median); "
+          f"load average {load} on {os.cpu_count()} cores")
     print(f"(a) our analysis end to end : {a:7.2f} s  {total / a:9,.0f} packets/s   runs {fmt(a_times)}")
     print(f"(b) bare tshark -T fields   : {b:7.2f} s  {total / b:9,.0f} packets/s   runs {fmt(b_times)}")
     print(f"    (a)/(b) = {a / b:.2f}   (goal <= 1.3)")

@@ -47,8 +47,12 @@ def mqtt_header_len(remaining: np.ndarray) -> np.ndarray:
     return 1 + np.select([remaining < 128, remaining < 16384, remaining < 2097152], [1, 2, 3], 4)
 
 
-def explode_mqtt(packets: pd.DataFrame) -> pd.DataFrame:
-    """One row per MQTT message with its frame's columns, TLS record length and decoded payload."""
+def explode_mqtt(packets: pd.DataFrame,
+                 payload_cache: dict[str, tuple[int, int] | None] | None = None) -> pd.DataFrame:
+    """One row per MQTT message with its frame's columns, TLS record length and decoded payload.
+
+    ``payload_cache`` (hex payload -> decoded) may be shared between calls on consecutive chunks.
+    """
     m = packets[packets["mqtt_type"] != ""]
     n_type, types = _flatten(m["mqtt_type"])
     n_len, lens = _flatten(m["mqtt_len"])
@@ -70,7 +74,10 @@ def explode_mqtt(packets: pd.DataFrame) -> pd.DataFrame:
     msgs["payload_len"] = pd.array([len(h) // 2 if h is not None else pd.NA for h in payload_hex],
                                    dtype="Int64")
     # each payload crosses the broker twice (in and out): decode every distinct one once
-    decoded = {h: parse_payload(bytes.fromhex(h)) for h in set(payload_hex) if h}
+    decoded = payload_cache if payload_cache is not None else {}
+    for h in payload_hex:
+        if h and h not in decoded:
+            decoded[h] = parse_payload(bytes.fromhex(h))
     parsed = [decoded.get(h) if h else None for h in payload_hex]
     msgs["seq"] = pd.array([p[0] if p else pd.NA for p in parsed], dtype="Int64")
     msgs["payload_t_send_us"] = pd.array([p[1] if p else pd.NA for p in parsed], dtype="Int64")

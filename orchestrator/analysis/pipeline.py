@@ -20,7 +20,7 @@ from orchestrator.analysis import handshake, metrics
 from orchestrator.analysis.logs import read_publisher_log, read_subscriber_log
 from orchestrator.analysis.messages import PUBLISH, explode_mqtt
 from orchestrator.analysis.pcapfile import capture_format, scan_capture
-from orchestrator.analysis.tshark_export import export_failed, parse_fields, run_export
+from orchestrator.analysis.tshark_export import ExportOutcome, export_chunks, export_failed, parse_fields
 from orchestrator.errors import TestbedError
 
 SCHEMA_VERSION = 1
@@ -197,29 +197,46 @@ def _legs(packets: pd.DataFrame, port: int, pub: set[int], sub: set[int]) -> np.
                      "")
 
 
+def _export_tables(inputs: RunInputs) -> tuple[pd.DataFrame, pd.DataFrame, ExportOutcome]:
+    """The one tshark pass, parsed chunk by chunk while tshark runs (frames are independent)."""
+    packet_parts: list[pd.DataFrame] = []
+    msg_parts: list[pd.DataFrame] = []
+    payload_cache: dict[str, tuple[int, int] | None] = {}
+
+    def handle(text: str) -> None:
+        part = parse_fields(text)
+        packet_parts.append(part)
+        msg_parts.append(explode_mqtt(part, payload_cache))
+
+    outcome = export_chunks(inputs.pcap, handle, broker_port=inputs.broker_port, tls=inputs.tls,
+                            keylogs=list(inputs.keylogs))
+    if not packet_parts:
+        handle("")
+    packets = pd.concat(packet_parts, ignore_index=True) if len(packet_parts) > 1 else packet_parts[0]
+    msgs = pd.concat(msg_parts, ignore_index=True) if len(msg_parts) > 1 else msg_parts[0]
+    return packets, msgs, outcome
+
+
 def analyse_run(inputs: RunInputs) -> RunAnalysis:
     """Analyse one run. Raises TestbedError on input that cannot give honest figures."""
     warnings: list[str] = []
     capture_format(inputs.pcap)  # empty or foreign file: a clear error before tshark runs
-    proc = run_export(inputs.pcap, broker_port=inputs.broker_port, tls=inputs.tls,
-                      keylogs=list(inputs.keylogs))
-    packets = parse_fields(proc.stdout)
-    if proc.returncode != 0 or packets.empty:
+    packets, msgs, outcome = _export_tables(inputs)
+    if outcome.returncode != 0 or packets.empty:
         # only now walk the record headers: say exactly what is wrong with the file
         scan = scan_capture(inputs.pcap)
         if scan.packets == 0:
             raise TestbedError(f"capture {inputs.pcap} holds no packet ({scan.fmt}, {scan.size_bytes} bytes: "
                                "header only)", hint="the capture stopped before any traffic, or ran on the "
                                                     "wrong interface")
-        if proc.returncode != 0 and not scan.truncated_bytes:
-            raise export_failed(inputs.pcap, proc)
+        if outcome.returncode != 0 and not scan.truncated_bytes:
+            raise export_failed(inputs.pcap, outcome.argv, outcome.returncode, outcome.stderr)
         if packets.empty:
             raise TestbedError(f"tshark read no packet from {inputs.pcap} ({scan.packets} records in it)")
         warnings.append(f"capture {inputs.pcap.name} is truncated: {scan.truncated_bytes} bytes after the "
                         f"last complete packet were cut; the {scan.packets} complete packets are used")
         if len(packets) != scan.packets:
             warnings.append(f"tshark read {len(packets)} packets, the record walk counted {scan.packets}")
-    msgs = explode_mqtt(packets)
     inbound, outbound = _select_publish(msgs, inputs, warnings)
     if inbound.empty and outbound.empty:
         raise _no_publish_error(msgs, packets, inputs)

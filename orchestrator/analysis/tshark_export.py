@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import io
 import os
+import queue
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pandas as pd
 
@@ -115,6 +120,79 @@ def merged_keylog(paths: Sequence[Path]) -> Iterator[Path | None]:
         os.unlink(name)
 
 
+@dataclass
+class ExportOutcome:
+    argv: list[str]
+    returncode: int
+    stderr: str
+
+
+def export_chunks(pcap: Path, handle: Callable[[str], None], *, broker_port: int, tls: bool,
+                  keylogs: Sequence[Path] = (), timeout: float = 1800.0,
+                  chunk_bytes: int = 4 << 20) -> ExportOutcome:
+    """Run the export pass and give its output to ``handle`` in whole-line chunks WHILE tshark runs.
+
+    ``backends.run.run`` buffers a program's whole output; here parsing overlaps tshark's own work
+    (tshark uses one core, parsing the other), which is what keeps the analysis close to a bare
+    export. A reader thread drains the pipe so tshark never waits on us. Same error semantics as
+    ``run``: a missing program is a TestbedError, a timeout a ToolError; the exit code is returned
+    for the caller to judge (a truncated capture exits 2 after printing every complete packet).
+    """
+    with merged_keylog(keylogs) as keylog:
+        argv = fields_argv(pcap, broker_port=broker_port, tls=tls, keylog=keylog)
+        with tempfile.TemporaryFile() as err:
+            try:
+                proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
+            except FileNotFoundError as exc:
+                raise TestbedError(f"program not found: {argv[0]}",
+                                   hint="is tshark installed? run `testbed doctor`") from exc
+            assert proc.stdout is not None
+            blocks: queue.Queue[bytes] = queue.Queue()
+            reader = threading.Thread(target=_drain, args=(proc.stdout, blocks), daemon=True)
+            reader.start()
+            deadline = time.monotonic() + timeout
+            pending = b""
+            try:
+                while True:
+                    try:
+                        block = blocks.get(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
+                    except queue.Empty:
+                        if time.monotonic() >= deadline:
+                            msg = f"tshark timed out after {timeout:g} s reading {pcap}"
+                            raise ToolError(argv, None, "", "", message=msg) from None
+                        continue
+                    if not block:
+                        break
+                    pending += block
+                    if len(pending) >= chunk_bytes:
+                        cut = pending.rfind(b"\n") + 1
+                        if cut:
+                            handle(pending[:cut].decode("utf-8", errors="replace"))
+                            pending = pending[cut:]
+                if pending:
+                    handle(pending.decode("utf-8", errors="replace"))
+                returncode = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                reader.join(timeout=5)
+            err.seek(0)
+            stderr = err.read().decode("utf-8", errors="replace")
+    return ExportOutcome(argv, returncode, stderr)
+
+
+def _drain(stream: IO[bytes], blocks: queue.Queue[bytes]) -> None:
+    try:
+        while True:
+            block = stream.read1(1 << 20)  # type: ignore[attr-defined]
+            blocks.put(block)
+            if not block:
+                return
+    finally:
+        stream.close()
+
+
 def run_export(pcap: Path, *, broker_port: int, tls: bool, keylogs: Sequence[Path] = (),
                timeout: float = 1800.0) -> subprocess.CompletedProcess[str]:
     """Run the export pass and return tshark's result whatever its exit code (the caller judges it)."""
@@ -123,9 +201,9 @@ def run_export(pcap: Path, *, broker_port: int, tls: bool, keylogs: Sequence[Pat
         return run(argv, check=False, timeout=timeout, hint="is tshark installed? run `testbed doctor`")
 
 
-def export_failed(pcap: Path, proc: subprocess.CompletedProcess[str]) -> ToolError:
-    return ToolError([str(a) for a in proc.args], proc.returncode, proc.stdout, proc.stderr,
-                     message=f"tshark could not read {pcap} (exit {proc.returncode})")
+def export_failed(pcap: Path, argv: Sequence[str], returncode: int, stderr: str) -> ToolError:
+    return ToolError([str(a) for a in argv], returncode, "", stderr,
+                     message=f"tshark could not read {pcap} (exit {returncode})")
 
 
 def export_fields(pcap: Path, *, broker_port: int, tls: bool, keylogs: Sequence[Path] = (),
@@ -133,7 +211,7 @@ def export_fields(pcap: Path, *, broker_port: int, tls: bool, keylogs: Sequence[
     """Run the export; return tshark's stdout. A cut-short file is accepted when ``allow_truncated``."""
     proc = run_export(pcap, broker_port=broker_port, tls=tls, keylogs=keylogs, timeout=timeout)
     if proc.returncode != 0 and not (allow_truncated and "cut short" in proc.stderr):
-        raise export_failed(pcap, proc)
+        raise export_failed(pcap, proc.args, proc.returncode, proc.stderr)
     return proc.stdout
 
 

@@ -99,3 +99,14 @@ def test_serverhello_gives_version_and_suite(sample: tuple) -> None:
                                                      (2097151, 4), (2097152, 5)])
 def test_mqtt_fixed_header_length(remaining: int, header: int) -> None:
     assert mqtt_header_len(np.array([remaining]))[0] == header
+
+
+def test_streamed_chunks_are_whole_lines_and_equal_the_buffered_output(ref: Path) -> None:
+    from orchestrator.analysis.tshark_export import export_chunks, export_fields
+
+    pcap, keys = ref / "lat_t12chacha.pcap", [ref / "lat_t12chacha.keys.log"]
+    chunks: list[str] = []
+    outcome = export_chunks(pcap, chunks.append, broker_port=8883, tls=True, keylogs=keys, chunk_bytes=10_000)
+    assert outcome.returncode == 0 and len(chunks) > 10
+    assert all(c.endswith("\n") for c in chunks)
+    assert "".join(chunks) == export_fields(pcap, broker_port=8883, tls=True, keylogs=keys)
