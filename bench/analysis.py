@@ -77,7 +77,9 @@ def time_pyshark(case: Case, packets: int) -> tuple[float, int]:
     inp = case.inputs
     with merged_keylog(list(inp.keylogs)) as keylog:
         prefs = {"tls.keylog_file": str(keylog)} if keylog else {}
-        decode_as = {f"tls.port=={inp.broker_port}": "mqtt"} if inp.tls and inp.broker_port != 8883 else None
+        decode_as = None
+        if inp.tls and inp.broker_port != 8883:  # the same decode-as rules as our pass
+            decode_as = {f"tcp.port=={inp.broker_port}": "tls", f"tls.port=={inp.broker_port}": "mqtt"}
         cap = pyshark.FileCapture(str(inp.pcap), override_prefs=prefs, decode_as=decode_as)
         n = 0
         t0 = time.perf_counter()

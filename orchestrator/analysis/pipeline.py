@@ -158,7 +158,11 @@ def _per_message(inb: pd.DataFrame, outb: pd.DataFrame, pub_log: pd.DataFrame | 
     if pub_log is not None:
         p = pub_log.drop_duplicates("seq")[["seq", "t_send_us"]]
         pm = pm.merge(p, on="seq", how="outer")
-        pm["t_send_source"] = np.where(pm["t_send_us"].notna(), "publisher log", None)
+        payload_t = pm["payload_t_send_us"].fillna(pm["out_payload_t_send_us"])
+        from_log = pm["t_send_us"].notna()
+        pm["t_send_us"] = pm["t_send_us"].fillna(payload_t)  # a line the publisher never wrote
+        pm["t_send_source"] = np.where(from_log, "publisher log",
+                                       np.where(pm["t_send_us"].notna(), "payload", None))
     else:
         payload_t = pm["payload_t_send_us"].fillna(pm["out_payload_t_send_us"])
         pm["t_send_us"] = payload_t

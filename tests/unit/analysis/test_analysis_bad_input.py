@@ -214,3 +214,13 @@ def test_log_reader_tolerates_header_absence_and_bad_lines(tmp_path: Path) -> No
     t = read_subscriber_log(p)
     assert list(t.frame["seq"]) == [0, 2, 4] and list(t.frame["dup"]) == [0, 1, 0]
     assert len(t.warnings) == 1 and "line 2, 4" in t.warnings[0]
+
+
+def test_a_missing_publisher_log_line_falls_back_to_the_payload_time(ref: Path, tmp_path: Path) -> None:
+    pub, sub = convert_reference_csv(ref / "lat_plain_65.csv", tmp_path)
+    lines = pub.read_text().splitlines()
+    pub.write_text("\n".join(line for line in lines if not line.startswith("42,")) + "\n")
+    a = analyse_run(plain_inputs(ref, ref / "lat_plain.pcap", publisher_log=pub, subscriber_log=sub))
+    pm = a.per_message.set_index("seq")
+    assert pm.loc[42, "t_send_source"] == "payload" and pm.loc[41, "t_send_source"] == "publisher log"
+    assert pd.notna(pm.loc[42, "delay_ms"]) and a.metrics["delay_ms"]["n"] == 100
