@@ -122,9 +122,19 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
     received = 0
     pub_code: int | None = None
     resources: dict[str, Any] = {}
+    timings: dict[str, float] = {}
+    mark = [time.monotonic()]
+
+    def lap(name: str) -> None:
+        now = time.monotonic()
+        timings[f"{name}_s"] = round(now - mark[0], 3)
+        mark[0] = now
+
+    cell_info["timings"] = timings
     try:
         status(f"{cell_info['cell_id']}: starting broker, capture and subscriber")
         with running_lab(scenario, run_dir, qos=spec.qos) as (lay, pki, topo):
+            lap("up")
             pub_topo = replace(topo, publisher_args=publisher_args(scenario, lay, pki, spec))
             sampler = StatsSampler(compose.container_name("broker")).start()
             status(f"{cell_info['cell_id']}: publishing {spec.samples} x {spec.payload} B")
@@ -137,6 +147,7 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
                 return compose.container_state("broker")[0] != "running"
 
             received = _wait_counting(lay, spec, progress, something_died)
+            lap("publish")
             broker_state = compose.container_state("broker")
             pub_code = _wait_publisher_exit(timeout_s=15 if received >= spec.samples else 2)
             time.sleep(0.3)  # let the last segments (ACKs, DISCONNECT) reach the capture
@@ -149,6 +160,8 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
             if broker_state[0] != "running":
                 pub_error = (f"the broker container stopped mid-run ({broker_state[0]}, exit code "
                              f"{broker_state[1]}); publisher: {pub_error or 'ok'}")
+            lap("stop")
+        lap("teardown")
         if pub_error is not None or received < spec.samples:
             error = pub_error or (f"only {received} of {spec.samples} messages arrived within "
                                   f"{spec.timeout_s():.0f} s")
@@ -168,6 +181,7 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
         status(f"{cell_info['cell_id']}: analysing the capture")
         try:
             metrics = analyse_run_dir(run_dir, scenario, spec, resources)
+            lap("analysis")
         except TestbedError as exc:
             if cell_info["status"] == "ok":
                 cell_info.update(status="failed", error=f"analysis: {exc.message}")

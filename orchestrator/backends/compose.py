@@ -112,7 +112,7 @@ def parse_ps_json(text: str) -> list[dict[str, object]]:
 
 
 def signal_service(service: str, signal: str) -> None:
-    run(compose_argv("kill", "-s", signal, service), env=IDLE_ENV, timeout=30)
+    run(["docker", "kill", "--signal", signal, container_name(service)], timeout=30)
 
 
 def wait_service_exit(service: str, timeout_s: float) -> int | None:
