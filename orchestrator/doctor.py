@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -47,9 +46,12 @@ def _images() -> str:
 
 
 def _netem() -> str:
-    if os.path.exists("/sys/module/sch_netem") or run(["modinfo", "sch_netem"], check=False).returncode == 0:
+    from orchestrator.backends.impairment import netem_available
+
+    if netem_available():
         return "sch_netem available"
-    raise TestbedError("kernel lacks sch_netem: delay/jitter profiles unavailable (loss and rate still work)")
+    raise TestbedError("kernel lacks sch_netem: delay/jitter profiles unavailable (loss and rate still work)",
+                       hint="on a kernel with the module: modprobe sch_netem")
 
 
 def checks() -> list[Check]:

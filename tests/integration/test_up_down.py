@@ -99,3 +99,25 @@ def test_port_in_use_is_named(clean_testbed):
     assert f"port {HOST_PORT} on 127.0.0.1 is already in use" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert owned("container") == []
+
+
+def test_doctor_reports_every_check_with_a_status():
+    proc = run_testbed("doctor")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for name in ("docker engine", "docker compose v2", "testbed images", "tshark", "netem"):
+        assert name in proc.stdout
+    assert "MISSING" not in proc.stdout
+
+
+def test_doctor_names_the_fix_when_the_engine_is_down():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = dict(os.environ, DOCKER_HOST="unix:///nonexistent/docker.sock", COLUMNS="200")
+    proc = subprocess.run([str(Path(sys.executable).parent / "testbed"), "doctor"], capture_output=True,
+                          text=True, env=env, check=False, timeout=120)
+    assert proc.returncode == 1
+    assert "MISSING" in proc.stdout and "dockerd" in proc.stdout
+    assert "required check(s) failed" in proc.stderr
