@@ -72,6 +72,11 @@ class Layout:
     def publisher_summary(self) -> Path:
         return self.logs / "publisher_summary.json"
 
+    @property
+    def publisher_go(self) -> Path:
+        """Created by the orchestrator when the publisher may start (see compose/testbed.yml)."""
+        return self.config / "publisher.go"
+
     def in_container(self, path: Path) -> str:
         return f"{DATA}/{path.relative_to(self.root).as_posix()}"
 
@@ -96,7 +101,7 @@ def prepare_run_dir(run_dir: Path, scenario: Scenario) -> tuple[Layout, Pki | No
     elif not scenario.anonymous:
         pki = ensure_pki(lay.pki, "ecdsa-p256")  # only its passwords.txt is used
     # a container writes the capture as root; an earlier run's file must not be mistaken for this one's
-    for stale in (lay.capture, lay.subscriber_log, lay.subscriber_status):
+    for stale in (lay.capture, lay.subscriber_log, lay.subscriber_status, lay.publisher_go):
         if stale.exists():
             stale.unlink()
     return lay, pki
