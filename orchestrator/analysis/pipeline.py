@@ -19,6 +19,7 @@ import pandas as pd
 from orchestrator.analysis import handshake, metrics
 from orchestrator.analysis.logs import read_publisher_log, read_subscriber_log
 from orchestrator.analysis.messages import PUBLISH, explode_mqtt
+from orchestrator.analysis.nokeys import order_matched_publish
 from orchestrator.analysis.pcapfile import capture_format, scan_capture
 from orchestrator.analysis.tshark_export import ExportOutcome, export_chunks, export_failed, parse_fields
 from orchestrator.errors import TestbedError
@@ -102,6 +103,10 @@ def _select_publish(msgs: pd.DataFrame, inputs: RunInputs, warnings: list[str]) 
         warnings.append(f"{other} PUBLISH on port {port} with a payload other than {inputs.payload_bytes} B "
                         "ignored (another session in the same capture?)")
     return sized_in, sized_out
+
+
+def _mqtt_on_port(msgs: pd.DataFrame, port: int) -> bool:
+    return bool(((msgs["dst_port"] == port) | (msgs["src_port"] == port)).any())
 
 
 def _no_publish_error(msgs: pd.DataFrame, packets: pd.DataFrame, inputs: RunInputs) -> TestbedError:
@@ -242,6 +247,16 @@ def analyse_run(inputs: RunInputs) -> RunAnalysis:
         if len(packets) != scan.packets:
             warnings.append(f"tshark read {len(packets)} packets, the record walk counted {scan.packets}")
     inbound, outbound = _select_publish(msgs, inputs, warnings)
+    matched_by = "decoded sequence number"
+    if inbound.empty and outbound.empty and inputs.tls and not _mqtt_on_port(msgs, inputs.broker_port):
+        inbound, outbound = order_matched_publish(packets, inputs.broker_port, inputs.payload_bytes,
+                                                  inputs.samples_expected)
+        if not inbound.empty:
+            matched_by = "order within the TLS streams (no key log decrypts the capture)"
+            warnings.append("no key log decrypts this capture: PUBLISH are taken as the TLS application "
+                            "records of one size and matched BY ORDER (k-th record = seq k); a message lost "
+                            "inside the broker shifts later matches; MQTT lengths and TLS overhead "
+                            "unavailable")
     if inbound.empty and outbound.empty:
         raise _no_publish_error(msgs, packets, inputs)
     unparsed = int(inbound["seq"].isna().sum() + outbound["seq"].isna().sum())
@@ -262,6 +277,7 @@ def analyse_run(inputs: RunInputs) -> RunAnalysis:
 
     m = _metrics(inputs, packets, msgs, inbound, outbound, pm, pub_log, sub_log, pub_streams, sub_streams,
                  warnings)
+    m["capture"]["messages_matched_by"] = matched_by
     out_packets = packets.drop(columns=["mqtt_msg"])
     return RunAnalysis(out_packets, pm, m, warnings)
 

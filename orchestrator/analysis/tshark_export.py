@@ -48,6 +48,7 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("retrans", "tcp.analysis.retransmission"),
     ("fast_retrans", "tcp.analysis.fast_retransmission"),
     ("tls_ctype", "tls.record.content_type"),
+    ("tls_opaque", "tls.record.opaque_type"),
     ("tls_rec_len", "tls.record.length"),
     ("tls_hs_type", "tls.handshake.type"),
     ("tls_cipher", "tls.handshake.ciphersuite"),
@@ -220,6 +221,10 @@ def parse_fields(text: str) -> pd.DataFrame:
     names = [c for c, _ in FIELDS]
     if not text.strip():
         return pd.DataFrame({c: pd.Series(dtype="float64" if c in NUMERIC else object) for c in names})
+    first = text[:text.find("\n")] if "\n" in text else text
+    if first.count("\t") != len(names) - 1:
+        raise TestbedError(f"tshark printed {first.count(chr(9)) + 1} columns, expected {len(names)}",
+                           evidence=first[:300])
     dtypes: dict[str, object] = {c: object for c in names}
     dtypes.update({c: "float64" for c in NUMERIC})
     dtypes.update({"frame": "int64", "frame_len": "int64"})

@@ -110,3 +110,11 @@ def test_streamed_chunks_are_whole_lines_and_equal_the_buffered_output(ref: Path
     assert outcome.returncode == 0 and len(chunks) > 10
     assert all(c.endswith("\n") for c in chunks)
     assert "".join(chunks) == export_fields(pcap, broker_port=8883, tls=True, keylogs=keys)
+
+
+def test_output_with_other_columns_is_refused() -> None:
+    from orchestrator.errors import TestbedError
+
+    line = FIXTURE.read_text().splitlines()[0]
+    with pytest.raises(TestbedError, match="columns"):
+        parse_fields(line.rsplit("\t", 1)[0] + "\n")

@@ -137,10 +137,24 @@ def test_without_publisher_log_send_time_comes_from_the_payload(ref: Path, tmp_p
     assert set(a.per_message["t_send_source"]) == {"payload"}
 
 
-def test_tls_without_key_log_says_so(ref: Path, tmp_path: Path) -> None:
-    with pytest.raises(TestbedError) as err:
-        analyse(ref, tmp_path, "t12chacha", 65, keylogs=[])
-    assert "key log" in (err.value.hint or "")
+@pytest.mark.parametrize("variant", ["t12chacha", "t13chacha", "t12aes"])
+def test_without_key_log_messages_are_matched_by_order(ref: Path, tmp_path: Path, variant: str) -> None:
+    decrypted = analyse(ref, tmp_path, variant, 65)
+    blind = analyse(ref, tmp_path, variant, 65, keylogs=[])  # the suite is still checked from ServerHello
+    assert blind.metrics["capture"]["messages_matched_by"].startswith("order")
+    assert any("BY ORDER" in w for w in blind.metrics["warnings"])
+    cols = ["seq", "broker_in_us", "broker_out_us", "tls_record_len", "t_send_us", "t_recv_us"]
+    assert blind.per_message[cols].equals(decrypted.per_message[cols])
+    assert blind.metrics["broker_transit_ms"] == decrypted.metrics["broker_transit_ms"]
+    assert blind.metrics["throughput"]["wire_bytes"] == decrypted.metrics["throughput"]["wire_bytes"]
+    assert blind.metrics["overhead_bytes"]["tls_overhead"] is None  # MQTT length unknown without keys
+    assert blind.metrics["tls"]["cipher_suite_id"] == SUITE_ID[variant]
+
+
+def test_a_wrong_key_log_is_the_same_as_none(ref: Path, tmp_path: Path) -> None:
+    wrong = analyse(ref, tmp_path, "t12chacha", 100, keylogs=[ref / "lat_t12aes.keys.log"])
+    assert wrong.metrics["capture"]["messages_matched_by"].startswith("order")
+    assert wrong.metrics["loss"]["received_unique"] == 200
 
 
 def test_unsynchronised_clocks_give_no_delay_number(ref: Path, tmp_path: Path) -> None:
