@@ -12,6 +12,27 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+# One definition per metric (MEASUREMENT.md), written into metrics.json so reports quote this source.
+DEFINITIONS: dict[str, str] = {
+    "delay_ms": "t_recv (subscriber log) - t_send (publisher log, else the payload's t), first arrival "
+                "of each seq; only when the clocks are shared or synchronised; negative values kept, counted",
+    "broker_transit_ms": "capture time of the PUBLISH leaving the broker to the subscriber - capture time "
+                         "of the same PUBLISH arriving from the publisher (one clock: the capture's)",
+    "jitter_ms": "mean |d(i+1) - d(i)| over delays in sequence order; std = sample std of delay",
+    "throughput": "wire bytes (every frame, all headers) of the publisher->broker direction between the "
+                  "first and the last PUBLISH of the run (inclusive) x 8 / that window; goodput: payload "
+                  "bytes",
+    "loss": "(N - unique seqs received) / N; duplicates = arrivals of an already received seq; "
+            "out_of_order = first arrivals whose seq is below one received before; TCP retransmissions "
+            "from tshark's analysis",
+    "overhead_bytes": "medians per PUBLISH of the publisher->broker leg; tls_overhead = tls_record_len + 5 "
+                      "- mqtt_len; tcp_payload_len, frame_len and per_layer use only PUBLISH alone in their "
+                      "TCP segment (a shared segment's lengths belong to all its messages); mqtt_len and "
+                      "tls_record_len are each message's own (records pair 1:1 with messages)",
+    "handshake": "publisher session at the capture point: SYN -> handshake-completing ACK; ClientHello -> "
+                 "later Finished; CONNECT -> CONNACK; wire bytes each way up to and including CONNACK",
+}
+
 STAT_KEYS = ("n", "mean", "median", "p95", "p99", "min", "max", "std", "ci95_low", "ci95_high",
              "negative_count")
 

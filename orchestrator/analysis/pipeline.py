@@ -347,6 +347,7 @@ def _metrics(inputs: RunInputs, packets: pd.DataFrame, msgs: pd.DataFrame, inbou
         "tls": tls_block,
         "study_compatible": metrics.study_compatible(inbound, packets, pub_streams | sub_streams, sent,
                                                      received_total),
+        "definitions": metrics.DEFINITIONS,
         "warnings": warnings,
     }
 
