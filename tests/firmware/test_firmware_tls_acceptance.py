@@ -334,3 +334,36 @@ def test_vdevice_plain_qos1_every_message_acknowledged(
     assert summary["messages_sent"] == 25 and summary["ok"] is True
     assert sorted(json.loads(m)["n"] for m in subscriber.messages) == list(range(25))
     assert {len(m) for m in subscriber.messages} == {100}
+
+
+def test_vdevice_sigterm_stops_early_and_still_writes_summary(
+    host_build: HostBuild, pki: Pki, broker_factory, tmp_path: Path
+) -> None:
+    broker: Broker = broker_factory(CHACHA_OPENSSL)
+    argv = [
+        str(host_build.vdevice),
+        "--port",
+        str(broker.plain_port),
+        "--samples",
+        "1000",
+        "--interval-ms",
+        "100",
+        "--send-log",
+        str(tmp_path / "send.csv"),
+        "--summary",
+        str(tmp_path / "summary.json"),
+    ]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 10
+    while (
+        len((tmp_path / "send.csv").read_text().splitlines() if (tmp_path / "send.csv").exists() else []) < 4
+    ):
+        assert time.monotonic() < deadline, "vdevice sent nothing"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=5)
+    assert proc.returncode == 1
+    assert err.strip().count("\n") == 0 and "Interrupted: stopped by a signal after" in err
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    rows = (tmp_path / "send.csv").read_text().splitlines()[1:]
+    assert summary["ok"] is False and summary["messages_sent"] == len(rows) >= 3

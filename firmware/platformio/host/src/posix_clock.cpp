@@ -20,6 +20,7 @@ void PosixClock::sleep_until_mono_us(int64_t t) {
   ts.tv_sec = static_cast<time_t>(t / 1000000);
   ts.tv_nsec = static_cast<long>((t % 1000000) * 1000);
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+    if (stop_ != nullptr && *stop_ != 0) return;
   }
 }
 

@@ -1,4 +1,5 @@
 // vdevice: the virtual ESP32. Runs the firmware's portable core on Linux with simulated sensors.
+#include <signal.h>
 #include <sys/resource.h>
 
 #include <cerrno>
@@ -17,6 +18,21 @@
 
 namespace vdev {
 namespace {
+
+volatile sig_atomic_t g_stop = 0;
+
+void on_signal(int) { g_stop = 1; }
+
+// SIGTERM (docker stop) and SIGINT end the run early but still write the summary.
+void install_signal_handlers() {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a sleep must wake up
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
 
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
@@ -205,7 +221,8 @@ int run(int argc, char** argv) {
   }
   if (!o.keylog.empty() && !keylog_file.open(o.keylog, "key log", &error)) return fail_usage(error);
 
-  PosixClock clock;
+  install_signal_handlers();
+  PosixClock clock(&g_stop);
   SimulatedSensors sensors(o.seed);
   KeylogFile keylog(keylog_file);
   SendLog send_log(o.send_log.empty() ? nullptr : &send_file);
@@ -237,6 +254,7 @@ int run(int argc, char** argv) {
   cfg.interval_ms = o.interval_ms;
   cfg.connect_timeout_ms = o.connect_timeout_ms;
 
+  publisher->set_stop_flag(&g_stop);
   tb::Err e = publisher->validate(cfg);
   if (e != tb::Err::Ok) {
     fprintf(stderr, "vdevice: error %s: %s\n", tb::err_name(e), publisher->error_text());

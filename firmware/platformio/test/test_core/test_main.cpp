@@ -584,6 +584,39 @@ static void test_publisher_refuses_small_payload_before_connecting(void) {
   TEST_ASSERT_EQUAL_INT(0, tr.out_len);
 }
 
+class StoppingClock : public FakeClock {
+ public:
+  volatile sig_atomic_t* flag = nullptr;
+  void sleep_until_mono_us(int64_t t) override {
+    FakeClock::sleep_until_mono_us(t);
+    if (n_sleeps == 2) *flag = 1;  // a signal arrives during the second wait
+  }
+};
+
+static void test_publisher_stops_on_flag_and_names_count(void) {
+  FakeTransport tr;
+  const uint8_t connack[] = {0x20, 0x02, 0x00, 0x00};
+  memcpy(tr.in, connack, 4);
+  tr.in_len = 4;
+  static volatile sig_atomic_t stop = 0;
+  stop = 0;
+  StoppingClock clk;
+  clk.flag = &stop;
+  FixedSensors sensors;
+  Recorder rec;
+  Publisher publisher(tr, clk, sensors, rec);
+  publisher.set_stop_flag(&stop);
+  PublishConfig cfg;
+  cfg.host = "broker";
+  cfg.samples = 10;
+  cfg.interval_ms = 100;
+  RunStats stats;
+  ASSERT_ERR(Err::Interrupted, publisher.run(cfg, &stats));
+  TEST_ASSERT_EQUAL_INT(2, stats.messages_sent);
+  TEST_ASSERT_NOT_NULL(strstr(publisher.error_text(), "after 2 of 10 messages"));
+  TEST_ASSERT_TRUE(tr.closed);
+}
+
 int main(int, char**) {
   UNITY_BEGIN();
   RUN_TEST(test_remaining_length_table_2_4);
@@ -611,5 +644,6 @@ int main(int, char**) {
   RUN_TEST(test_publisher_qos1_waits_for_matching_puback);
   RUN_TEST(test_publisher_connack_refused);
   RUN_TEST(test_publisher_refuses_small_payload_before_connecting);
+  RUN_TEST(test_publisher_stops_on_flag_and_names_count);
   return UNITY_END();
 }

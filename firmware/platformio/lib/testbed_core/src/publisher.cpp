@@ -169,6 +169,9 @@ Err Publisher::wait_until(const PublishConfig& cfg, int64_t target_us, int64_t* 
   // Keep the session alive when the interval is longer than half the keepalive.
   int64_t ping_every = static_cast<int64_t>(cfg.keepalive_s) * 500000;
   while (true) {
+    if (stop_requested()) {
+      return Err::Interrupted;  // the caller names the message count
+    }
     int64_t now = clock_.mono_us();
     if (now >= target_us) return Err::Ok;
     if (ping_every > 0 && now - *last_tx_us >= ping_every) {
@@ -197,6 +200,9 @@ Err Publisher::run(const PublishConfig& cfg, RunStats* stats) {
   uint16_t packet_id = 0;
   for (uint32_t seq = 0; seq < cfg.samples; ++seq) {
     e = wait_until(cfg, t0 + static_cast<int64_t>(seq) * cfg.interval_ms * 1000, &last_tx);
+    if (e == Err::Interrupted) {
+      err_.set("stopped by a signal after %" PRIu32 " of %" PRIu32 " messages", seq, cfg.samples);
+    }
     if (e != Err::Ok) break;
     SensorReading reading;
     e = sensors_.read(seq, &reading);

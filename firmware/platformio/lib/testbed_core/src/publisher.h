@@ -2,6 +2,7 @@
 // N PUBLISH on an absolute schedule (t0 + i * interval, no drift), DISCONNECT.
 #pragma once
 
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 
@@ -59,6 +60,8 @@ class Publisher {
   // Checks the configuration without touching the network.
   Err validate(const PublishConfig& cfg);
   Err run(const PublishConfig& cfg, RunStats* stats);
+  // A flag (set from a signal handler) that stops the run before the next message: Err::Interrupted.
+  void set_stop_flag(const volatile sig_atomic_t* flag) { stop_ = flag; }
   const char* error_text() const { return err_.c_str(); }
 
  private:
@@ -73,6 +76,9 @@ class Publisher {
   Clock& clock_;
   SensorSource& sensors_;
   SendObserver& observer_;
+  bool stop_requested() const { return stop_ != nullptr && *stop_ != 0; }
+
+  const volatile sig_atomic_t* stop_ = nullptr;
   ErrorText err_;
   char payload_[kMaxPayload + 1];
   uint8_t packet_[kPacketCapacity];

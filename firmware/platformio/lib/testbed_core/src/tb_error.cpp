@@ -45,6 +45,7 @@ const char* err_name(Err e) {
     case Err::SensorRead: return "SensorRead";
     case Err::SendLog: return "SendLog";
     case Err::Keylog: return "Keylog";
+    case Err::Interrupted: return "Interrupted";
   }
   return "Unknown";
 }

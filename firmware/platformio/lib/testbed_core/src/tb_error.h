@@ -44,6 +44,7 @@ enum class Err : int {
   SensorRead,
   SendLog,
   Keylog,
+  Interrupted,
 };
 
 // Stable name of an error code, e.g. "TlsNoSharedCipher".

@@ -209,8 +209,11 @@ Err TlsTransport::handshake(uint32_t timeout_ms) {
       if (*p == '\n') *p = (p[1] == '\0') ? '\0' : ';';
     }
     if (flags & MBEDTLS_X509_BADCERT_CN_MISMATCH) {
-      err_.set("TLS handshake failed: the broker certificate does not match the server name \"%s\" (%s)",
-               ssl_.hostname ? ssl_.hostname : "", info);
+      const char* name = ssl_.hostname ? ssl_.hostname : "";
+      bool numeric = name[0] != '\0' && strspn(name, "0123456789.") == strlen(name);
+      err_.set("TLS handshake failed: the broker certificate does not match the server name \"%s\" (%s)%s", name,
+               info, numeric ? "; mbedTLS 2.28 matches DNS names only: give a DNS name of the certificate as "
+                               "the server name (e.g. broker)" : "");
       return Err::TlsHostname;
     }
     err_.set("TLS handshake failed: broker certificate not trusted (%s)", info);
