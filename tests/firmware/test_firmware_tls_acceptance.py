@@ -367,3 +367,28 @@ def test_vdevice_sigterm_stops_early_and_still_writes_summary(
     summary = json.loads((tmp_path / "summary.json").read_text())
     rows = (tmp_path / "send.csv").read_text().splitlines()[1:]
     assert summary["ok"] is False and summary["messages_sent"] == len(rows) >= 3
+
+
+def test_vdevice_sub_millisecond_interval_keeps_absolute_schedule(
+    host_build: HostBuild, pki: Pki, broker_factory, tmp_path: Path
+) -> None:
+    # The orchestrator passes intervals formatted with "{:g}" (e.g. "0.5", "3.6e+06").
+    broker: Broker = broker_factory(CHACHA_OPENSSL)
+    argv = [
+        str(host_build.vdevice),
+        "--port",
+        str(broker.plain_port),
+        "--samples",
+        "200",
+        "--interval-ms",
+        "0.5",
+        "--send-log",
+        str(tmp_path / "send.csv"),
+    ]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    with (tmp_path / "send.csv").open() as f:
+        t = [int(r["t_send_us"]) for r in csv.DictReader(f)]
+    assert len(t) == 200
+    span = t[-1] - t[0]
+    assert 199 * 500 - 2_000 <= span <= 199 * 500 + 20_000, span  # no accumulated drift

@@ -162,7 +162,7 @@ void run_once() {
   cfg.qos = TESTBED_QOS;
   cfg.payload_size = TESTBED_PAYLOAD_BYTES;
   cfg.samples = TESTBED_SAMPLES;
-  cfg.interval_ms = TESTBED_INTERVAL_MS;
+  cfg.interval_us = static_cast<uint64_t>(TESTBED_INTERVAL_MS) * 1000;
 
 #if TESTBED_TRANSPORT_TLS
   tb::TlsOptions tls;

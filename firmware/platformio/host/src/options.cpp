@@ -3,6 +3,7 @@
 #include <getopt.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -85,7 +86,18 @@ bool apply(Options* o, int id, const char* name, const char* value, std::string*
     case kPassword: o->password = value; o->has_password = true; break;
     case kPayload: if (!number(1, 1u << 20)) return false; o->payload = static_cast<uint32_t>(v); break;
     case kSamples: if (!number(1, 100000000)) return false; o->samples = static_cast<uint32_t>(v); break;
-    case kIntervalMs: if (!number(0, 86400000)) return false; o->interval_ms = static_cast<uint32_t>(v); break;
+    case kIntervalMs: {
+      // Milliseconds, decimals and exponents allowed ("250", "0.5", "3.6e+06").
+      errno = 0;
+      char* end = nullptr;
+      double ms = strtod(value, &end);
+      if (errno != 0 || end == value || *end != '\0' || !std::isfinite(ms) || ms < 0 || ms > 86400000.0) {
+        *error = std::string(name) + ": expected milliseconds 0..86400000 (decimals allowed), got \"" + value + "\"";
+        return false;
+      }
+      o->interval_us = static_cast<uint64_t>(std::llround(ms * 1000.0));
+      break;
+    }
     case kQos: if (!number(0, 1)) return false; o->qos = static_cast<uint8_t>(v); break;
     case kDeviceId: o->device_id = value; break;
     case kTopic: o->topic = value; break;

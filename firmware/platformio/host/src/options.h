@@ -15,7 +15,7 @@ struct Options {
   bool has_username = false, has_password = false;
   uint32_t payload = 65;
   uint32_t samples = 200;
-  uint32_t interval_ms = 1000;
+  uint64_t interval_us = 1000000;  // --interval-ms accepts decimals (0.5 = 500 us)
   uint8_t qos = 0;
   std::string device_id = "v1";
   std::string topic = "testbed/sensors";

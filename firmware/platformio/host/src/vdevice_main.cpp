@@ -251,7 +251,7 @@ int run(int argc, char** argv) {
   cfg.qos = o.qos;
   cfg.payload_size = o.payload;
   cfg.samples = o.samples;
-  cfg.interval_ms = o.interval_ms;
+  cfg.interval_us = o.interval_us;
   cfg.connect_timeout_ms = o.connect_timeout_ms;
 
   publisher->set_stop_flag(&g_stop);
@@ -262,9 +262,9 @@ int run(int argc, char** argv) {
   }
   char mbed_version[32];  // the API needs at least 18 bytes
   mbedtls_version_get_string_full(mbed_version);
-  fprintf(stdout, "vdevice %s (SIMULATED sensors, seed %" PRIu64 ") -> %s:%u %s, %u x %u B every %u ms, qos %u, %s\n",
+  fprintf(stdout, "vdevice %s (SIMULATED sensors, seed %" PRIu64 ") -> %s:%u %s, %u x %u B every %.3f ms, qos %u, %s\n",
           o.device_id.c_str(), o.seed, o.host.c_str(), static_cast<unsigned>(o.port), o.transport.c_str(), o.samples,
-          o.payload, o.interval_ms, static_cast<unsigned>(o.qos), mbed_version);
+          o.payload, static_cast<double>(o.interval_us) / 1000.0, static_cast<unsigned>(o.qos), mbed_version);
   fflush(stdout);
 
   Outcome outcome;

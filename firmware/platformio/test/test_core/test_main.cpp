@@ -512,7 +512,7 @@ static void test_publisher_schedule_and_packets(void) {
   PublishConfig cfg;
   cfg.host = "broker";
   cfg.samples = 5;
-  cfg.interval_ms = 100;
+  cfg.interval_us = 100000;
   cfg.payload_size = 65;
   RunStats stats;
   ASSERT_OK(pub->run(cfg, &stats));
@@ -609,7 +609,7 @@ static void test_publisher_stops_on_flag_and_names_count(void) {
   PublishConfig cfg;
   cfg.host = "broker";
   cfg.samples = 10;
-  cfg.interval_ms = 100;
+  cfg.interval_us = 100000;
   RunStats stats;
   ASSERT_ERR(Err::Interrupted, publisher.run(cfg, &stats));
   TEST_ASSERT_EQUAL_INT(2, stats.messages_sent);

@@ -27,9 +27,6 @@ Err Publisher::validate(const PublishConfig& cfg) {
     err_.set("qos must be 0 or 1");
     return Err::InvalidArgument;
   }
-  if (cfg.interval_ms == 0 && cfg.samples > 1) {
-    // allowed: back-to-back publishing
-  }
   Err e = payload_check_size(cfg.device_id, cfg.samples, cfg.payload_size, &err_);
   if (e != Err::Ok) return e;
   // Try one packet with worst-case values so topic/client id problems surface before connecting.
@@ -199,7 +196,7 @@ Err Publisher::run(const PublishConfig& cfg, RunStats* stats) {
   int64_t last_tx = t0;
   uint16_t packet_id = 0;
   for (uint32_t seq = 0; seq < cfg.samples; ++seq) {
-    e = wait_until(cfg, t0 + static_cast<int64_t>(seq) * cfg.interval_ms * 1000, &last_tx);
+    e = wait_until(cfg, t0 + static_cast<int64_t>(seq * cfg.interval_us), &last_tx);
     if (e == Err::Interrupted) {
       err_.set("stopped by a signal after %" PRIu32 " of %" PRIu32 " messages", seq, cfg.samples);
     }

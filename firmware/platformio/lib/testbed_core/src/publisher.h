@@ -25,7 +25,7 @@ struct PublishConfig {
   uint8_t qos = 0;
   size_t payload_size = 65;
   uint32_t samples = 200;
-  uint32_t interval_ms = 1000;
+  uint64_t interval_us = 1000000;  // 0: back to back
   uint32_t connect_timeout_ms = 10000;
   uint32_t ack_timeout_ms = 10000;
 };
