@@ -94,3 +94,25 @@ def test_vdevice_refuses_unknown_cipher_name(host_build: HostBuild, tmp_path: Pa
     )
     assert proc.returncode == 1
     assert "UnknownCipher" in proc.stderr and "ECDHE-ECDSA-CHACHA20-POLY1305" in proc.stderr
+
+
+def test_vdevice_reads_testbed_env_and_flags_win(host_build: HostBuild) -> None:
+    env = {"PATH": "/usr/bin:/bin", "TESTBED_PAYLOAD": "61", "TESTBED_DEVICE_ID": "v1"}
+    from_env = subprocess.run([str(host_build.vdevice)], capture_output=True, text=True, check=False, env=env)
+    assert from_env.returncode == 2 and "minimum of 62 bytes" in from_env.stderr
+    flag_wins = subprocess.run(
+        [str(host_build.vdevice), "--payload", "65", "--port", "1", "--connect-timeout-ms", "100"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    assert flag_wins.returncode == 1 and "ConnectRefused" in flag_wins.stderr
+    bad_env = subprocess.run(
+        [str(host_build.vdevice)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "TESTBED_QOS": "2"},
+    )
+    assert bad_env.returncode == 2 and "TESTBED_QOS: expected an integer 0..1" in bad_env.stderr
