@@ -198,6 +198,16 @@ int fail_usage(const std::string& message) {
   return kExitUsage;
 }
 
+// A configuration problem found after the options parsed: still leaves a summary for the orchestrator.
+int fail_config(const Options& o, const std::string& line) {
+  Outcome outcome;
+  outcome.errors.push_back(line);
+  std::string ignored;
+  if (!o.summary.empty()) write_summary(o, outcome, &ignored);
+  fprintf(stderr, "vdevice: error %s\n", line.c_str());
+  return kExitUsage;
+}
+
 int run(int argc, char** argv) {
   Options o;
   std::string error;
@@ -209,17 +219,17 @@ int run(int argc, char** argv) {
   }
   std::string ca, cert, key;
   if (o.transport == "tls") {
-    if (!read_file(o.ca, "--ca", &ca, &error)) return fail_usage(error);
+    if (!read_file(o.ca, "--ca", &ca, &error)) return fail_config(o, "InvalidArgument: " + error);
     if (!o.cert.empty() && (!read_file(o.cert, "--cert", &cert, &error) || !read_file(o.key, "--key", &key, &error))) {
-      return fail_usage(error);
+      return fail_config(o, "InvalidArgument: " + error);
     }
   }
   LineFile send_file, keylog_file;
   if (!o.send_log.empty()) {
-    if (!send_file.open(o.send_log, "send log", &error)) return fail_usage(error);
+    if (!send_file.open(o.send_log, "send log", &error)) return fail_config(o, "SendLog: " + error);
     send_file.line("seq,t_send_us,bytes");
   }
-  if (!o.keylog.empty() && !keylog_file.open(o.keylog, "key log", &error)) return fail_usage(error);
+  if (!o.keylog.empty() && !keylog_file.open(o.keylog, "key log", &error)) return fail_config(o, "Keylog: " + error);
 
   install_signal_handlers();
   PosixClock clock(&g_stop);
@@ -257,8 +267,7 @@ int run(int argc, char** argv) {
   publisher->set_stop_flag(&g_stop);
   tb::Err e = publisher->validate(cfg);
   if (e != tb::Err::Ok) {
-    fprintf(stderr, "vdevice: error %s: %s\n", tb::err_name(e), publisher->error_text());
-    return kExitUsage;
+    return fail_config(o, std::string(tb::err_name(e)) + ": " + publisher->error_text());
   }
   char mbed_version[32];  // the API needs at least 18 bytes
   mbedtls_version_get_string_full(mbed_version);
