@@ -8,6 +8,7 @@ namespace {
 
 // Sequential writer over a fixed buffer; any overflow sets ok = false.
 struct Writer {
+  Writer(uint8_t* o, size_t c) : out(o), cap(c) {}
   uint8_t* out;
   size_t cap;
   size_t pos = 0;
