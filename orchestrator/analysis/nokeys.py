@@ -72,7 +72,7 @@ def order_matched_publish(packets: pd.DataFrame, broker_port: int, payload_bytes
                           samples_expected: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(inbound, outbound) PUBLISH in the shape of the decrypted message table, seq = order."""
     recs = application_records(packets)
-    recs = recs[~recs["retrans"].to_numpy()]
+    recs = recs[~recs["retrans"].to_numpy()]  # without keys a copy cannot be told from a gap filler
     legs = []
     for direction in (recs["dst_port"] == broker_port, recs["src_port"] == broker_port):
         leg = _publish_leg(recs, direction, samples_expected)

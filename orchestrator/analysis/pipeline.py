@@ -92,7 +92,9 @@ def _us(t: pd.Series) -> pd.Series:
 
 
 def _select_publish(msgs: pd.DataFrame, inputs: RunInputs, warnings: list[str]) -> tuple[pd.DataFrame, ...]:
-    pub = msgs[(msgs["mqtt_type"] == PUBLISH).fillna(False).to_numpy() & ~msgs["retrans"].to_numpy()]
+    # Messages in retransmitted frames are kept: tshark dissects a retransmission only when it fills
+    # a gap (its data seen nowhere else); a copy of data already seen stays undissected.
+    pub = msgs[(msgs["mqtt_type"] == PUBLISH).fillna(False).to_numpy()]
     port = inputs.broker_port
     inbound = pub[pub["dst_port"] == port]
     outbound = pub[pub["src_port"] == port]

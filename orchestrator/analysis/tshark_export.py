@@ -64,6 +64,9 @@ NUMERIC = ("frame", "time", "frame_len", "ip_hdr_len", "stream", "src_port", "ds
 PREFERENCES: tuple[str, ...] = (
     "tcp.desegment_tcp_streams:TRUE",
     "tcp.analyze_sequence_numbers:TRUE",
+    # a retransmission that fills a gap (the original was lost before the capture point) carries
+    # messages seen nowhere else: without this tshark leaves them undissected
+    "tcp.reassemble_out_of_order:TRUE",
     "tls.desegment_ssl_records:TRUE",
     "tls.desegment_ssl_application_data:TRUE",
     "mqtt.show_msg_as_text:FALSE",

@@ -224,3 +224,54 @@ def test_a_missing_publisher_log_line_falls_back_to_the_payload_time(ref: Path, 
     pm = a.per_message.set_index("seq")
     assert pm.loc[42, "t_send_source"] == "payload" and pm.loc[41, "t_send_source"] == "publisher log"
     assert pd.notna(pm.loc[42, "delay_ms"]) and a.metrics["delay_ms"]["n"] == 100
+
+
+def _records(pcap: Path) -> tuple[bytes, list[bytearray]]:
+    data = pcap.read_bytes()
+    recs, off = [], 24
+    while off + 16 <= len(data):
+        incl = struct.unpack_from("<I", data, off + 8)[0]
+        recs.append(bytearray(data[off: off + 16 + incl]))
+        off += 16 + incl
+    return data[:24], recs
+
+
+def _first_publisher_publish(recs: list[bytearray], port: int = 1883) -> int:
+    """Index of the first frame to the broker carrying a QoS 0 PUBLISH of 100 B (plain)."""
+    for i, r in enumerate(recs):
+        pkt = r[16:]
+        if len(pkt) > 66 and struct.unpack_from("!H", pkt, 36)[0] == port and pkt[66] == 0x30 \
+                and len(pkt) - 66 == 111:
+            return i
+    raise AssertionError("no PUBLISH frame")
+
+
+def test_a_retransmission_filling_a_gap_is_counted_at_its_own_time(ref: Path, tmp_path: Path) -> None:
+    """The publisher's segment is lost before the broker and arrives later, retransmitted."""
+    header, recs = _records(ref / "lat_plain.pcap")
+    i = _first_publisher_publish(recs[40:]) + 40
+    moved = recs.pop(i)
+    seq = int(bytes(moved[16 + 66 + 11: 16 + 66 + 19]))        # payload "%08d," after 11 B MQTT header
+    later = recs[i + 6]
+    sec, usec = struct.unpack_from("<II", later, 0)
+    struct.pack_into("<II", moved, 0, sec, usec + 500)          # 0.5 ms after a later frame
+    recs.insert(i + 7, moved)
+    p = tmp_path / "gap.pcap"
+    p.write_bytes(header + b"".join(recs))
+    a = analyse_run(plain_inputs(ref, p, payload_bytes=100, samples_expected=200))
+    pm = a.per_message.set_index("seq")
+    assert len(pm) == 200 and pm["broker_in_us"].notna().all()
+    assert pm.loc[seq, "broker_in_us"] == sec * 1_000_000 + usec + 500
+    assert a.metrics["loss"]["tcp_retransmissions"] >= 1
+
+
+def test_a_duplicated_segment_is_a_retransmission_not_a_message(ref: Path, tmp_path: Path) -> None:
+    header, recs = _records(ref / "lat_plain.pcap")
+    i = _first_publisher_publish(recs[40:]) + 40
+    recs.insert(i + 1, bytearray(recs[i]))
+    p = tmp_path / "dup.pcap"
+    p.write_bytes(header + b"".join(recs))
+    a = analyse_run(plain_inputs(ref, p, payload_bytes=100, samples_expected=200))
+    assert a.metrics["capture"]["publish_publisher_to_broker"] == 200
+    assert a.metrics["loss"]["tcp_retransmissions"] == 1
+    assert not any("repeat a sequence number" in w for w in a.metrics["warnings"])
