@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -150,13 +150,13 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def build_derived(bundle: Path, baseline: str | None = None) -> list[Path]:
+def build_derived(bundle: Path, baseline: str | None = None, grading: Sequence[Path] = ()) -> list[Path]:
     from orchestrator.report.build import build_report
 
-    return build_report(bundle, baseline=baseline)
+    return build_report(bundle, baseline=baseline, grading_tables=list(grading))
 
 
-def rebuild_bundle(bundle: Path, baseline: str | None = None,
+def rebuild_bundle(bundle: Path, baseline: str | None = None, grading: Sequence[Path] = (),
                    progress: Callable[[str], None] = lambda _m: None) -> list[Path]:
     """Re-analyse every run from its raw files (capture, logs, key logs), then rebuild the report."""
     from orchestrator.model.run import RunSpec
@@ -178,5 +178,6 @@ def rebuild_bundle(bundle: Path, baseline: str | None = None,
             progress(f"{run_dir.name}: analysis failed: {exc.message}")
             continue
         written += [run_dir / n for n in ("per_message.csv", "packets.csv", "metrics.json")]
-    written += build_derived(bundle, baseline=baseline or manifest.get("plan", {}).get("baseline"))
+    written += build_derived(bundle, baseline=baseline or manifest.get("plan", {}).get("baseline"),
+                             grading=grading)
     return written

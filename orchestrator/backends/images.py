@@ -44,7 +44,8 @@ IMAGES: tuple[ImageSpec, ...] = (
     ImageSpec("capture", ("images/capture",)),
     ImageSpec("subscriber", ("images/subscriber", "orchestrator/clients", "orchestrator/__init__.py",
                              "pyproject.toml")),
-    ImageSpec("publisher", ("images/publisher", "firmware/platformio/lib", "firmware/platformio/host")),
+    ImageSpec("publisher", ("images/publisher", "firmware/platformio/lib", "firmware/platformio/host",
+                            "firmware/platformio/test")),
 )
 
 

@@ -162,6 +162,7 @@ def sweep(
     out_root: Annotated[Path, typer.Option("--out", help="folder that receives the bundle")] = Path("results"),
     resume: Annotated[Path | None, typer.Option(help="resume this bundle: run exactly its missing cells")] = None,
     name: Annotated[str, typer.Option(help="bundle name suffix")] = "sweep",
+    grading: Annotated[list[Path] | None, typer.Option(help="extra grading table (YAML); repeatable")] = None,
 ) -> None:
     """The study's matrix (scenarios x payloads x impairments x repeats) into a results bundle + report."""
     import signal
@@ -201,7 +202,7 @@ def sweep(
                            hint=f"resume with: testbed sweep --resume {bundle}", exit_code=130) from None
     finally:
         signal.signal(signal.SIGTERM, old_term)
-    derived = sw.build_derived(bundle, baseline=plan.baseline)
+    derived = sw.build_derived(bundle, baseline=plan.baseline, grading=grading or [])
     out.print(sweep_summary(bundle))
     out.print(f"bundle: {bundle}")
     out.print(f"report: {bundle / 'report.html'}  ({len(derived)} derived files)")
@@ -216,13 +217,15 @@ def sweep(
 def report(
     bundle: Annotated[Path, typer.Argument(help="results bundle folder")],
     baseline: Annotated[str | None, typer.Option(help="scenario the others are compared with")] = None,
+    grading: Annotated[list[Path] | None, typer.Option(help="extra grading table (YAML); repeatable")] = None,
 ) -> None:
     """Rebuild every derived file (summary, comparisons, plots, report.md/html) from the raw run data."""
     from orchestrator import bundle as bundles
     from orchestrator.sweep import rebuild_bundle
 
     bundles.load_manifest(bundle)
-    paths = rebuild_bundle(bundle, baseline=baseline, progress=lambda m: err.print(f"[dim]{m}[/]"))
+    paths = rebuild_bundle(bundle, baseline=baseline, grading=grading or [],
+                           progress=lambda m: err.print(f"[dim]{m}[/]"))
     out.print(f"rebuilt {len(paths)} files in {bundle}; report: {bundle / 'report.html'}")
 
 

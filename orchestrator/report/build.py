@@ -19,7 +19,7 @@ from orchestrator.analysis import grading, stats
 from orchestrator.analysis.grading import IndexGrade, IndexTable, PassFailGrade
 from orchestrator.errors import TestbedError
 from orchestrator.report import plots
-from orchestrator.report.atomic import write_bytes_atomic, write_text_atomic
+from orchestrator.atomic import write_bytes_atomic, write_text_atomic
 from orchestrator.report.document import (
     Block,
     Bullets,

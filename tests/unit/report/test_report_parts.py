@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.errors import TestbedError
-from orchestrator.report.atomic import write_text_atomic
+from orchestrator.atomic import write_text_atomic
 from orchestrator.report.document import (
     Bullets,
     Figure,
