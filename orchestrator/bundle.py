@@ -88,9 +88,9 @@ def git_commit() -> dict[str, Any]:
         dirty = run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], check=False,
                     timeout=10)
     except TestbedError:
-        return {"commit": None, "dirty": None}
-    return {"commit": head.stdout.strip() or None,
-            "dirty": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None}
+        return {"git_commit": None, "git_dirty": None}
+    return {"git_commit": head.stdout.strip() or None,
+            "git_dirty": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None}
 
 
 def host_info() -> dict[str, Any]:
@@ -112,7 +112,7 @@ def new_manifest(plan: SweepPlan, name: str, command: list[str], environment: di
         "name": name,
         "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "tool_version": __version__,
-        "git": git_commit(),
+        **git_commit(),
         "command": command,
         "plan": plan.model_dump(),
         "seed": plan.seed,
