@@ -162,18 +162,19 @@ def _per_message(inb: pd.DataFrame, outb: pd.DataFrame, pub_log: pd.DataFrame | 
         "out_frame_len": outb["frame_len"].to_numpy(),
     })
     pm = a.merge(b, on="seq", how="outer")
+    payload_t = pm["payload_t_send_us"].fillna(pm["out_payload_t_send_us"])
     if pub_log is not None:
-        p = pub_log.drop_duplicates("seq")[["seq", "t_send_us"]]
-        pm = pm.merge(p, on="seq", how="outer")
+        pm = pm.merge(pub_log.drop_duplicates("seq")[["seq", "t_send_us"]], on="seq", how="outer")
         payload_t = pm["payload_t_send_us"].fillna(pm["out_payload_t_send_us"])
         from_log = pm["t_send_us"].notna()
         pm["t_send_us"] = pm["t_send_us"].fillna(payload_t)  # a line the publisher never wrote
-        pm["t_send_source"] = np.where(from_log, "publisher log",
-                                       np.where(pm["t_send_us"].notna(), "payload", None))
     else:
-        payload_t = pm["payload_t_send_us"].fillna(pm["out_payload_t_send_us"])
+        from_log = pd.Series(False, index=pm.index)
         pm["t_send_us"] = payload_t
-        pm["t_send_source"] = np.where(payload_t.notna(), "payload", None)
+    source = pd.Series(None, index=pm.index, dtype=object)
+    source[pm["t_send_us"].notna().to_numpy()] = "payload"
+    source[from_log.to_numpy()] = "publisher log"
+    pm["t_send_source"] = source
     if sub_log is not None:
         first = sub_log.drop_duplicates("seq")[["seq", "t_recv_us"]]
         counts = sub_log.groupby("seq").agg(recv_count=("seq", "size"), dup=("dup", "max")).reset_index()
