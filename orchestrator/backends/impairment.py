@@ -55,6 +55,7 @@ LOCALHOST = "localhost"
 
 # stderr fragments meaning "nothing of ours is there" (clear and show tolerate them)
 ABSENT_QDISC = ["Invalid handle", "Cannot find device", "cannot open", "No such file or directory"]
+ABSENT_DEVICE = ["Cannot find device", "cannot open"]  # the namespace or interface is gone
 ABSENT_TABLE = ["No such file or directory", "cannot open", "Cannot find device"]
 ROLE_DIRECTION = {"publisher": Direction.PUBLISHER_TO_BROKER, "broker": Direction.BROKER_TO_SUBSCRIBER}
 
@@ -374,7 +375,11 @@ def clear_argvs(target: ImpairmentTarget) -> list[PlanCommand]:
 def show_argvs(target: ImpairmentTarget) -> list[PlanCommand]:
     pre = enter_argv(target)
     return [
-        PlanCommand(label=target.label, argv=pre + ["tc", "qdisc", "show", "dev", target.interface]),
+        PlanCommand(
+            label=target.label,
+            tolerate=ABSENT_DEVICE,
+            argv=pre + ["tc", "qdisc", "show", "dev", target.interface],
+        ),
         PlanCommand(
             label=target.label,
             tolerate=ABSENT_TABLE,
@@ -532,23 +537,43 @@ def _event_items(events: Iterator[dict[str, Any]]) -> tuple[list[dict[str, Any]]
 
 
 def run_playbook(
-    playbook: str, extravars: Mapping[str, Any], *, inventory: Path | Mapping[str, Any] | None = None
+    playbook: str,
+    extravars: Mapping[str, Any],
+    *,
+    inventory: Path | Mapping[str, Any] | None = None,
+    cancellable: bool = True,
 ) -> PlaybookResult:
-    """Run ``playbooks/<playbook>`` through ansible-runner and read its artifacts (never stdout)."""
+    """Run ``playbooks/<playbook>`` through ansible-runner and read its artifacts (never stdout).
+
+    Ctrl-C (SIGINT) during the run cancels it when ``cancellable`` (else the run finishes) and is
+    then delivered again to the caller's handler, so a KeyboardInterrupt still reaches the caller.
+    We pass our own cancel callback: otherwise ansible-runner installs SIGINT/SIGTERM handlers that
+    it never removes and later Ctrl-C presses would be swallowed.
+    """
     import ansible_runner  # backends only: model/ must not import it
 
     inv: Any = str(inventory) if isinstance(inventory, Path) else (inventory or local_inventory())
-    with tempfile.TemporaryDirectory(prefix="testbed-ansible-") as private:
-        runner = ansible_runner.run(
-            private_data_dir=private,
-            playbook=str(PLAYBOOK_DIR / playbook),
-            inventory=inv,
-            extravars=dict(extravars),
-            quiet=True,
-            envvars=_ansible_env(),
-        )
-        items, failures = _event_items(iter(runner.events))
-        status, rc = str(runner.status), int(runner.rc if runner.rc is not None else -1)
+    pending: list[int] = []
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum)) if main else None
+    try:
+        with tempfile.TemporaryDirectory(prefix="testbed-ansible-") as private:
+            runner = ansible_runner.run(
+                private_data_dir=private,
+                playbook=str(PLAYBOOK_DIR / playbook),
+                inventory=inv,
+                extravars=dict(extravars),
+                quiet=True,
+                envvars=_ansible_env(),
+                cancel_callback=(lambda: bool(pending)) if cancellable else (lambda: False),
+            )
+            items, failures = _event_items(iter(runner.events))
+            status, rc = str(runner.status), int(runner.rc if runner.rc is not None else -1)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+    if pending:
+        signal.raise_signal(signal.SIGINT)
     return PlaybookResult(playbook=playbook, status=status, rc=rc, items=items, failures=failures)
 
 
@@ -644,7 +669,7 @@ def _clear_run(targets: Sequence[ImpairmentTarget], inventory: Path | None) -> s
     if not targets:
         return ""
     plan = build_plan(_NONE, targets)
-    result = run_playbook("clear.yml", plan, inventory=inventory)
+    result = run_playbook("clear.yml", plan, inventory=inventory, cancellable=False)
     _raise_failed(result, "clearing impairment")
     state = _render_state(result, "show state after clear")
     if state_has_ours(state):
