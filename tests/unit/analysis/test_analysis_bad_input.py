@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import convert_reference_csv, walk_pcap
+from analysis_helpers import convert_reference_csv, walk_pcap
 
 from orchestrator.analysis import RunInputs, analyse_run, write_run_outputs
 from orchestrator.analysis.logs import read_subscriber_log

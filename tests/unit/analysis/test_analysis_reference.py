@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SAMPLES, VARIANTS, convert_reference_csv, reference_rows, walk_pcap
+from analysis_helpers import SAMPLES, VARIANTS, convert_reference_csv, reference_rows, walk_pcap
 
 from orchestrator.analysis import RunInputs, analyse_run
 from orchestrator.errors import TestbedError
