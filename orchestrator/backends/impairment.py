@@ -39,7 +39,7 @@ from orchestrator.backends.run import run, which
 from orchestrator.errors import TestbedError
 from orchestrator.model.impairment import Direction, Distribution, Impairment, load_impairment
 
-PLAYBOOK_DIR = Path(__file__).resolve().parents[2] / "playbooks"
+PLAYBOOK_DIR = Path(__file__).resolve().parents[2] / "playbooks"  # the source checkout's playbooks/
 ROOT_HANDLE = "7e57:"
 NETEM_HANDLE = "7e58:"
 TBF_HANDLE = "7e59:"
@@ -227,10 +227,10 @@ def egress_argvs(imp: Impairment, target: ImpairmentTarget) -> list[list[str]]:
                         *tbf_options(rate),
                     ]
                 )
-        else:
+        elif rate is not None:
             cmds.append(
                 pre + ["tc", "qdisc", "replace", *dev, "root", "handle", ROOT_HANDLE, *tbf_options(rate)]
-            )  # type: ignore[arg-type]
+            )
         return cmds
     # Only traffic to the peer: htb root whose unclassified traffic passes directly (default 0),
     # one class matched by a u32 filter on the destination, the impairment below that class.
@@ -552,6 +552,12 @@ def run_playbook(
     """
     import ansible_runner  # backends only: model/ must not import it
 
+    if not (PLAYBOOK_DIR / playbook).is_file():
+        raise TestbedError(
+            f"playbook not found: {PLAYBOOK_DIR / playbook}",
+            hint="run the testbed from its source checkout (pip install -e .)",
+        )
+
     inv: Any = str(inventory) if isinstance(inventory, Path) else (inventory or local_inventory())
     pending: list[int] = []
     main = threading.current_thread() is threading.main_thread()
@@ -783,7 +789,7 @@ def targets_for_containers(
                 "(peers={'broker': SUBSCRIBER}); otherwise the publisher's ACKs would be impaired"
             )
         netns = f"/proc/{_container_pid(container)}/ns/net"
-        peer_ip = _container_ip(peers[label]) if label in peers else None
+        peer_ip = ipaddress.ip_address(_container_ip(peers[label])) if label in peers else None
         try:
             targets.append(
                 ImpairmentTarget(label=label, netns_path=netns, interface=interface, peer_ip=peer_ip)
@@ -876,7 +882,7 @@ def targets_for_router(lab: LabInventory) -> list[ImpairmentTarget]:
     targets: list[ImpairmentTarget] = []
     for host in lab.router:
         hv = lab.hostvars.get(host, {})
-        peer = hv.get("impair_peer_ip")
+        peer = ipaddress.ip_address(str(hv["impair_peer_ip"])) if hv.get("impair_peer_ip") else None
         if hv.get("impair_egress_interface"):
             targets.append(
                 ImpairmentTarget(
@@ -914,7 +920,7 @@ def _parse_target(text: str) -> ImpairmentTarget:
             netns_path=None if netns == "host" else netns,
             interface=iface,
             hook=Hook(hook),
-            peer_ip=peer,
+            peer_ip=ipaddress.ip_address(peer) if peer else None,
         )
     except (ValueError, IndexError, ValidationError) as exc:
         raise TestbedError(
