@@ -18,7 +18,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip wheel setuptools 2>&1 | grep -v "^WARNING: Location" || true
-	$(BIN)/pip install -q -e '.[dev]' 2>&1 | grep -v "^WARNING: Location" || true
+	$(BIN)/pip install -q -e '.[dev,esp32]' 2>&1 | grep -v "^WARNING: Location" || true
 	$(BIN)/python -c "import orchestrator, typer, pydantic, pandas, paho.mqtt, ansible_runner"
 	@touch $@
 

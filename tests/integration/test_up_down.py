@@ -121,3 +121,44 @@ def test_doctor_names_the_fix_when_the_engine_is_down():
     assert proc.returncode == 1
     assert "MISSING" in proc.stdout and "dockerd" in proc.stdout
     assert "required check(s) failed" in proc.stderr
+
+
+def test_client_without_credentials_is_refused(tls_up):
+    ca = state_dir() / "session" / "pki" / "ca.crt"
+    proc = subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(HOST_PORT), "--cafile", str(ca),
+                           "--insecure", "-t", "testbed/sensors", "-m", "x", "-d"],
+                          capture_output=True, text=True, timeout=20, check=False)
+    assert proc.returncode != 0
+    assert "not authorised" in (proc.stdout + proc.stderr).lower() or "connection refused" in \
+        (proc.stdout + proc.stderr).lower()
+
+
+def test_tls13_scenario_negotiates_tls13_chacha20_only(clean_testbed):
+    proc = run_testbed("up", "--scenario", "tls13-chacha20", "--host-port", str(HOST_PORT))
+    assert proc.returncode == 0, proc.stderr
+    assert "TLSv1.3 TLS_CHACHA20_POLY1305_SHA256" in proc.stdout
+    assert negotiated(s_client("-tls1_3", [])) == "TLS_CHACHA20_POLY1305_SHA256"
+    assert negotiated(s_client("-tls1_3", ["-ciphersuites", "TLS_AES_256_GCM_SHA384"])) == "(NONE)"
+    assert negotiated(s_client("-tls1_2", ["-cipher", "ECDHE-ECDSA-CHACHA20-POLY1305"])) == "(NONE)"
+
+
+def test_up_failing_half_way_leaves_nothing(clean_testbed):
+    import threading
+
+    def kill_broker_once_started() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ps = subprocess.run(["docker", "ps", "-q", "--filter", "name=testbed-broker-1"], capture_output=True,
+                                text=True, check=False)
+            if ps.stdout.strip():
+                subprocess.run(["docker", "kill", "testbed-broker-1"], capture_output=True, check=False)
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_broker_once_started)
+    killer.start()
+    proc = run_testbed("up", "--scenario", "tls", "--host-port", str(HOST_PORT))
+    killer.join()
+    assert proc.returncode == 1, proc.stdout
+    assert "Traceback" not in proc.stderr
+    assert owned("container") == [] and owned("network") == [] and owned("volume") == []
