@@ -25,6 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from orchestrator.errors import TestbedError
+from orchestrator.model.yamlfile import read_yaml
 
 TABLE_SCHEMA_VERSION = 1
 BUILTIN_TABLES = ("tiphon", "g1010")
@@ -147,16 +148,9 @@ def parse_table(data: Any, source: str) -> IndexTable | PassFailTable:
 
 def load_table(path: Path) -> IndexTable | PassFailTable:
     """Load a user's grading table file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TestbedError(f"{path}: cannot read grading table: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise TestbedError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not path.is_file():
+        raise TestbedError(f"{path}: cannot read grading table: no such file")
+    data, _lines = read_yaml(path)
     return parse_table(data, str(path))
 
 
