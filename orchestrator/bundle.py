@@ -18,7 +18,7 @@ import shutil
 import sys
 import tarfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from orchestrator import __version__
 from orchestrator.atomic import read_json, write_json_atomic
@@ -34,7 +34,7 @@ SECRET_PATTERNS = (re.compile(r"(^|/)pki/[^/]+\.key$"), re.compile(r"(^|/)pki/pa
 
 
 def utc_stamp() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
 def new_bundle_dir(out_root: Path, name: str) -> Path:
@@ -110,7 +110,7 @@ def new_manifest(plan: SweepPlan, name: str, command: list[str], environment: di
     return {
         "schema_version": SCHEMA_VERSION,
         "name": name,
-        "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "tool_version": __version__,
         **git_commit(),
         "command": command,
@@ -146,12 +146,16 @@ def is_secret(rel: str) -> bool:
     return any(p.search(rel) for p in SECRET_PATTERNS)
 
 
-def _sha256(path: Path) -> str:
+def _sha256_stream(fh: IO[bytes]) -> str:
     h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
+    for chunk in iter(lambda: fh.read(1 << 20), b""):
+        h.update(chunk)
     return h.hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as fh:
+        return _sha256_stream(fh)
 
 
 def archive(bundle: Path, *, include_secrets: bool = False, dest: Path | None = None) -> tuple[Path, list[str]]:
@@ -164,7 +168,7 @@ def archive(bundle: Path, *, include_secrets: bool = False, dest: Path | None = 
         rel = p.relative_to(bundle).as_posix()
         (excluded if is_secret(rel) and not include_secrets else included).append(rel)
     manifest["archive"] = {"secrets_included": include_secrets, "excluded": excluded,
-                           "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+                           "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
     save_manifest(bundle, manifest)
     included.append(MANIFEST)
     sums = "".join(f"{_sha256(bundle / rel)}  {rel}\n" for rel in sorted(included))
@@ -177,7 +181,7 @@ def archive(bundle: Path, *, include_secrets: bool = False, dest: Path | None = 
         data = sums.encode()
         info = tarfile.TarInfo(f"{top}/SHA256SUMS")
         info.size = len(data)
-        info.mtime = int(dt.datetime.now(dt.timezone.utc).timestamp())
+        info.mtime = int(dt.datetime.now(dt.UTC).timestamp())
         info.mode = 0o644
         tar.addfile(info, io.BytesIO(data))
     os.replace(tmp, dest)
@@ -209,10 +213,7 @@ def verify(archive_path: Path) -> tuple[int, list[str]]:
                     continue
                 fh = tar.extractfile(member)
                 assert fh is not None
-                h = hashlib.sha256()
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(chunk)
-                if h.hexdigest() != digest:
+                if _sha256_stream(fh) != digest:
                     problems.append(f"checksum mismatch: {rel}")
             for name in members:
                 rel = name.split("/", 1)[1] if "/" in name else name

@@ -126,7 +126,7 @@ def _san(names: list[str]) -> x509.SubjectAlternativeName:
 
 def _cert(subject: str, public_key, issuer: x509.Name, signer, *, ca: bool, sans: list[str] | None,
           usage: list | None) -> x509.Certificate:
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     builder = (x509.CertificateBuilder()
                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
                .issuer_name(issuer)

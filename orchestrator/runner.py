@@ -23,7 +23,7 @@ from orchestrator.backends.docker_stats import StatsSampler
 from orchestrator.backends.images import missing_images
 from orchestrator.backends.run import which
 from orchestrator.errors import TestbedError
-from orchestrator.lab import Layout, count_lines, running_lab
+from orchestrator.lab import Layout, running_lab
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario, load_scenario
 from orchestrator.model.yamlfile import describe_validation_error
@@ -94,7 +94,7 @@ def publisher_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSp
 
 
 def utc_now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def _publisher_error(lay: Layout) -> str:

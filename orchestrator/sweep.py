@@ -147,7 +147,7 @@ def _record_cell(bundle: Path, cell: Cell, entry: dict[str, Any]) -> None:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def build_derived(bundle: Path, baseline: str | None = None, grading: Sequence[Path] = ()) -> list[Path]:

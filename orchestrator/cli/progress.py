@@ -15,7 +15,7 @@ from orchestrator.runner import RunOutcome, execute_run
 
 
 def default_run_dir(spec: RunSpec) -> Path:
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     return Path("results") / "runs" / f"{stamp}-{spec.scenario.replace('/', '_')}-{spec.payload}B"
 
 

@@ -17,9 +17,9 @@ import numpy as np
 
 from orchestrator.analysis import grading, stats
 from orchestrator.analysis.grading import IndexGrade, IndexTable, PassFailGrade
+from orchestrator.atomic import write_bytes_atomic, write_text_atomic
 from orchestrator.errors import TestbedError
 from orchestrator.report import plots
-from orchestrator.atomic import write_bytes_atomic, write_text_atomic
 from orchestrator.report.document import (
     Block,
     Bullets,

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from orchestrator.errors import TestbedError
 from orchestrator.atomic import write_text_atomic
+from orchestrator.errors import TestbedError
 from orchestrator.report.document import (
     Bullets,
     Figure,
