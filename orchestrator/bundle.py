@@ -163,7 +163,8 @@ def archive(bundle: Path, *, include_secrets: bool = False, dest: Path | None = 
     manifest = load_manifest(bundle)
     files = sorted(p for p in bundle.rglob("*") if p.is_file() and not p.name.startswith(".")
                    and p.name != MANIFEST)
-    included, excluded = [], []
+    included: list[str] = []
+    excluded: list[str] = []
     for p in files:
         rel = p.relative_to(bundle).as_posix()
         (excluded if is_secret(rel) and not include_secrets else included).append(rel)

@@ -170,7 +170,10 @@ def ensure_pki(folder: Path, key_type: KeyType, *, clients: bool = False, users:
         _write_public(pki.server_cert, server_cert.public_bytes(serialization.Encoding.PEM))
         meta = {"key_type": key_type, "server_sans": sans, "clients": []}
     if clients and not all(pki.client_cert(u).exists() for u in users):
-        ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), None)
+        loaded = serialization.load_pem_private_key(pki.ca_key.read_bytes(), None)
+        if not isinstance(loaded, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
+            raise TestbedError(f"{pki.ca_key}: unexpected key type {type(loaded).__name__}")
+        ca_key = loaded
         ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
         for user in users:
             key = _new_key(key_type)

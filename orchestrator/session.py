@@ -44,7 +44,8 @@ def up(scenario_name: str, *, expose: bool = False, host_port: int | None = None
              f"({'TLS' if scenario.is_tls else 'plaintext'}), capture running, subscriber subscribed"]
     if scenario.is_tls:
         suite = scenario.expected_suite()
-        tls = st.get("tls") or {}
+        tls = st.get("tls")
+        tls = tls if isinstance(tls, dict) else {}
         lines.append(f"subscriber negotiated {tls.get('version')} {tls.get('cipher')} "
                      f"(scenario expects {suite.openssl if suite else '?'})")
         lines.append(f"CA certificate for clients: {pki.ca_cert if pki else '-'}")
@@ -57,7 +58,8 @@ def up(scenario_name: str, *, expose: bool = False, host_port: int | None = None
 def status() -> list[tuple[str, str, str, str, str]]:
     rows = []
     for c in compose.ps():
-        ports = c.get("Publishers") or []
+        publishers = c.get("Publishers")
+        ports = publishers if isinstance(publishers, list) else []
         pub = ", ".join(f"{p.get('URL')}:{p.get('PublishedPort')}->{p.get('TargetPort')}"
                         for p in ports if isinstance(p, dict) and p.get("PublishedPort"))
         rows.append((str(c.get("Service", "")), str(c.get("Name", "")), str(c.get("State", "")),

@@ -135,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         tls_info = None
         sock = c.socket()
         if isinstance(sock, ssl.SSLSocket):
-            tls_info = {"version": sock.version(), "cipher": sock.cipher()[0] if sock.cipher() else None}
+            cipher = sock.cipher()
+            tls_info = {"version": sock.version(), "cipher": cipher[0] if cipher else None}
         rec.write_status(tls=tls_info)
         c.subscribe(args.topic, qos=args.qos)
 
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"testbed-subscriber: subscribed to {args.topic}", flush=True)
 
     def on_message(_c, _u, msg: mqtt.MQTTMessage) -> None:
-        rec.record(msg.payload, bool(msg.dup))
+        rec.record(bytes(msg.payload), bool(msg.dup))
 
     client.on_socket_open = on_socket_open
     client.on_connect = on_connect

@@ -72,4 +72,4 @@ class SweepPlan(BaseModel):
     def run_spec(self, cell: Cell) -> RunSpec:
         return RunSpec(scenario=cell.scenario, payload=cell.payload, samples=self.samples,
                        interval_ms=self.interval_ms, qos=self.qos, impairment=cell.impairment,
-                       publisher=self.publisher, seed=self.seed + cell.repeat - 1)
+                       publisher=self.publisher, seed=self.seed + cell.repeat - 1, device_id=DEVICE_ID)
