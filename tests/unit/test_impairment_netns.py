@@ -402,3 +402,17 @@ def test_router_from_an_inventory_with_a_local_connection(lab: Lab, tmp_path: Pa
     assert "qdisc tbf 7e59: parent 7e57:1 rate 500Kbit" in out.stdout  # only towards the broker
     assert f"ip daddr {lab.brk_ip} numgen random mod 100 < 5 counter" in out.stdout
     assert lab.leftovers() == []
+
+
+@pytest.mark.parametrize("profile", ["wifi-good", "wifi-congested"])
+def test_netem_command_lines_parse_in_iproute2(profile: str) -> None:
+    """tc parses netem's options (and loads distribution tables) before asking the kernel, so the
+    argv is checked here even without sch_netem: only the kernel may refuse, never tc's parser."""
+    target = ImpairmentTarget(label="publisher", netns_path="/proc/1/ns/net", interface="lo")
+    root = b.apply_argvs(load_impairment(profile), target)[0]
+    assert root[:2] == ["nsenter", "--net=/proc/1/ns/net"] and "netem" in root
+    proc = sh("unshare", "--net", *root[2:], check=False)  # a throwaway namespace's loopback
+    if _netem_missing():
+        assert (proc.returncode, proc.stderr.strip()) == (2, "Error: Specified qdisc kind is unknown.")
+    else:
+        assert proc.returncode == 0, proc.stderr
