@@ -275,3 +275,10 @@ def test_a_duplicated_segment_is_a_retransmission_not_a_message(ref: Path, tmp_p
     assert a.metrics["capture"]["publish_publisher_to_broker"] == 200
     assert a.metrics["loss"]["tcp_retransmissions"] == 1
     assert not any("repeat a sequence number" in w for w in a.metrics["warnings"])
+
+
+def test_missing_tshark_is_a_clear_error(ref: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no tshark on the PATH
+    with pytest.raises(TestbedError, match="program not found: tshark") as err:
+        analyse_run(plain_inputs(ref, ref / "lat_plain.pcap"))
+    assert "testbed doctor" in (err.value.hint or "")
