@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,6 +25,7 @@ from orchestrator.brokerconf import render_mosquitto_conf, render_openssl_conf
 from orchestrator.errors import TestbedError
 from orchestrator.model.scenario import Scenario
 from orchestrator.pki import Pki, ensure_pki
+from orchestrator.signals import sigint_deferred
 
 DATA = "/data"
 TOPIC = "testbed/sensors"
@@ -206,22 +205,6 @@ def running_lab(scenario: Scenario, run_dir: Path, *, host_port: int | None = No
             with sigint_deferred():
                 save_broker_log(lay)
                 compose.down()
-
-
-@contextmanager
-def sigint_deferred() -> Iterator[None]:
-    """Teardown must finish: a second Ctrl-C during it is held back and delivered afterwards."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending: list[int] = []
-    old = signal.signal(signal.SIGINT, lambda signum, _frame: pending.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
-        if pending:
-            raise KeyboardInterrupt
 
 
 def save_broker_log(lay: Layout) -> None:

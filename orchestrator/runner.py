@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,17 @@ from orchestrator.atomic import read_json, write_json_atomic, write_text_atomic
 from orchestrator.backends import compose, docker_engine
 from orchestrator.backends.docker_stats import StatsSampler
 from orchestrator.backends.images import missing_images
+from orchestrator.backends.impairment import (
+    ImpairmentTarget,
+    check_supported,
+    dropped_packets,
+    impaired,
+    targets_for_containers,
+)
 from orchestrator.backends.run import which
 from orchestrator.errors import TestbedError
 from orchestrator.lab import Layout, running_lab
+from orchestrator.model.impairment import Impairment, load_impairment
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario, load_scenario
 from orchestrator.model.yamlfile import describe_validation_error
@@ -56,9 +65,11 @@ def check_publisher_can_speak(scenario: Scenario, spec: RunSpec) -> None:
             "TLS 1.2 only", hint="use a TLS 1.2 scenario (tls, tls-aes128gcm) with the ESP32 publisher")
 
 
-def preflight(scenario: Scenario, spec: RunSpec) -> None:
-    """Everything that can be checked before a container starts."""
+def preflight(scenario: Scenario, spec: RunSpec) -> Impairment:
+    """Everything that can be checked before a container starts; the run's impairment profile."""
     check_publisher_can_speak(scenario, spec)
+    impairment = load_impairment(spec.impairment)
+    check_supported(impairment)  # e.g. a delay profile on a kernel without netem fails here
     if spec.publisher != "virtual":
         raise TestbedError("--publisher esp32 is not wired into `testbed run` yet",
                            hint="flash the board with `testbed firmware upload` and use `testbed up --expose`")
@@ -70,6 +81,33 @@ def preflight(scenario: Scenario, spec: RunSpec) -> None:
     missing = missing_images(SERVICES_FOR_RUN)
     if missing:
         raise TestbedError(f"images not built: {', '.join(missing)}", hint="testbed images build")
+    return impairment
+
+
+def impairment_targets(impairment: Impairment) -> list[ImpairmentTarget]:
+    """Where the profile acts: the publisher's link, the broker->subscriber link, or both."""
+    names = {role: compose.container_name(role) for role in ("publisher", "broker", "subscriber")}
+    return targets_for_containers(impairment.direction, names)
+
+
+@contextmanager
+def impairment_applied(impairment: Impairment, run_dir: Path) -> Iterator[None]:
+    """Apply the profile for the block and ALWAYS clear it; tc/nft state before, during and after is
+    written to impairment.json in the run folder."""
+    record_path = run_dir / "impairment.json"
+    if impairment.is_noop:
+        write_json_atomic(record_path, {"profile": impairment.name, "applied": False,
+                                        "note": "no impairment: nothing applied, nothing to clear"})
+        yield
+        return
+    targets = impairment_targets(impairment)
+    with impaired(impairment, targets) as record:
+        write_json_atomic(record_path, {"profile": impairment.name, "applied": True,
+                                        **record.model_dump(mode="json")})
+        yield
+    write_json_atomic(record_path, {"profile": impairment.name, "applied": True,
+                                    "dropped_packets": dropped_packets(record.before_clear or ""),
+                                    **record.model_dump(mode="json")})
 
 
 def publisher_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec) -> list[str]:
@@ -112,7 +150,7 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
     """One run into ``run_dir``. Raises TestbedError for setup failures; a run that started and failed
     returns status 'failed' with its logs kept; KeyboardInterrupt is re-raised after cleanup."""
     scenario = load_scenario(spec.scenario)
-    preflight(scenario, spec)
+    impairment = preflight(scenario, spec)
     run_dir.mkdir(parents=True, exist_ok=True)
     cell_info: dict[str, Any] = {
         "cell_id": run_dir.name, "scenario": scenario.name, "payload": spec.payload,
@@ -139,7 +177,6 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
             sampler = StatsSampler(compose.container_name("broker")).start()
             status(f"{cell_info['cell_id']}: publishing {spec.samples} x {spec.payload} B")
             compose.start_service(pub_topo, "publisher")
-            lay.publisher_go.touch()
 
             def something_died() -> bool:
                 state, code = compose.container_state("publisher")
@@ -147,15 +184,19 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
                     return True
                 return compose.container_state("broker")[0] != "running"
 
-            received = _wait_counting(lay, spec, progress, something_died)
-            lap("publish")
-            broker_state = compose.container_state("broker")
-            pub_code = _wait_publisher_exit(timeout_s=15 if received >= spec.samples else 2)
-            time.sleep(0.3)  # let the last segments (ACKs, DISCONNECT) reach the capture
-            resources = sampler.stop()
-            if compose.container_state("capture")[0] == "running":
-                compose.signal_service("capture", "SIGINT")
-                compose.wait_service_exit("capture", timeout_s=20)
+            with impairment_applied(impairment, run_dir):
+                lap("impair")
+                lay.publisher_go.touch()
+                received = _wait_counting(lay, spec, progress, something_died)
+                lap("publish")
+                broker_state = compose.container_state("broker")
+                pub_code = _wait_publisher_exit(timeout_s=15 if received >= spec.samples else 2)
+                time.sleep(0.3)  # let the last segments (ACKs, DISCONNECT) reach the capture
+                resources = sampler.stop()
+                if compose.container_state("capture")[0] == "running":
+                    compose.signal_service("capture", "SIGINT")
+                    compose.wait_service_exit("capture", timeout_s=20)
+            cell_info["impairment_state"] = read_json(run_dir / "impairment.json")
             write_text_atomic(lay.logs / "publisher.stdout", compose.logs(["publisher"], tail=100000) + "\n")
             pub_error = _publisher_error(lay) if pub_code not in (0,) else None
             if broker_state[0] != "running":

@@ -6,10 +6,19 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from orchestrator.atomic import read_json, write_json_atomic
 from orchestrator.backends import compose, docker_engine
 from orchestrator.backends.images import missing_images
+from orchestrator.backends.impairment import (
+    ImpairmentTarget,
+    apply,
+    check_supported,
+    clear,
+    targets_for_containers,
+)
 from orchestrator.errors import TestbedError
 from orchestrator.lab import prepare_run_dir, topology, wait_subscribed
+from orchestrator.model.impairment import Direction, Impairment, load_impairment
 from orchestrator.model.scenario import load_scenario
 from orchestrator.paths import state_dir
 
@@ -18,9 +27,16 @@ def session_dir() -> Path:
     return state_dir() / "session"
 
 
-def up(scenario_name: str, *, expose: bool = False, host_port: int | None = None,
+def up(scenario_name: str, *, expose: bool = False, host_port: int | None = None, impairment_name: str = "none",
        progress: Callable[[str], None] = lambda _m: None) -> list[str]:
     scenario = load_scenario(scenario_name)  # bad input fails before anything touches docker
+    impairment = load_impairment(impairment_name)
+    if not impairment.is_noop and impairment.direction.covers(Direction.PUBLISHER_TO_BROKER):
+        raise TestbedError(
+            f"impairment {impairment.name} acts on the publisher->broker link, and `testbed up` runs no publisher",
+            hint="use it with `testbed run`/`sweep` (virtual ESP32), or on a router between a real ESP32 and "
+                 "the broker (docs/multi-host.md); `up` takes broker->subscriber profiles")
+    check_supported(impairment)
     docker_engine.engine_version()
     docker_engine.compose_command()
     missing = missing_images(compose.CORE_SERVICES)
@@ -35,6 +51,7 @@ def up(scenario_name: str, *, expose: bool = False, host_port: int | None = None
     try:
         compose.up(topo)
         st = wait_subscribed(lay)
+        impairment_line = _apply_session_impairment(impairment)
     except BaseException:
         compose.down()
         raise
@@ -51,8 +68,44 @@ def up(scenario_name: str, *, expose: bool = False, host_port: int | None = None
         lines.append(f"CA certificate for clients: {pki.ca_cert if pki else '-'}")
     if expose:
         lines.append(f"--expose: the broker port {topo.host_port} is published on ALL interfaces of this host")
+    if impairment_line:
+        lines.append(impairment_line)
     lines.append(f"files: {lay.root}  (capture: {lay.capture})")
     return lines
+
+
+def _impairment_record() -> Path:
+    return session_dir() / "impairment.json"
+
+
+def _apply_session_impairment(impairment: Impairment) -> str | None:
+    """Apply a broker->subscriber profile and leave it applied; `testbed down` clears it."""
+    record = _impairment_record()
+    if impairment.is_noop:
+        record.unlink(missing_ok=True)
+        return None
+    names = {role: compose.container_name(role) for role in ("broker", "subscriber")}
+    targets = targets_for_containers(impairment.direction, names)
+    write_json_atomic(record, {"profile": impairment.name, "targets": [t.model_dump(mode="json") for t in targets]})
+    state = apply(impairment, targets)
+    write_json_atomic(record, {"profile": impairment.name, "targets": [t.model_dump(mode="json") for t in targets],
+                               "after": state})
+    return f"impairment {impairment.name} applied to broker->subscriber (cleared by `testbed down`)"
+
+
+def _clear_session_impairment() -> list[str]:
+    data = read_json(_impairment_record())
+    if not data:
+        return []
+    targets = [ImpairmentTarget.model_validate(t) for t in data.get("targets", [])]
+    try:
+        clear(targets)
+    except TestbedError as exc:  # namespaces already gone: nothing of ours can remain in them
+        if not all(not Path(t.netns_path or "/").exists() for t in targets if t.netns_path):
+            raise TestbedError(f"could not clear impairment {data.get('profile')}: {exc.message}",
+                               evidence=exc.evidence) from exc
+    _impairment_record().unlink(missing_ok=True)
+    return [f"impairment {data.get('profile')} cleared"]
 
 
 def status() -> list[tuple[str, str, str, str, str]]:
@@ -69,7 +122,8 @@ def status() -> list[tuple[str, str, str, str, str]]:
 
 def down() -> list[str]:
     docker_engine.engine_version()
+    lines = _clear_session_impairment()
     removed = compose.down()
-    lines = [f"removed leftover {r}" for r in removed]
+    lines += [f"removed leftover {r}" for r in removed]
     lines.append("testbed is down (containers, networks and volumes of project 'testbed' removed)")
     return lines

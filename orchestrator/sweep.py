@@ -21,6 +21,7 @@ from orchestrator import bundle as bundles
 from orchestrator.atomic import read_json
 from orchestrator.backends import docker_engine
 from orchestrator.backends.images import image_digest, spec
+from orchestrator.backends.impairment import check_supported
 from orchestrator.backends.run import run, which
 from orchestrator.errors import TestbedError
 from orchestrator.model.impairment import load_impairment
@@ -57,7 +58,7 @@ def validate_plan(plan: SweepPlan) -> None:
         scenario = load_scenario(name)
         check_publisher_can_speak(scenario, plan.run_spec(plan.cells()[0]))
     for name in plan.impairments:
-        load_impairment(name)
+        check_supported(load_impairment(name))
     if plan.baseline not in plan.scenarios:
         raise TestbedError(f"baseline scenario {plan.baseline!r} is not in --scenarios "
                            f"({', '.join(plan.scenarios)})", hint="add it or choose --baseline")

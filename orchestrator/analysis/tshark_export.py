@@ -44,6 +44,7 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("dst_port", "tcp.dstport"),
     ("tcp_hdr_len", "tcp.hdr_len"),
     ("tcp_len", "tcp.len"),
+    ("tcp_seq", "tcp.seq"),
     ("tcp_flags", "tcp.flags"),
     ("retrans", "tcp.analysis.retransmission"),
     ("fast_retrans", "tcp.analysis.fast_retransmission"),
@@ -59,7 +60,7 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("mqtt_msg", "mqtt.msg"),
 )
 NUMERIC = ("frame", "time", "frame_len", "ip_hdr_len", "stream", "src_port", "dst_port", "tcp_hdr_len",
-           "tcp_len")
+           "tcp_len", "tcp_seq")
 # Preferences pinned so a user's Wireshark profile cannot change what we read.
 PREFERENCES: tuple[str, ...] = (
     "tcp.desegment_tcp_streams:TRUE",

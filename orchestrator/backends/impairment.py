@@ -22,6 +22,7 @@ import ipaddress
 import json
 import math
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -38,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, IPvAnyAddress, ValidationErro
 from orchestrator.backends.run import run, which
 from orchestrator.errors import TestbedError
 from orchestrator.model.impairment import Direction, Distribution, Impairment, load_impairment
+from orchestrator.signals import sigint_deferred
 
 PLAYBOOK_DIR = Path(__file__).resolve().parents[2] / "playbooks"  # the source checkout's playbooks/
 ROOT_HANDLE = "7e57:"
@@ -79,6 +81,7 @@ class ImpairmentTarget(BaseModel):
     netns_path: str | None = None
     interface: str = Field(pattern=r"^[A-Za-z0-9_.:@-]{1,15}$")
     peer_ip: IPvAnyAddress | None = None
+    source_ip: IPvAnyAddress | None = None  # ingress: only packets from this sender are dropped
     hook: Hook = Hook.EGRESS
     host: str = LOCALHOST
 
@@ -103,6 +106,7 @@ class ImpairmentTarget(BaseModel):
     def describe(self) -> str:
         where = self.netns_path or "host namespace"
         peer = f", peer {self.peer_ip}" if self.peer_ip else ""
+        peer += f", from {self.source_ip}" if self.source_ip else ""
         return f"{self.label} {self.hook} {self.interface} ({self.host}: {where}{peer})"
 
 
@@ -125,6 +129,7 @@ class ImpairmentRecord(BaseModel):
     targets: list[ImpairmentTarget]
     before: str
     after: str
+    before_clear: str | None = None  # at the end of the block: nft counters hold the packets dropped
     after_clear: str | None = None
 
 
@@ -295,6 +300,8 @@ def ingress_argvs(imp: Impairment, target: ImpairmentTarget) -> list[list[str]]:
     peer: list[str] = []
     if target.peer_ip is not None:
         peer = ["ip" if target.peer_ip.version == 4 else "ip6", "daddr", str(target.peer_ip)]
+    if target.source_ip is not None:
+        peer += ["ip" if target.source_ip.version == 4 else "ip6", "saddr", str(target.source_ip)]
     return [
         pre + ["nft", "add", "table", NFT_FAMILY, NFT_TABLE],
         pre
@@ -454,6 +461,12 @@ def build_plan(imp: Impairment, targets: Sequence[ImpairmentTarget]) -> dict[str
 
 
 # ----------------------------------------------------------------------------- state parsing
+
+
+def dropped_packets(state: str) -> int | None:
+    """Packets our nft drop rules dropped, summed over the state text of `show`; None without rules."""
+    counts = [int(n) for n in re.findall(r"counter packets (\d+) bytes \d+ drop", state)]
+    return sum(counts) if counts else None
 
 
 def state_has_ours(state: str) -> bool:
@@ -671,16 +684,17 @@ def clear(targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None)
     _clear_run(targets, inventory)
 
 
-def _clear_run(targets: Sequence[ImpairmentTarget], inventory: Path | None) -> str:
+def _clear_run(targets: Sequence[ImpairmentTarget], inventory: Path | None) -> tuple[str, str]:
+    """Clear; the state (before, after) clearing."""
     if not targets:
-        return ""
+        return "", ""
     plan = build_plan(_NONE, targets)
     result = run_playbook("clear.yml", plan, inventory=inventory, cancellable=False)
     _raise_failed(result, "clearing impairment")
     state = _render_state(result, "show state after clear")
     if state_has_ours(state):
         raise TestbedError("impairment still present after clear", evidence=state)
-    return state
+    return _render_state(result, "show state before clear"), state
 
 
 def show(targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None) -> str:
@@ -693,22 +707,6 @@ def show(targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None) 
 
 
 _NONE = Impairment(name="none")
-
-
-@contextmanager
-def _sigint_deferred() -> Iterator[None]:
-    """Let a cleanup finish even if Ctrl-C is pressed again; re-raise afterwards."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if pending:
-        raise KeyboardInterrupt
 
 
 @contextmanager
@@ -725,9 +723,10 @@ def impaired(
         record = ImpairmentRecord(impairment=impairment, targets=list(targets), before=before, after=after)
         yield record
     finally:
-        with _sigint_deferred():
-            state = _clear_run(targets, inventory)
+        with sigint_deferred():
+            before_clear, state = _clear_run(targets, inventory)
         if record is not None:
+            record.before_clear = before_clear
             record.after_clear = state
 
 
@@ -755,56 +754,37 @@ def _container_ip(container: str) -> str:
     return out[0]
 
 
-def host_side_veth(netns_path: str, interface: str = "eth0") -> str:
-    """Name, in the host namespace, of the veth peer of ``interface`` inside ``netns_path``."""
-    inside = json.loads(
-        run(
-            ["nsenter", f"--net={netns_path}", "ip", "-j", "link", "show", "dev", interface], timeout=20
-        ).stdout
-    )
-    peer_index = inside[0].get("link_index")
-    if peer_index is None:
-        raise TestbedError(f"{interface} in {netns_path} is not a veth (no peer link index)")
-    for link in json.loads(run(["ip", "-j", "link", "show"], timeout=20).stdout):
-        if link.get("ifindex") == peer_index:
-            return str(link["ifname"])
-    raise TestbedError(f"no interface with index {peer_index} in the host namespace (peer of {interface})")
+def targets_for_containers(direction: Direction, containers: Mapping[str, str],
+                           interface: str = "eth0") -> list[ImpairmentTarget]:
+    """Targets for the testbed's containers on this Docker host.
 
-
-def targets_for_containers(
-    containers: Mapping[str, str], *, peers: Mapping[str, str] | None = None, interface: str = "eth0"
-) -> list[ImpairmentTarget]:
-    """Targets for containers on this Docker host, keyed by label (``publisher``, ``broker``).
-
-    Each label gets an egress target (its own ``interface``) and an ingress target (the host side
-    of its veth). ``peers`` maps a label to the container whose address limits the impairment
-    (``{"broker": "<subscriber container>"}``: only broker->subscriber traffic).
+    ``containers`` maps ``publisher``, ``broker`` and ``subscriber`` to container names. Delay,
+    jitter and rate act on the sender's egress (the broker's limited to packets towards the
+    subscriber). Loss acts at the RECEIVER's ingress, inside its namespace, filtered on the
+    sender's address: the broker-side capture then sees every original segment and its
+    retransmission, so the measured retransmission rate is the injected loss.
     """
-    peers = dict(peers or {})
+    def netns(role: str) -> str:
+        return f"/proc/{_container_pid(containers[role])}/ns/net"
+
+    def ip(role: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+        return ipaddress.ip_address(_container_ip(containers[role]))
+
     targets: list[ImpairmentTarget] = []
-    for label, container in containers.items():
-        if label == "broker" and "broker" not in peers:
-            raise TestbedError(
-                "the broker target needs the subscriber container as its peer "
-                "(peers={'broker': SUBSCRIBER}); otherwise the publisher's ACKs would be impaired"
-            )
-        netns = f"/proc/{_container_pid(container)}/ns/net"
-        peer_ip = ipaddress.ip_address(_container_ip(peers[label])) if label in peers else None
-        try:
-            targets.append(
-                ImpairmentTarget(label=label, netns_path=netns, interface=interface, peer_ip=peer_ip)
-            )
-            targets.append(
-                ImpairmentTarget(
-                    label=label,
-                    netns_path=None,
-                    interface=host_side_veth(netns, interface),
-                    peer_ip=peer_ip,
-                    hook=Hook.INGRESS,
-                )
-            )
-        except ValidationError as exc:
-            raise TestbedError(f"impairment target {label} ({container}): {exc.errors()[0]['msg']}") from exc
+    try:
+        if direction.covers(Direction.PUBLISHER_TO_BROKER):
+            targets.append(ImpairmentTarget(label="publisher", netns_path=netns("publisher"), interface=interface))
+            targets.append(ImpairmentTarget(label="publisher", netns_path=netns("broker"), interface=interface,
+                                            hook=Hook.INGRESS, source_ip=ip("publisher")))
+        if direction.covers(Direction.BROKER_TO_SUBSCRIBER):
+            targets.append(ImpairmentTarget(label="broker", netns_path=netns("broker"), interface=interface,
+                                            peer_ip=ip("subscriber")))
+            targets.append(ImpairmentTarget(label="broker", netns_path=netns("subscriber"), interface=interface,
+                                            hook=Hook.INGRESS, source_ip=ip("broker")))
+    except KeyError as exc:
+        raise TestbedError(f"impairment {direction}: container for {exc.args[0]} not given") from None
+    except ValidationError as exc:
+        raise TestbedError(f"impairment target: {exc.errors()[0]['msg']}") from exc
     return targets
 
 

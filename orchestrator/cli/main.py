@@ -74,11 +74,12 @@ def up(
     expose: Annotated[bool, typer.Option("--expose", help="publish the broker on all interfaces (real ESP32)")
                       ] = False,
     host_port: Annotated[int | None, typer.Option(help="host port for the broker (default: scenario's)")] = None,
+    impairment: Annotated[str, typer.Option(help="broker->subscriber impairment profile, left applied")] = "none",
 ) -> None:
     """Start broker + capture sidecar + subscriber for SCENARIO and leave them running."""
     from orchestrator import session
 
-    info = session.up(scenario, expose=expose, host_port=host_port,
+    info = session.up(scenario, expose=expose, host_port=host_port, impairment_name=impairment,
                       progress=lambda m: err.print(f"[dim]{m}[/]"))
     for line in info:
         out.print(line)
@@ -118,6 +119,7 @@ def run_cmd(
     interval: Annotated[str, typer.Option(help="time between messages, e.g. 250ms or 1s")] = "250ms",
     qos: Annotated[int, typer.Option(help="MQTT QoS 0 or 1")] = 0,
     seed: Annotated[int, typer.Option(help="seed of the simulated sensors")] = 1,
+    impairment: Annotated[str, typer.Option(help="impairment profile name or YAML file")] = "none",
     out_dir: Annotated[Path | None, typer.Option("--out", help="run folder (default results/runs/<time>-...)")
                        ] = None,
 ) -> None:
@@ -131,8 +133,12 @@ def run_cmd(
     except ValueError as exc:
         raise TestbedError(str(exc)) from exc
     spec = make_spec(scenario=scenario, payload=payload, samples=samples, interval_ms=interval_ms, qos=qos,
-                     seed=seed)
-    outcome = run_with_progress(spec, out_dir)
+                     seed=seed, impairment=impairment)
+    try:
+        outcome = run_with_progress(spec, out_dir)
+    except KeyboardInterrupt:
+        raise TestbedError("run interrupted: containers and impairment cleaned up; raw files kept",
+                           exit_code=130) from None
     if outcome.status != "ok":
         raise TestbedError(f"run failed: {outcome.error}", hint=f"logs kept in {outcome.run_dir}")
 
@@ -255,16 +261,15 @@ def verify_cmd(archive_path: Annotated[Path, typer.Argument(help="a .tar.gz made
     out.print(f"{archive_path}: {checked} files, all checksums match")
 
 
-def _register_optional() -> None:
-    """Sub-apps that live in their own modules (added as their issues land)."""
-    try:
-        from orchestrator.cli import firmware
-    except ImportError:
-        return
+def _register_subapps() -> None:
+    """Sub-apps that live in their own modules."""
+    from orchestrator.cli import firmware, impair
+
     app.add_typer(firmware.app, name="firmware")
+    app.add_typer(impair.app, name="impair")
 
 
-_register_optional()
+_register_subapps()
 
 
 def main(argv: list[str] | None = None) -> int:

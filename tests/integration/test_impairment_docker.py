@@ -1,12 +1,11 @@
 """Impairment of real containers entered from the host: targets from `docker inspect`, apply, clear.
 
 The containers get no NET_ADMIN: tc and nft run on the host inside their network namespaces
-(nsenter), and the nft drop sits on the host side of the sender's veth.
+(nsenter); the nft drop sits at the receiver's ingress, inside its namespace.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ import pytest
 
 from orchestrator.backends import impairment as b
 from orchestrator.backends.impairment import Hook
-from orchestrator.model.impairment import Impairment
+from orchestrator.model.impairment import Direction, Impairment
 
 IMAGE = "testbed-base:bookworm"
 
@@ -48,33 +47,30 @@ def _ns_text(pid: str, *argv: str) -> str:
 
 
 def test_containers_are_impaired_from_the_host_and_cleared(containers: dict[str, str]) -> None:
-    targets = b.targets_for_containers({"publisher": containers["publisher"], "broker": containers["broker"]},
-                                       peers={"broker": containers["subscriber"]})
-    sub_ip = docker("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
-                    containers["subscriber"]).stdout.strip()
+    targets = b.targets_for_containers(Direction.BOTH, containers)
+    ips = {role: docker("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+                        name).stdout.strip() for role, name in containers.items()}
     pids = {role: docker("inspect", "-f", "{{.State.Pid}}", name).stdout.strip()
             for role, name in containers.items()}
+    sub_ip = ips["subscriber"]
     by_key = {(t.label, t.hook): t for t in targets}
     assert by_key[("publisher", Hook.EGRESS)].netns_path == f"/proc/{pids['publisher']}/ns/net"
     assert str(by_key[("broker", Hook.EGRESS)].peer_ip) == sub_ip
-    # the ingress target is the host side of the publisher's veth: its peer is the container's eth0
-    host_veth = by_key[("publisher", Hook.INGRESS)].interface
-    inside = json.loads(_ns_text(pids["publisher"], "ip", "-j", "link", "show", "dev", "eth0"))[0]
-    outside = json.loads(subprocess.run(["ip", "-j", "link", "show", "dev", host_veth], capture_output=True,
-                                        text=True, check=True).stdout)[0]
-    assert outside["ifindex"] == inside["link_index"]
+    # loss sits at the receiver's ingress, inside its namespace, filtered on the sender's address
+    pub_in = by_key[("publisher", Hook.INGRESS)]
+    assert pub_in.netns_path == f"/proc/{pids['broker']}/ns/net" and str(pub_in.source_ip) == ips["publisher"]
+    sub_in = by_key[("broker", Hook.INGRESS)]
+    assert sub_in.netns_path == f"/proc/{pids['subscriber']}/ns/net" and str(sub_in.source_ip) == ips["broker"]
 
     imp = Impairment(name="both-ways", loss_pct=2, rate_kbit=1000, direction="both")
     with b.impaired(imp, targets) as record:
         assert "qdisc tbf 7e57: root" in _ns_text(pids["publisher"], "tc", "qdisc", "show", "dev", "eth0")
         broker_qdiscs = _ns_text(pids["broker"], "tc", "qdisc", "show", "dev", "eth0")
         assert "qdisc htb 7e57: root" in broker_qdiscs and "qdisc tbf 7e59: parent 7e57:1" in broker_qdiscs
-        table = subprocess.run(["nft", "list", "table", "inet", "testbed_impair"], capture_output=True,
-                               text=True, check=True).stdout
-        assert f'device "{host_veth}"' in table and f"ip daddr {sub_ip} numgen random mod 100 < 2" in table
+        table = _ns_text(pids["broker"], "nft", "list", "table", "inet", "testbed_impair")
+        assert 'device "eth0"' in table and f"ip saddr {ips['publisher']} numgen random mod 100 < 2" in table
         assert record.before != record.after
-    for role in ("publisher", "broker"):
+    for role in ("publisher", "broker", "subscriber"):
         assert " 7e5" not in _ns_text(pids[role], "tc", "qdisc", "show", "dev", "eth0")
-    tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True, check=True).stdout
-    assert "testbed_impair" not in tables
+        assert "testbed_impair" not in _ns_text(pids[role], "nft", "list", "tables")
     assert not b.state_has_ours(record.after_clear or "")
