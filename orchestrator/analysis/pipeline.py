@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +20,7 @@ from orchestrator.analysis.messages import PUBLISH, explode_mqtt
 from orchestrator.analysis.nokeys import order_matched_publish
 from orchestrator.analysis.pcapfile import capture_format, scan_capture
 from orchestrator.analysis.tshark_export import ExportOutcome, export_chunks, export_failed, parse_fields
+from orchestrator.atomic import write_text_atomic
 from orchestrator.errors import TestbedError
 
 SCHEMA_VERSION = 1
@@ -408,21 +407,6 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and os.replace."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def metrics_json(m: dict[str, Any]) -> str:
     return json.dumps(_jsonable(m), indent=2, allow_nan=False) + "\n"
 
@@ -432,7 +416,7 @@ def write_run_outputs(analysis: RunAnalysis, out_dir: Path) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"per_message": out_dir / "per_message.csv", "packets": out_dir / "packets.csv",
              "metrics": out_dir / "metrics.json"}
-    atomic_write_text(paths["per_message"], analysis.per_message.to_csv(index=False))
-    atomic_write_text(paths["packets"], analysis.per_packet.to_csv(index=False))
-    atomic_write_text(paths["metrics"], metrics_json(analysis.metrics))
+    write_text_atomic(paths["per_message"], analysis.per_message.to_csv(index=False))
+    write_text_atomic(paths["packets"], analysis.per_packet.to_csv(index=False))
+    write_text_atomic(paths["metrics"], metrics_json(analysis.metrics))
     return paths
