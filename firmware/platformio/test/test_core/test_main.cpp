@@ -456,6 +456,7 @@ class FakeTransport : public Transport {
   uint8_t out[4096];
   size_t out_len = 0;
   bool closed = false;
+  bool broker_never_closes = false;  // after the scripted input: time out instead of EOF
   TransportStats st;
   Err open(const char*, uint16_t, uint32_t) override { return Err::Ok; }
   Err write_all(const uint8_t* d, size_t n) override {
@@ -464,7 +465,7 @@ class FakeTransport : public Transport {
     return Err::Ok;
   }
   Err read_some(uint8_t* buf, size_t cap, size_t* got, uint32_t) override {
-    if (in_pos >= in_len) return Err::PeerClosed;
+    if (in_pos >= in_len) return broker_never_closes ? Err::RecvTimeout : Err::PeerClosed;
     *got = (in_len - in_pos) < cap ? (in_len - in_pos) : cap;
     memcpy(buf, in + in_pos, *got);
     in_pos += *got;
@@ -527,6 +528,30 @@ static void test_publisher_schedule_and_packets(void) {
   TEST_ASSERT_EQUAL_INT(0x10, tr.out[0]);
   TEST_ASSERT_EQUAL_INT(0x30, tr.out[16]);
   TEST_ASSERT_EQUAL_INT(0xE0, tr.out[tr.out_len - 2]);
+  TEST_ASSERT_TRUE(tr.closed);
+}
+
+// After DISCONNECT the publisher waits for the broker to close the connection (every message has
+// then arrived); a broker that never closes is an error that says the last messages may be lost.
+static void test_publisher_waits_for_broker_close_after_disconnect(void) {
+  FakeTransport tr;
+  const uint8_t connack[] = {0x20, 0x02, 0x00, 0x00};
+  memcpy(tr.in, connack, 4);
+  tr.in_len = 4;
+  tr.broker_never_closes = true;
+  FakeClock clk;
+  FixedSensors sensors;
+  Recorder rec;
+  Publisher publisher(tr, clk, sensors, rec);
+  PublishConfig cfg;
+  cfg.host = "broker";
+  cfg.samples = 2;
+  cfg.drain_timeout_ms = 5;
+  RunStats stats;
+  ASSERT_ERR(Err::RecvTimeout, publisher.run(cfg, &stats));
+  TEST_ASSERT_EQUAL_INT(2, stats.messages_sent);
+  TEST_ASSERT_EQUAL_INT(0xE0, tr.out[tr.out_len - 2]);  // DISCONNECT was sent
+  TEST_ASSERT_NOT_NULL(strstr(publisher.error_text(), "did not close the connection"));
   TEST_ASSERT_TRUE(tr.closed);
 }
 
@@ -641,6 +666,7 @@ int main(int, char**) {
   RUN_TEST(test_cipher_table_matches_mbedtls);
   RUN_TEST(test_mq2_round_trip_and_clean_air);
   RUN_TEST(test_publisher_schedule_and_packets);
+  RUN_TEST(test_publisher_waits_for_broker_close_after_disconnect);
   RUN_TEST(test_publisher_qos1_waits_for_matching_puback);
   RUN_TEST(test_publisher_connack_refused);
   RUN_TEST(test_publisher_refuses_small_payload_before_connecting);

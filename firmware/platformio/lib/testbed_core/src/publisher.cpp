@@ -242,9 +242,32 @@ Err Publisher::run(const PublishConfig& cfg, RunStats* stats) {
       e = transport_.write_all(packet_, len);
       if (e != Err::Ok) transport_error(e, "sending DISCONNECT failed");
     }
+    if (e == Err::Ok) e = wait_broker_close(cfg.drain_timeout_ms);
   }
   transport_.close();
   return e;
+}
+
+// MQTT 3.1.1 section 3.14.4: on DISCONNECT the broker closes the network connection. Waiting for
+// that close means every message sent before DISCONNECT has reached it: closing at once would let
+// the operating system (or the end of the process, or of a container's network namespace) throw
+// away data still queued behind a slow or lossy link.
+Err Publisher::wait_broker_close(uint32_t timeout_ms) {
+  uint8_t sink[64];
+  while (true) {
+    size_t got = 0;
+    Err e = transport_.read_some(sink, sizeof(sink), &got, timeout_ms);
+    if (e == Err::PeerClosed) return Err::Ok;
+    if (e == Err::RecvTimeout) {
+      err_.set("the broker did not close the connection within %u ms after DISCONNECT: the last messages "
+               "may not have arrived", static_cast<unsigned>(timeout_ms));
+      return e;
+    }
+    if (e != Err::Ok) {
+      transport_error(e, "waiting for the broker to close the connection failed");
+      return e;
+    }
+  }
 }
 
 }  // namespace tb

@@ -28,6 +28,9 @@ struct PublishConfig {
   uint64_t interval_us = 1000000;  // 0: back to back
   uint32_t connect_timeout_ms = 10000;
   uint32_t ack_timeout_ms = 10000;
+  // after DISCONNECT: how long to wait for the broker to close the connection, i.e. to have
+  // received every message sent before it (a slow or lossy link can hold seconds of data)
+  uint32_t drain_timeout_ms = 60000;
 };
 
 class SensorSource {
@@ -67,6 +70,7 @@ class Publisher {
  private:
   Err connect(const PublishConfig& cfg, RunStats* stats);
   Err read_packet(uint32_t timeout_ms, size_t* len);
+  Err wait_broker_close(uint32_t timeout_ms);
   Err ping(const PublishConfig& cfg);
   Err wait_puback(const PublishConfig& cfg, uint16_t id);
   Err wait_until(const PublishConfig& cfg, int64_t target_us, int64_t* last_tx_us);
