@@ -17,8 +17,9 @@ venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip wheel setuptools 2>&1 | grep -v "^WARNING: Location" || true
-	$(BIN)/pip install -q -e '.[dev,esp32]' 2>&1 | grep -v "^WARNING: Location" || true
+	@echo "installing the package and its dependencies into $(VENV) (log: $(VENV)/pip.log)"
+	@$(BIN)/pip install -q --upgrade pip wheel setuptools > $(VENV)/pip.log 2>&1 || (cat $(VENV)/pip.log; exit 1)
+	@$(BIN)/pip install -q -e '.[dev,esp32]' >> $(VENV)/pip.log 2>&1 || (cat $(VENV)/pip.log; exit 1)
 	$(BIN)/python -c "import orchestrator, typer, pydantic, pandas, paho.mqtt, ansible_runner"
 	@touch $@
 

@@ -99,16 +99,21 @@ def sweep_bar() -> Progress:
 
 def sweep_summary(bundle: Path) -> Table:
     from orchestrator.atomic import read_json
+    from orchestrator.model.ciphers import by_code
 
     t = Table(title=f"sweep {bundle.name}")
-    for col in ("cell", "status", "suite", "delay median ms", "loss %", "TLS overhead B", "throughput bit/s"):
-        t.add_column(col)
-    for run_dir in sorted((bundle / "runs").glob("*")):
+    for col in ("cell", "status", "suite", "delay median ms", "loss %", "TLS B/msg", "wire bit/s"):
+        t.add_column(col, no_wrap=col == "cell")
+    order = read_json(bundle / "manifest.json").get("cell_order") or []
+    run_dirs = sorted((bundle / "runs").glob("*"),
+                      key=lambda p: (order.index(p.name) if p.name in order else len(order), p.name))
+    for run_dir in run_dirs:
         cell = read_json(run_dir / "cell.json")
         m = read_json(run_dir / "metrics.json")
         tls = m.get("tls") or {}
+        suite = by_code(int(tls["cipher_suite_id"], 16)) if tls.get("cipher_suite_id") else None
         t.add_row(run_dir.name, str(cell.get("status", "?")),
-                  tls.get("cipher_suite") or ("plaintext" if m else "n/a"),
+                  suite.openssl if suite else ("plaintext" if m else "n/a"),
                   fmt((m.get("delay_ms") or {}).get("median")), fmt((m.get("loss") or {}).get("loss_pct"), 2),
                   fmt((m.get("overhead_bytes") or {}).get("tls_overhead")),
                   fmt((m.get("throughput") or {}).get("wire_bps"), 1))
