@@ -177,6 +177,7 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
             sampler = StatsSampler(compose.container_name("broker")).start()
             status(f"{cell_info['cell_id']}: publishing {spec.samples} x {spec.payload} B")
             compose.start_service(pub_topo, "publisher")
+            lap("publisher_start")
 
             def something_died() -> bool:
                 state, code = compose.container_state("publisher")
