@@ -126,14 +126,6 @@ def container_name(service: str) -> str:
     return f"{PROJECT}-{service}-1"
 
 
-def run_service(t: Topology, service: str, timeout_s: float) -> int:
-    """Start a one-shot service (the publisher) attached to the running topology; its exit code."""
-    proc = run(compose_argv("--profile", service, "up", "--no-build", "--pull", "never", "--no-deps",
-                            "--abort-on-container-exit", "--exit-code-from", service, service),
-               env=compose_env(t), check=False, timeout=timeout_s)
-    return proc.returncode
-
-
 def down() -> list[str]:
     """Remove every container, network and volume of the project; safe to run twice."""
     removed: list[str] = []
