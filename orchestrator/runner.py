@@ -31,7 +31,7 @@ from orchestrator.backends.impairment import (
 )
 from orchestrator.backends.run import which
 from orchestrator.errors import TestbedError
-from orchestrator.lab import Layout, running_lab
+from orchestrator.lab import Layout, running_lab, wait_for_messages
 from orchestrator.model.impairment import Impairment, load_impairment
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario, load_scenario
@@ -237,8 +237,6 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
 
 def _wait_counting(lay: Layout, spec: RunSpec, progress: Callable[[int, int], None],
                    publisher_failed: Callable[[], bool]) -> int:
-    from orchestrator.lab import wait_for_messages
-
     last_check = [0.0]
 
     def stop_early() -> bool:
