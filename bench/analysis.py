@@ -37,8 +37,8 @@ sys.path.insert(0, str(REPO))
 
 from orchestrator.analysis import RunInputs, analyse_run, write_run_outputs  # noqa: E402
 from orchestrator.analysis.pcapfile import scan_capture  # noqa: E402
-from orchestrator.analysis.tshark_export import fields_argv, merged_keylog  # noqa: E402
-from orchestrator.backends.run import run  # noqa: E402
+from orchestrator.backends.process import run  # noqa: E402
+from orchestrator.backends.tshark import fields_argv, merged_keylog  # noqa: E402
 from orchestrator.clients.payload import parse_payload  # noqa: E402
 
 RECORD_PORT = 18883
@@ -156,7 +156,7 @@ def wait_port(port: int, timeout: float = 10.0) -> None:
 def record(folder: Path, messages: int, rate: float, payload: int) -> Case:
     import paho.mqtt.client as mqtt
 
-    from orchestrator.pki import ensure_pki
+    from orchestrator.lab.pki import ensure_pki
 
     folder.mkdir(parents=True, exist_ok=True)
     pki = ensure_pki(folder / "pki", "ecdsa-p256")

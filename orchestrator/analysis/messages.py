@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from orchestrator.analysis.tshark_export import AGGREGATOR
+from orchestrator.backends.tshark import AGGREGATOR
 from orchestrator.clients.payload import parse_payload
 
 PUBLISH = 3

@@ -19,9 +19,9 @@ from orchestrator.analysis.logs import read_publisher_log, read_subscriber_log
 from orchestrator.analysis.messages import PUBLISH, explode_mqtt
 from orchestrator.analysis.nokeys import order_matched_publish
 from orchestrator.analysis.pcapfile import capture_format, scan_capture
-from orchestrator.analysis.tshark_export import ExportOutcome, export_chunks, export_failed, parse_fields
-from orchestrator.atomic import write_text_atomic
+from orchestrator.backends.tshark import ExportOutcome, export_chunks, export_failed, parse_fields
 from orchestrator.errors import TestbedError
+from orchestrator.results.atomic import write_text_atomic
 
 SCHEMA_VERSION = 1
 ANALYSIS_VERSION = "1.0"

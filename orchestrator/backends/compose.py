@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.backends.docker_engine import compose_command
-from orchestrator.backends.run import run
+from orchestrator.backends.process import run
 from orchestrator.errors import TestbedError, ToolError
 from orchestrator.paths import compose_file
 

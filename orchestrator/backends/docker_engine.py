@@ -7,7 +7,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-from orchestrator.backends.run import run
+from orchestrator.backends.process import run
 from orchestrator.errors import TestbedError, ToolError
 
 ENGINE_HINT = ("start the Docker engine (on Debian as root: `make docker` or `apt-get install -y docker.io && "

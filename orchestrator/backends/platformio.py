@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from orchestrator.backends.run import run
+from orchestrator.backends.process import run
 from orchestrator.errors import TestbedError, ToolError
 
 GENERATED_HEADER = Path("include") / "testbed_generated.h"
@@ -208,33 +208,6 @@ def write_header(settings: FirmwareSettings, project: Path) -> Path:
     tmp.chmod(0o600)  # holds the throwaway MQTT password
     tmp.replace(path)
     return path
-
-
-def settings_for_scenario(scenario_name: str, pki_dir: Path, *, payload: int, samples: int, interval_ms: int,
-                          qos: int, device_id: str = DEFAULT_DEVICE_ID) -> FirmwareSettings:
-    """The one place that reads the scenario model and the PKI (thin coupling)."""
-    from orchestrator.model.scenario import load_scenario
-    from orchestrator.pki import ensure_pki
-
-    scenario = load_scenario(scenario_name)
-    ca_pem = username = password = cert_pem = key_pem = None
-    if scenario.tls is not None:
-        wants_cert = scenario.tls.client_auth == "certificate"
-        pki = ensure_pki(pki_dir, scenario.tls.key_type, clients=wants_cert)
-        ca_pem = pki.ca_cert.read_text()
-        if wants_cert:
-            cert_pem = pki.client_cert("publisher").read_text()
-            key_pem = pki.client_key("publisher").read_text()
-        elif scenario.tls.client_auth == "password":
-            username, password = "publisher", pki.password_for("publisher")
-    elif not scenario.anonymous:
-        pki = ensure_pki(pki_dir, "ecdsa-p256")
-        username, password = "publisher", pki.password_for("publisher")
-    return FirmwareSettings(scenario=scenario.name, transport=scenario.transport, port=scenario.port,
-                            ciphers_iana=tuple(scenario.client_cipher_iana()), payload=payload,
-                            samples=samples, interval_ms=interval_ms, qos=qos, device_id=device_id,
-                            ca_pem=ca_pem, username=username, password=password, client_cert_pem=cert_pem,
-                            client_key_pem=key_pem)
 
 
 def explain_failure(exc: ToolError) -> TestbedError:

@@ -9,6 +9,7 @@ import typer
 
 from orchestrator.backends import platformio
 from orchestrator.cli.console import err, out
+from orchestrator.lab.firmware import settings_for_scenario
 
 app = typer.Typer(no_args_is_help=True,
                   help="Build, flash and watch the ESP32 firmware (PlatformIO, framework arduino + espidf).")
@@ -19,7 +20,7 @@ Board = Annotated[str, typer.Option("--board",
 
 def default_pki_dir() -> Path:
     """The PKI of the live `testbed up` session, so the board trusts the broker that is running."""
-    from orchestrator.session import session_dir
+    from orchestrator.lab.session import session_dir
 
     return session_dir() / "pki"
 
@@ -40,9 +41,8 @@ def build(
     """Embed SCENARIO's settings and CA in include/testbed_generated.h and run `pio run`.
 
     WiFi and broker host come from TESTBED_WIFI_SSID, TESTBED_WIFI_PASSWORD, TESTBED_BROKER_HOST."""
-    settings = platformio.settings_for_scenario(scenario, pki_dir or default_pki_dir(), payload=payload,
-                                                samples=samples, interval_ms=interval_ms, qos=qos,
-                                                device_id=device_id)
+    settings = settings_for_scenario(scenario, pki_dir or default_pki_dir(), payload=payload, samples=samples,
+                                     interval_ms=interval_ms, qos=qos, device_id=device_id)
     header = platformio.build(settings, board=board)
     out.print(f"firmware built for {board}: scenario {settings.scenario}, {settings.transport}, port "
               f"{settings.port}, {settings.samples} x {settings.payload} B; settings in {header}")

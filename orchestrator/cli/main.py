@@ -38,7 +38,7 @@ def _root(debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")
 @app.command()
 def doctor() -> None:
     """Table of what works here and what is missing, each with the fix."""
-    from orchestrator.doctor import checks
+    from orchestrator.measure.doctor import checks
 
     table = Table(title="testbed doctor")
     for col in ("check", "status", "detail", "fix"):
@@ -77,7 +77,7 @@ def up(
     impairment: Annotated[str, typer.Option(help="broker->subscriber impairment profile, left applied")] = "none",
 ) -> None:
     """Start broker + capture sidecar + subscriber for SCENARIO and leave them running."""
-    from orchestrator import session
+    from orchestrator.lab import session
 
     info = session.up(scenario, expose=expose, host_port=host_port, impairment_name=impairment,
                       progress=lambda m: err.print(f"[dim]{m}[/]"))
@@ -88,7 +88,7 @@ def up(
 @app.command()
 def status() -> None:
     """The testbed's containers and their state."""
-    from orchestrator import session
+    from orchestrator.lab import session
 
     rows = session.status()
     if not rows:
@@ -105,7 +105,7 @@ def status() -> None:
 @app.command()
 def down() -> None:
     """Remove every container, network and volume of the testbed; safe to run twice."""
-    from orchestrator import session
+    from orchestrator.lab import session
 
     for line in session.down():
         out.print(line)
@@ -124,9 +124,9 @@ def run_cmd(
                        ] = None,
 ) -> None:
     """One measurement: up, capture, subscriber, publisher, count, stop, tear down, analyse, summary."""
-    from orchestrator.cli.progress import run_with_progress
+    from orchestrator.cli.render import run_with_progress
+    from orchestrator.measure.run import make_spec
     from orchestrator.model.run import parse_interval
-    from orchestrator.runner import make_spec
 
     try:
         interval_ms = parse_interval(interval)
@@ -173,10 +173,10 @@ def sweep(
     """The study's matrix (scenarios x payloads x impairments x repeats) into a results bundle + report."""
     import signal
 
-    from orchestrator import sweep as sw
-    from orchestrator.bundle import argv_for_display
-    from orchestrator.cli.progress import RichSweepProgress, sweep_bar, sweep_summary
+    from orchestrator.cli.render import RichSweepProgress, sweep_bar, sweep_summary
+    from orchestrator.measure import sweep as sw
     from orchestrator.model.run import parse_interval
+    from orchestrator.results.bundle import argv_for_display
 
     if resume is not None:
         plan, cells = sw.resume_sweep(resume)
@@ -226,8 +226,8 @@ def report(
     grading: Annotated[list[Path] | None, typer.Option(help="extra grading table (YAML); repeatable")] = None,
 ) -> None:
     """Rebuild every derived file (summary, comparisons, plots, report.md/html) from the raw run data."""
-    from orchestrator import bundle as bundles
-    from orchestrator.sweep import rebuild_bundle
+    from orchestrator.measure.sweep import rebuild_bundle
+    from orchestrator.results import bundle as bundles
 
     bundles.load_manifest(bundle)
     paths = rebuild_bundle(bundle, baseline=baseline, grading=grading or [],
@@ -242,7 +242,7 @@ def archive_cmd(
                                                   help="also pack private keys and TLS key logs")] = False,
 ) -> None:
     """Pack a bundle into BUNDLE.tar.gz with SHA256SUMS inside (secrets left out unless asked)."""
-    from orchestrator.bundle import archive
+    from orchestrator.results.bundle import archive
 
     dest, excluded = archive(bundle, include_secrets=include_secrets)
     out.print(f"archive: {dest}")
@@ -253,7 +253,7 @@ def archive_cmd(
 @app.command("verify")
 def verify_cmd(archive_path: Annotated[Path, typer.Argument(help="a .tar.gz made by testbed archive")]) -> None:
     """Check every checksum inside an archive."""
-    from orchestrator.bundle import verify
+    from orchestrator.results.bundle import verify
 
     checked, problems = verify(archive_path)
     if problems:

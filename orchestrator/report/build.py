@@ -17,7 +17,6 @@ import numpy as np
 
 from orchestrator.analysis import grading, stats
 from orchestrator.analysis.grading import IndexGrade, IndexTable, PassFailGrade
-from orchestrator.atomic import write_bytes_atomic, write_text_atomic
 from orchestrator.errors import TestbedError
 from orchestrator.report import plots
 from orchestrator.report.document import (
@@ -51,6 +50,7 @@ from orchestrator.report.tables import (
     to_csv,
 )
 from orchestrator.report.tables import comparison_rows as build_comparison_rows
+from orchestrator.results.atomic import write_bytes_atomic, write_text_atomic
 
 DEFAULT_BASELINE = "plain"
 PLOTS_DIR = "plots"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.backends import platformio as pio
+from orchestrator.lab.firmware import settings_for_scenario
 
 PROJECT = Path(__file__).resolve().parents[2] / "firmware" / "platformio"
 
@@ -50,7 +51,7 @@ def test_esp32_main_compiles_against_arduino_stand_ins(tmp_path: Path, scenario:
         pytest.skip("g++ not installed (apt-get install -y g++)")
     for name, text in STUBS.items():
         (tmp_path / name).write_text(text)
-    settings = pio.settings_for_scenario(
+    settings = settings_for_scenario(
         scenario, tmp_path / "pki", payload=65, samples=200, interval_ms=1000, qos=0
     )
     (tmp_path / "testbed_generated.h").write_text(pio.render_header(settings))
@@ -81,7 +82,7 @@ def test_esp32_main_refuses_empty_wifi_ssid(tmp_path: Path) -> None:
         pytest.skip("g++ not installed (apt-get install -y g++)")
     for name, text in STUBS.items():
         (tmp_path / name).write_text(text)
-    settings = pio.settings_for_scenario(
+    settings = settings_for_scenario(
         "tls", tmp_path / "pki", payload=65, samples=200, interval_ms=1000, qos=0
     )
     (tmp_path / "testbed_generated.h").write_text(pio.render_header(settings))

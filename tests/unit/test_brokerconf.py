@@ -1,4 +1,4 @@
-from orchestrator.brokerconf import render_mosquitto_conf, render_openssl_conf
+from orchestrator.lab.brokerconf import render_mosquitto_conf, render_openssl_conf
 from orchestrator.model.scenario import load_scenario
 
 

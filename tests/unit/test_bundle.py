@@ -3,10 +3,10 @@ import shutil
 
 import pytest
 
-from orchestrator import bundle as bundles
 from orchestrator.errors import TestbedError
+from orchestrator.measure.sweep import make_plan
 from orchestrator.model.sweep import SweepPlan
-from orchestrator.sweep import make_plan
+from orchestrator.results import bundle as bundles
 
 
 def test_disk_full_is_refused_before_the_first_cell(tmp_path):

@@ -4,7 +4,7 @@ import stat
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from orchestrator.pki import ensure_pki
+from orchestrator.lab.pki import ensure_pki
 
 
 def _load(path):

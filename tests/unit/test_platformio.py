@@ -11,6 +11,7 @@ import pytest
 
 from orchestrator.backends import platformio as pio
 from orchestrator.errors import TestbedError, ToolError
+from orchestrator.lab.firmware import settings_for_scenario
 
 PROJECT = Path(__file__).resolve().parents[2] / "firmware" / "platformio"
 INI = (PROJECT / "platformio.ini").read_text()
@@ -139,12 +140,12 @@ def test_registry_failure_becomes_clear_error() -> None:
 
 
 def test_settings_for_builtin_scenarios(tmp_path: Path) -> None:
-    tls = pio.settings_for_scenario("tls", tmp_path / "pki", payload=65, samples=200, interval_ms=1000, qos=0)
+    tls = settings_for_scenario("tls", tmp_path / "pki", payload=65, samples=200, interval_ms=1000, qos=0)
     assert tls.transport == "tls" and tls.port == 8883
     assert tls.ciphers_iana == ("TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",)
     assert tls.ca_pem is not None and tls.ca_pem.startswith("-----BEGIN CERTIFICATE-----")
     assert tls.username == "publisher" and tls.password
-    plain = pio.settings_for_scenario("plain", tmp_path / "pki2", payload=100, samples=200, interval_ms=500,
+    plain = settings_for_scenario("plain", tmp_path / "pki2", payload=100, samples=200, interval_ms=500,
                                       qos=1)
     assert plain.transport == "plain" and plain.ciphers_iana == () and plain.ca_pem is None
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from orchestrator.analysis import RunInputs, analyse_run
 from orchestrator.analysis.messages import PUBLISH, explode_mqtt
-from orchestrator.analysis.tshark_export import export_fields, parse_fields
+from orchestrator.backends.tshark import export_fields, parse_fields
 
 
 def test_all_50000_publish_counted(ref: Path) -> None:

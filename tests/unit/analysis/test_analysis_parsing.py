@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.analysis.handshake import negotiated
 from orchestrator.analysis.messages import PUBLISH, explode_mqtt, mqtt_header_len
-from orchestrator.analysis.tshark_export import (
+from orchestrator.backends.tshark import (
     FIELDS,
     decode_as_args,
     fields_argv,
@@ -102,7 +102,7 @@ def test_mqtt_fixed_header_length(remaining: int, header: int) -> None:
 
 
 def test_streamed_chunks_are_whole_lines_and_equal_the_buffered_output(ref: Path) -> None:
-    from orchestrator.analysis.tshark_export import export_chunks, export_fields
+    from orchestrator.backends.tshark import export_chunks, export_fields
 
     pcap, keys = ref / "lat_t12chacha.pcap", [ref / "lat_t12chacha.keys.log"]
     chunks: list[str] = []

@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from orchestrator.atomic import write_text_atomic
 from orchestrator.errors import TestbedError
 from orchestrator.report.document import (
     Bullets,
@@ -22,6 +21,7 @@ from orchestrator.report.document import (
 )
 from orchestrator.report.loader import per_seq, published_frame_len
 from orchestrator.report.tables import csv_value, num, scenario_order, to_csv
+from orchestrator.results.atomic import write_text_atomic
 
 PNG = b"\x89PNG\r\n\x1a\nnot really a picture"
 

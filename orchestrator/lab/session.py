@@ -6,7 +6,6 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator.atomic import read_json, write_json_atomic
 from orchestrator.backends import compose, docker_engine
 from orchestrator.backends.images import missing_images
 from orchestrator.backends.impairment import (
@@ -17,10 +16,11 @@ from orchestrator.backends.impairment import (
     targets_for_containers,
 )
 from orchestrator.errors import TestbedError
-from orchestrator.lab import prepare_run_dir, topology, wait_subscribed
+from orchestrator.lab.topology import prepare_run_dir, topology, wait_subscribed
 from orchestrator.model.impairment import Direction, Impairment, load_impairment
 from orchestrator.model.scenario import load_scenario
 from orchestrator.paths import state_dir
+from orchestrator.results.atomic import read_json, write_json_atomic
 
 
 def session_dir() -> Path:

@@ -36,12 +36,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, IPvAnyAddress, ValidationError, field_validator
 
-from orchestrator.backends.run import run, which
+from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError
 from orchestrator.model.impairment import Direction, Distribution, Impairment, load_impairment
 from orchestrator.signals import sigint_deferred
 
-PLAYBOOK_DIR = Path(__file__).resolve().parents[2] / "playbooks"  # the source checkout's playbooks/
+PLAYBOOK_DIR = Path(__file__).resolve().parents[3] / "playbooks"  # the source checkout's playbooks/
 ROOT_HANDLE = "7e57:"
 NETEM_HANDLE = "7e58:"
 TBF_HANDLE = "7e59:"
@@ -933,6 +933,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout.write(yaml.safe_dump(plan, sort_keys=False, width=1000, default_flow_style=None))
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from orchestrator.backends import docker_engine
-from orchestrator.backends.run import run
+from orchestrator.backends.process import run
 from orchestrator.errors import TestbedError
 
 

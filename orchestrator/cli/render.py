@@ -10,8 +10,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from orchestrator.cli.console import err, out
+from orchestrator.measure.run import RunOutcome, execute_run
 from orchestrator.model.run import RunSpec
-from orchestrator.runner import RunOutcome, execute_run
 
 
 def default_run_dir(spec: RunSpec) -> Path:
@@ -98,8 +98,8 @@ def sweep_bar() -> Progress:
 
 
 def sweep_summary(bundle: Path) -> Table:
-    from orchestrator.atomic import read_json
     from orchestrator.model.ciphers import by_code
+    from orchestrator.results.atomic import read_json
 
     t = Table(title=f"sweep {bundle.name}")
     for col in ("cell", "status", "suite", "delay median ms", "loss %", "TLS B/msg", "wire bit/s"):

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from orchestrator import __version__
-from orchestrator.atomic import read_json, write_json_atomic
 from orchestrator.errors import TestbedError
 from orchestrator.model.sweep import Cell, SweepPlan
+from orchestrator.results.atomic import read_json, write_json_atomic
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -79,7 +79,7 @@ def save_manifest(bundle: Path, manifest: dict[str, Any]) -> None:
 
 
 def git_commit() -> dict[str, Any]:
-    from orchestrator.backends.run import run
+    from orchestrator.backends.process import run
     from orchestrator.paths import repo_root
 
     try:

@@ -17,18 +17,18 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from orchestrator import bundle as bundles
-from orchestrator.atomic import read_json
 from orchestrator.backends import docker_engine
 from orchestrator.backends.images import image_digest, spec
 from orchestrator.backends.impairment import check_supported
-from orchestrator.backends.run import run, which
+from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError
+from orchestrator.measure.run import check_publisher_can_speak, execute_run, preflight
 from orchestrator.model.impairment import load_impairment
 from orchestrator.model.scenario import load_scenario
 from orchestrator.model.sweep import Cell, SweepPlan
 from orchestrator.model.yamlfile import describe_validation_error
-from orchestrator.runner import check_publisher_can_speak, execute_run, preflight
+from orchestrator.results import bundle as bundles
+from orchestrator.results.atomic import read_json
 
 
 class SweepProgress(Protocol):
@@ -160,9 +160,9 @@ def build_derived(bundle: Path, baseline: str | None = None, grading: Sequence[P
 def rebuild_bundle(bundle: Path, baseline: str | None = None, grading: Sequence[Path] = (),
                    progress: Callable[[str], None] = lambda _m: None) -> list[Path]:
     """Re-analyse every run from its raw files (capture, logs, key logs), then rebuild the report."""
+    from orchestrator.measure.run import analyse_run_dir
     from orchestrator.model.run import RunSpec
     from orchestrator.model.scenario import Scenario
-    from orchestrator.runner import analyse_run_dir
 
     manifest = bundles.load_manifest(bundle)
     written: list[Path] = []

@@ -22,7 +22,7 @@ from typing import IO
 
 import pandas as pd
 
-from orchestrator.backends.run import run
+from orchestrator.backends.process import run
 from orchestrator.errors import TestbedError, ToolError
 
 AGGREGATOR = "|"

@@ -18,7 +18,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrator.atomic import read_json, write_json_atomic, write_text_atomic
 from orchestrator.backends import compose, docker_engine
 from orchestrator.backends.docker_stats import StatsSampler
 from orchestrator.backends.images import missing_images
@@ -29,14 +28,16 @@ from orchestrator.backends.impairment import (
     impaired,
     targets_for_containers,
 )
-from orchestrator.backends.run import which
+from orchestrator.backends.process import which
 from orchestrator.errors import TestbedError
-from orchestrator.lab import Layout, running_lab, wait_for_messages
+from orchestrator.lab.pki import Pki
+from orchestrator.lab.topology import running_lab, wait_for_messages
 from orchestrator.model.impairment import Impairment, load_impairment
+from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario, load_scenario
 from orchestrator.model.yamlfile import describe_validation_error
-from orchestrator.pki import Pki
+from orchestrator.results.atomic import read_json, write_json_atomic, write_text_atomic
 
 SERVICES_FOR_RUN = ("broker", "capture", "subscriber", "publisher")
 

@@ -1,0 +1,1 @@
+"""The lab: topology (compose variables, clients' argv), session (up/status/down), broker config, PKI."""

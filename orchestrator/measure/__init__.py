@@ -1,0 +1,1 @@
+"""Measuring: one run (its lifecycle: start, gate, wait by counting, stop, teardown), the sweep, doctor."""

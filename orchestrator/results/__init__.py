@@ -1,0 +1,1 @@
+"""The results format: bundle (manifest, schema check, migrations, resume, archive/verify), atomic writes."""
