@@ -160,7 +160,7 @@ def build_derived(bundle: Path, baseline: str | None = None, grading: Sequence[P
 def rebuild_bundle(bundle: Path, baseline: str | None = None, grading: Sequence[Path] = (),
                    progress: Callable[[str], None] = lambda _m: None) -> list[Path]:
     """Re-analyse every run from its raw files (capture, logs, key logs), then rebuild the report."""
-    from orchestrator.measure.run import analyse_run_dir
+    from orchestrator.measure.analyse import analyse_run_dir
     from orchestrator.model.run import RunSpec
     from orchestrator.model.scenario import Scenario
 

@@ -1,4 +1,7 @@
-"""The run folder's layout: every file name of a run folder, defined once.
+"""Where results live: every file name of a run folder and of a results bundle, defined once.
+
+A bundle (results/<UTC>-<name>/) holds manifest.json, runs/<cell>/ (one run folder each) and the derived
+summary.csv, comparisons.csv, report.md, report.html and plots/.
 
 The run folder is mounted at /data in every container:
     config/   mosquitto.conf (+ openssl.cnf for TLS-1.2-only scenarios)
@@ -15,10 +18,60 @@ from pathlib import Path
 
 DATA = "/data"
 
+# run folder: what the analysis writes, and the run's own records
+CELL = "cell.json"
+METRICS = "metrics.json"
+PER_MESSAGE = "per_message.csv"
+PACKETS = "packets.csv"
+IMPAIRMENT = "impairment.json"
+RESOURCES = "resources.json"
+SCENARIO = "scenario.json"
+ANALYSIS_OUTPUTS = (PER_MESSAGE, PACKETS, METRICS)
+
+# bundle
+MANIFEST = "manifest.json"
+RUNS = "runs"
+SUMMARY = "summary.csv"
+COMPARISONS = "comparisons.csv"
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+PLOTS = "plots"
+
 
 @dataclass(frozen=True)
 class Layout:
+    """One run folder."""
+
     root: Path
+
+    @property
+    def cell(self) -> Path:
+        return self.root / CELL
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / METRICS
+
+    @property
+    def per_message(self) -> Path:
+        return self.root / PER_MESSAGE
+
+    @property
+    def packets(self) -> Path:
+        return self.root / PACKETS
+
+    @property
+    def impairment(self) -> Path:
+        return self.root / IMPAIRMENT
+
+    @property
+    def resources(self) -> Path:
+        return self.root / RESOURCES
+
+    @property
+    def scenario(self) -> Path:
+        """The scenario as run, so `testbed report` can re-analyse without the original YAML."""
+        return self.config / SCENARIO
 
     @property
     def config(self) -> Path:
@@ -63,3 +116,45 @@ class Layout:
 
     def in_container(self, path: Path) -> str:
         return f"{DATA}/{path.relative_to(self.root).as_posix()}"
+
+
+@dataclass(frozen=True)
+class BundleLayout:
+    """One results bundle."""
+
+    root: Path
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / MANIFEST
+
+    @property
+    def runs(self) -> Path:
+        return self.root / RUNS
+
+    def run(self, cell_id: str) -> Layout:
+        return Layout(self.runs / cell_id)
+
+    def run_folders(self) -> list[Path]:
+        """Every run folder, sorted by name (none when runs/ is missing)."""
+        return sorted(p for p in self.runs.glob("*") if p.is_dir())
+
+    @property
+    def summary(self) -> Path:
+        return self.root / SUMMARY
+
+    @property
+    def comparisons(self) -> Path:
+        return self.root / COMPARISONS
+
+    @property
+    def report_md(self) -> Path:
+        return self.root / REPORT_MD
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / REPORT_HTML
+
+    @property
+    def plots(self) -> Path:
+        return self.root / PLOTS

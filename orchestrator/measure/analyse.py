@@ -1,0 +1,43 @@
+"""Analyse one run folder from its raw files (capture, logs, key logs): after a run, and for `testbed report`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from orchestrator.analysis.pipeline import RunInputs, analyse_run, write_run_outputs
+from orchestrator.model.layout import Layout
+from orchestrator.model.run import RunSpec
+from orchestrator.model.scenario import Scenario
+from orchestrator.results.atomic import read_json, write_json_atomic
+
+
+def analyse_run_dir(run_dir: Path, scenario: Scenario, spec: RunSpec,
+                    resources: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Analyse a run folder's raw files (also used by `testbed report` to rebuild)."""
+    lay = Layout(run_dir)
+    suite = scenario.expected_suite()
+    keylogs = sorted(p for p in lay.keylogs.glob("*.keys") if p.stat().st_size > 0)
+    inputs = RunInputs(
+        pcap=lay.capture, broker_port=scenario.port, tls=scenario.is_tls, samples_expected=spec.samples,
+        payload_bytes=spec.payload, keylogs=keylogs,
+        publisher_log=lay.publisher_log if lay.publisher_log.exists() else None,
+        subscriber_log=lay.subscriber_log if lay.subscriber_log.exists() else None,
+        expected_tls=(f"TLS {suite.version}", suite.code) if suite else None)
+    analysis = analyse_run(inputs)
+    summary = read_json(lay.publisher_summary)
+    res = dict(analysis.metrics.get("resources") or {})
+    if resources:
+        res.update(resources)
+    elif (run_dir / "resources.json").exists():
+        res.update(read_json(run_dir / "resources.json"))
+    if summary:
+        res["publisher_cpu_s"] = (summary.get("cpu_user_s") or 0) + (summary.get("cpu_sys_s") or 0)
+        res["publisher_max_rss_kb"] = summary.get("max_rss_kb")
+        res["publisher_handshake_ms"] = summary.get("handshake_ms")
+        res["publisher_simulated_sensors"] = summary.get("simulated")
+    analysis.metrics["resources"] = res
+    if resources:
+        write_json_atomic(run_dir / "resources.json", resources)
+    write_run_outputs(analysis, run_dir)
+    return analysis.metrics
