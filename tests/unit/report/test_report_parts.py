@@ -20,7 +20,8 @@ from orchestrator.report.document import (
     render_markdown,
 )
 from orchestrator.report.loader import per_seq, published_frame_len
-from orchestrator.report.tables import csv_value, num, scenario_order, to_csv
+from orchestrator.report.order import scenario_order
+from orchestrator.report.values import csv_value, num, to_csv
 from orchestrator.results.atomic import write_text_atomic
 
 PNG = b"\x89PNG\r\n\x1a\nnot really a picture"
