@@ -14,11 +14,14 @@ Captures:
   ECDHE-ECDSA-CHACHA20-POLY1305 on a non-standard port). One real session, not copies glued together.
 
     .venv/bin/python bench/analysis.py [--record] [--repeats 3] [--pyshark-packets 1500]
+
+(c) needs pyshark, a bench-only extra: `pip install -e '.[bench]'` (or skip (c) with --pyshark-packets 0).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import signal
 import socket
@@ -31,6 +34,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -38,11 +42,14 @@ sys.path.insert(0, str(REPO))
 from orchestrator.analysis import RunInputs, analyse_run, write_run_outputs  # noqa: E402
 from orchestrator.analysis.pcapfile import scan_capture  # noqa: E402
 from orchestrator.backends.process import run  # noqa: E402
-from orchestrator.backends.tshark import fields_argv, merged_keylog  # noqa: E402
+from orchestrator.backends.tshark import export_chunks, fields_argv, merged_keylog  # noqa: E402
 from orchestrator.clients.payload import parse_payload  # noqa: E402
 
 RECORD_PORT = 18883
 RECORD_SUITE = ("TLS 1.2", 0xCCA9)  # ECDHE-ECDSA-CHACHA20-POLY1305
+RECORD_CIPHERS = "ECDHE-ECDSA-CHACHA20-POLY1305"
+PYSHARK_MISSING = ("pyshark is not installed; it is only needed for (c), as the `bench` extra: "
+                   "pip install -e '.[bench]'   (or skip (c) with --pyshark-packets 0)")
 
 
 @dataclass(frozen=True)
@@ -59,7 +66,7 @@ def reference_dir() -> Path:
 def time_analysis(case: Case) -> tuple[float, float]:
     """(analysis seconds, seconds to write per_message.csv + packets.csv + metrics.json)."""
     t0 = time.perf_counter()
-    result = analyse_run(case.inputs)
+    result = analyse_run(case.inputs, export_chunks)
     t1 = time.perf_counter()
     with tempfile.TemporaryDirectory() as out:
         write_run_outputs(result, Path(out))
@@ -67,9 +74,9 @@ def time_analysis(case: Case) -> tuple[float, float]:
 
 
 def time_bare_tshark(case: Case) -> float:
-    inp = case.inputs
-    with merged_keylog(list(inp.keylogs)) as keylog:
-        argv = fields_argv(inp.pcap, broker_port=inp.broker_port, tls=inp.tls, keylog=keylog)
+    request = case.inputs.export_request()
+    with merged_keylog(request.keylogs) as keylog:
+        argv = fields_argv(request, keylog)
         t0 = time.perf_counter()
         run(argv, timeout=1800)
         return time.perf_counter() - t0
@@ -77,7 +84,10 @@ def time_bare_tshark(case: Case) -> float:
 
 def time_pyshark(case: Case, packets: int) -> tuple[float, int]:
     """Default FileCapture iteration (PDML/XML) over the first ``packets`` packets."""
-    import pyshark
+    try:
+        import pyshark
+    except ImportError:
+        raise SystemExit(PYSHARK_MISSING) from None
 
     inp = case.inputs
     with merged_keylog(list(inp.keylogs)) as keylog:
@@ -153,20 +163,114 @@ def wait_port(port: int, timeout: float = 10.0) -> None:
     raise SystemExit(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
 
 
-def record(folder: Path, messages: int, rate: float, payload: int) -> Case:
-    import paho.mqtt.client as mqtt
-
+def _broker_config(folder: Path) -> tuple[Path, Path]:
+    """(mosquitto.conf, CA certificate): TLS 1.2 ChaCha20 only, on 127.0.0.1:RECORD_PORT."""
     from orchestrator.lab.pki import ensure_pki
 
-    folder.mkdir(parents=True, exist_ok=True)
     pki = ensure_pki(folder / "pki", "ecdsa-p256")
     conf = folder / "mosquitto.conf"
     conf.write_text("\n".join([
         "user root", f"listener {RECORD_PORT} 127.0.0.1", f"cafile {pki.ca_cert}",
         f"certfile {pki.server_cert}", f"keyfile {pki.server_key}", "tls_version tlsv1.2",
-        "ciphers ECDHE-ECDSA-CHACHA20-POLY1305", "allow_anonymous true", "log_type error", ""]))
+        f"ciphers {RECORD_CIPHERS}", "allow_anonymous true", "log_type error", ""]))
+    return conf, pki.ca_cert
+
+
+def _start_capture(folder: Path, pcap: Path) -> subprocess.Popen[bytes]:
+    """dumpcap on lo, returned once it writes its file."""
+    dumpcap = ["dumpcap", "-q", "-i", "lo", "-f", f"tcp port {RECORD_PORT}", "-w", str(pcap)]
+    capture = subprocess.Popen(dumpcap, stdout=subprocess.DEVNULL,
+                               stderr=open(folder / "dumpcap.log", "w"))  # noqa: SIM115
+    end = time.monotonic() + 10
+    while "File:" not in (folder / "dumpcap.log").read_text() and time.monotonic() < end:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    return capture
+
+
+def _tls_context(ca_cert: Path, keylog: Path) -> ssl.SSLContext:
+    c = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    c.maximum_version = ssl.TLSVersion.TLSv1_2
+    c.set_ciphers(RECORD_CIPHERS)
+    c.load_verify_locations(cafile=str(ca_cert))
+    c.keylog_filename = str(keylog)
+    return c
+
+
+class _Subscriber:
+    """A paho subscriber writing our subscriber log; ``got`` is set after ``messages`` messages."""
+
+    def __init__(self, ctx: ssl.SSLContext, log: Path, messages: int) -> None:
+        import paho.mqtt.client as mqtt
+
+        self.count, self.messages = 0, messages
+        self.got, subscribed = threading.Event(), threading.Event()
+        self.fh = log.open("w", buffering=1)
+        self.fh.write("seq,t_recv_us,bytes,dup\n")
+        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="bench-sub")
+        self.client.tls_set_context(ctx)
+        self.client.on_message = self.on_message
+        self.client.on_subscribe = lambda *_a: subscribed.set()
+        self.client.on_connect = lambda c, *_a: c.subscribe("bench/t", qos=0)
+        self.client.connect("localhost", RECORD_PORT)
+        self.client.loop_start()
+        if not subscribed.wait(10):
+            raise SystemExit("subscriber did not subscribe")
+
+    def on_message(self, _c: object, _u: object, msg: Any) -> None:
+        t = time.time_ns() // 1000
+        parsed = parse_payload(msg.payload)
+        self.fh.write(f"{parsed[0] if parsed else -1},{t},{len(msg.payload)},{int(msg.dup)}\n")
+        self.count += 1
+        if self.count >= self.messages:
+            self.got.set()
+
+
+def _publish(ctx: ssl.SSLContext, log: Path, messages: int, rate: float, payload: int) -> Any:
+    """Connect a paho publisher and send ``messages`` at ``rate`` per second, logging each send."""
+    import paho.mqtt.client as mqtt
+
+    pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="bench-pub")
+    pub.tls_set_context(ctx)
+    connected = threading.Event()
+    pub.on_connect = lambda *_a: connected.set()
+    pub.connect("localhost", RECORD_PORT)
+    pub.loop_start()
+    if not connected.wait(10):
+        raise SystemExit("publisher did not connect")
+    with log.open("w") as pl:
+        pl.write("seq,t_send_us,bytes\n")
+        t_start = time.perf_counter()
+        for seq in range(messages):
+            delay = t_start + seq / rate - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            t_us = time.time_ns() // 1000
+            pub.publish("bench/t", json_payload(seq, t_us, payload), qos=0)
+            pl.write(f"{seq},{t_us},{payload}\n")
+    return pub
+
+
+def _clients_session(folder: Path, ca_cert: Path, keys: list[Path], messages: int, rate: float,
+                     payload: int) -> int:
+    """Subscriber then publisher over TLS; returns how many messages the subscriber got."""
+    sub = _Subscriber(_tls_context(ca_cert, keys[1]), folder / "subscriber.csv", messages)
+    pub = _publish(_tls_context(ca_cert, keys[0]), folder / "publisher.csv", messages, rate, payload)
+    sub.got.wait(60)
+    time.sleep(0.5)
+    pub.disconnect()
+    sub.client.disconnect()
+    pub.loop_stop()
+    sub.client.loop_stop()
+    sub.fh.close()
+    time.sleep(0.5)
+    return sub.count
+
+
+def record(folder: Path, messages: int, rate: float, payload: int) -> Case:
+    folder.mkdir(parents=True, exist_ok=True)
+    conf, ca_cert = _broker_config(folder)
     pcap = folder / "tls_capture.pcapng"
-    pub_log, sub_log = folder / "publisher.csv", folder / "subscriber.csv"
     keys = [folder / "publisher.keys.log", folder / "subscriber.keys.log"]
     for p in [pcap, *keys]:
         p.unlink(missing_ok=True)
@@ -175,73 +279,8 @@ def record(folder: Path, messages: int, rate: float, payload: int) -> Case:
     capture = None
     try:
         wait_port(RECORD_PORT)
-        dumpcap = ["dumpcap", "-q", "-i", "lo", "-f", f"tcp port {RECORD_PORT}", "-w", str(pcap)]
-        capture = subprocess.Popen(dumpcap, stdout=subprocess.DEVNULL,
-                                   stderr=open(folder / "dumpcap.log", "w"))  # noqa: SIM115
-        end = time.monotonic() + 10
-        while "File:" not in (folder / "dumpcap.log").read_text() and time.monotonic() < end:
-            time.sleep(0.05)
-        time.sleep(0.5)
-
-        def ctx(keylog: Path) -> ssl.SSLContext:
-            c = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-            c.maximum_version = ssl.TLSVersion.TLSv1_2
-            c.set_ciphers("ECDHE-ECDSA-CHACHA20-POLY1305")
-            c.load_verify_locations(cafile=str(pki.ca_cert))
-            c.keylog_filename = str(keylog)
-            return c
-
-        got = threading.Event()
-        count = 0
-        fh = sub_log.open("w", buffering=1)
-        fh.write("seq,t_recv_us,bytes,dup\n")
-
-        def on_message(_c, _u, msg) -> None:
-            nonlocal count
-            t = time.time_ns() // 1000
-            parsed = parse_payload(msg.payload)
-            fh.write(f"{parsed[0] if parsed else -1},{t},{len(msg.payload)},{int(msg.dup)}\n")
-            count += 1
-            if count >= messages:
-                got.set()
-
-        subscribed = threading.Event()
-        sub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="bench-sub")
-        sub.tls_set_context(ctx(keys[1]))
-        sub.on_message = on_message
-        sub.on_subscribe = lambda *_a: subscribed.set()
-        sub.on_connect = lambda c, *_a: c.subscribe("bench/t", qos=0)
-        sub.connect("localhost", RECORD_PORT)
-        sub.loop_start()
-        if not subscribed.wait(10):
-            raise SystemExit("subscriber did not subscribe")
-        pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="bench-pub")
-        pub.tls_set_context(ctx(keys[0]))
-        connected = threading.Event()
-        pub.on_connect = lambda *_a: connected.set()
-        pub.connect("localhost", RECORD_PORT)
-        pub.loop_start()
-        if not connected.wait(10):
-            raise SystemExit("publisher did not connect")
-        with pub_log.open("w") as pl:
-            pl.write("seq,t_send_us,bytes\n")
-            t_start = time.perf_counter()
-            for seq in range(messages):
-                due = t_start + seq / rate
-                delay = due - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-                t_us = time.time_ns() // 1000
-                pub.publish("bench/t", json_payload(seq, t_us, payload), qos=0)
-                pl.write(f"{seq},{t_us},{payload}\n")
-        got.wait(60)
-        time.sleep(0.5)
-        pub.disconnect()
-        sub.disconnect()
-        pub.loop_stop()
-        sub.loop_stop()
-        fh.close()
-        time.sleep(0.5)
+        capture = _start_capture(folder, pcap)
+        count = _clients_session(folder, ca_cert, keys, messages, rate, payload)
     finally:
         if capture is not None:
             capture.send_signal(signal.SIGINT)  # dumpcap flushes and closes the file
@@ -249,10 +288,16 @@ def record(folder: Path, messages: int, rate: float, payload: int) -> Case:
         broker.terminate()
         broker.wait(10)
     print(f"recorded {pcap} ({scan_capture(pcap).packets:,} packets); subscriber got {count:,}/{messages:,}")
-    return Case("fresh TLS 1.2 ChaCha20 capture (recorded here)",
-                RunInputs(pcap=pcap, broker_port=RECORD_PORT, tls=True, samples_expected=messages,
-                          payload_bytes=payload, keylogs=keys, publisher_log=pub_log, subscriber_log=sub_log,
-                          expected_tls=RECORD_SUITE))
+    return Case("fresh TLS 1.2 ChaCha20 capture (recorded here)", recorded_inputs(folder, messages, payload))
+
+
+def recorded_inputs(folder: Path, messages: int, payload: int) -> RunInputs:
+    """The analysis inputs of a capture made by ``record``."""
+    return RunInputs(pcap=folder / "tls_capture.pcapng", broker_port=RECORD_PORT, tls=True,
+                     samples_expected=messages, payload_bytes=payload,
+                     keylogs=[folder / "publisher.keys.log", folder / "subscriber.keys.log"],
+                     publisher_log=folder / "publisher.csv", subscriber_log=folder / "subscriber.csv",
+                     expected_tls=RECORD_SUITE)
 
 
 def main() -> int:
@@ -266,6 +311,8 @@ def main() -> int:
     ap.add_argument("--record-rate", type=float, default=1500.0, help="messages per second")
     ap.add_argument("--reuse", action="store_true", help="reuse an earlier --record capture if present")
     args = ap.parse_args()
+    if args.pyshark_packets > 0 and importlib.util.find_spec("pyshark") is None:
+        raise SystemExit(PYSHARK_MISSING)  # say so before minutes of (a) and (b), not after
     ref = reference_dir()
     cases = [Case("reference capture (plain + TLS 1.2 ChaCha20, analysed on port 8883)",
                   RunInputs(pcap=ref / "bench_plain_and_t12chacha.pcap", broker_port=8883, tls=True,
@@ -277,12 +324,7 @@ def main() -> int:
         pcap = folder / "tls_capture.pcapng"
         if args.reuse and pcap.exists():
             cases.append(Case("fresh TLS 1.2 ChaCha20 capture (recorded here earlier)",
-                              RunInputs(pcap=pcap, broker_port=RECORD_PORT, tls=True,
-                                        samples_expected=args.record_messages, payload_bytes=65,
-                                        keylogs=[folder / "publisher.keys.log",
-                                                 folder / "subscriber.keys.log"],
-                                        publisher_log=folder / "publisher.csv",
-                                        subscriber_log=folder / "subscriber.csv", expected_tls=RECORD_SUITE)))
+                              recorded_inputs(folder, args.record_messages, 65)))
         else:
             cases.append(record(folder, args.record_messages, args.record_rate, 65))
     for case in cases:

@@ -1,5 +1,8 @@
 """Capture + application logs -> per-packet and per-message tables -> the metrics of MEASUREMENT.md.
 
+Pure: analysis starts no program. ``analyse_run`` is handed a ``fields.FieldExporter`` (the tshark
+one is ``orchestrator.backends.tshark.export_chunks``) and reads the text it gives back.
+
 Entry points (imported lazily so ``orchestrator.analysis.stats`` stays light):
 ``RunInputs``, ``RunAnalysis``, ``analyse_run``, ``write_run_outputs`` from ``pipeline``.
 """

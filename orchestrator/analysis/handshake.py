@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from orchestrator.backends.tshark import AGGREGATOR
+from orchestrator.analysis.fields import AGGREGATOR
 from orchestrator.model.ciphers import by_code
 
 SYN, ACK = 0x02, 0x10

@@ -12,11 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from orchestrator.backends.tshark import AGGREGATOR
+from orchestrator.analysis.fields import AGGREGATOR
 from orchestrator.clients.payload import parse_payload
 
 PUBLISH = 3
 TLS_APPLICATION_DATA = "23"
+TLS_RECORD_HEADER = 5
 PACKET_COLUMNS = ("frame", "time", "stream", "src_port", "dst_port", "frame_len", "tcp_len", "ip_hdr_len",
                   "tcp_hdr_len", "retrans")
 
@@ -124,3 +125,102 @@ def _publish_payloads(m: pd.DataFrame, is_pub: np.ndarray, row_of: np.ndarray) -
     for i, h in zip(targets, flat, strict=True):
         out[i] = h
     return out
+
+
+# ---------------------------------------------------------------- the per-message table
+
+PER_MESSAGE_INT = ("t_send_us", "t_recv_us", "broker_in_us", "broker_out_us", "recv_count", "dup", "in_frame",
+                   "out_frame", "msgs_in_frame", "payload_len", "mqtt_len", "tls_record_len", "tcp_payload_len",
+                   "frame_len", "out_tls_record_len", "out_frame_len", "out_msgs_in_frame", "payload_t_send_us")
+PER_MESSAGE_COLUMNS = ("seq", "t_send_us", "t_send_source", "t_recv_us", "recv_count", "dup", "delay_ms",
+                       "broker_in_us", "broker_out_us", "broker_transit_ms", "payload_len", "mqtt_len",
+                       "tls_record_len", "tls_overhead", "tcp_payload_len", "frame_len", "msgs_in_frame",
+                       "in_frame", "out_frame", "out_msgs_in_frame", "out_tls_record_len", "out_frame_len",
+                       "payload_t_send_us")
+
+
+def _us(t: pd.Series) -> pd.Series:
+    return pd.Series(np.rint(t.to_numpy(dtype="float64") * 1e6), index=t.index).astype("Int64")
+
+
+def _first_per_seq(inb: pd.DataFrame, outb: pd.DataFrame,
+                   warnings: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each leg's PUBLISH with a sequence number, the first of each number (a warning for repeats)."""
+    inb = inb[inb["seq"].notna()]
+    outb = outb[outb["seq"].notna()]
+    for name, leg in (("publisher->broker", inb), ("broker->subscriber", outb)):
+        dups = int(leg["seq"].duplicated().sum())
+        if dups:
+            warnings.append(f"{dups} PUBLISH on the {name} leg repeat a sequence number already seen there; "
+                            "the first is used")
+    return inb.drop_duplicates("seq"), outb.drop_duplicates("seq")
+
+
+def _legs_by_seq(inb: pd.DataFrame, outb: pd.DataFrame) -> pd.DataFrame:
+    """Both legs of the broker side by side, one row per sequence number seen on either."""
+    a = pd.DataFrame({
+        "seq": inb["seq"].astype("int64").to_numpy(),
+        "payload_t_send_us": inb["payload_t_send_us"].to_numpy(),
+        "broker_in_us": _us(inb["time"]).to_numpy(),
+        "in_frame": inb["frame"].to_numpy(),
+        "msgs_in_frame": inb["msgs_in_frame"].to_numpy(),
+        "payload_len": inb["payload_len"].to_numpy(),
+        "mqtt_len": inb["mqtt_len"].to_numpy(),
+        "tls_record_len": inb["tls_record_len"].to_numpy(),
+        "tcp_payload_len": inb["tcp_len"].astype("Int64").to_numpy(),
+        "frame_len": inb["frame_len"].to_numpy(),
+    })
+    b = pd.DataFrame({
+        "seq": outb["seq"].astype("int64").to_numpy(),
+        "out_payload_t_send_us": outb["payload_t_send_us"].to_numpy(),
+        "broker_out_us": _us(outb["time"]).to_numpy(),
+        "out_frame": outb["frame"].to_numpy(),
+        "out_msgs_in_frame": outb["msgs_in_frame"].to_numpy(),
+        "out_tls_record_len": outb["tls_record_len"].to_numpy(),
+        "out_frame_len": outb["frame_len"].to_numpy(),
+    })
+    return a.merge(b, on="seq", how="outer")
+
+
+def _with_send_times(pm: pd.DataFrame, pub_log: pd.DataFrame | None) -> pd.DataFrame:
+    """t_send_us from the publisher's log, else from the payload; t_send_source says which."""
+    if pub_log is not None:
+        pm = pm.merge(pub_log.drop_duplicates("seq")[["seq", "t_send_us"]], on="seq", how="outer")
+        payload_t = pm["payload_t_send_us"].fillna(pm["out_payload_t_send_us"])
+        from_log = pm["t_send_us"].notna()
+        pm["t_send_us"] = pm["t_send_us"].fillna(payload_t)  # a line the publisher never wrote
+    else:
+        from_log = pd.Series(False, index=pm.index)
+        pm["t_send_us"] = pm["payload_t_send_us"].fillna(pm["out_payload_t_send_us"])
+    source = pd.Series(None, index=pm.index, dtype=object)
+    source[pm["t_send_us"].notna().to_numpy()] = "payload"
+    source[from_log.to_numpy()] = "publisher log"
+    pm["t_send_source"] = source
+    return pm
+
+
+def _with_receive_times(pm: pd.DataFrame, sub_log: pd.DataFrame | None) -> pd.DataFrame:
+    """t_recv_us, recv_count and dup from the subscriber's log (without it: counted on the capture)."""
+    if sub_log is not None:
+        first = sub_log.drop_duplicates("seq")[["seq", "t_recv_us"]]
+        counts = sub_log.groupby("seq").agg(recv_count=("seq", "size"), dup=("dup", "max")).reset_index()
+        return pm.merge(first, on="seq", how="outer").merge(counts, on="seq", how="left")
+    pm["t_recv_us"] = pd.NA
+    pm["recv_count"] = pm["broker_out_us"].notna().astype("int64")
+    pm["dup"] = pd.NA
+    return pm
+
+
+def per_message_table(inb: pd.DataFrame, outb: pd.DataFrame, pub_log: pd.DataFrame | None,
+                      sub_log: pd.DataFrame | None, warnings: list[str]) -> pd.DataFrame:
+    """One row per sequence number: send, broker in/out, receive times, lengths, delay, TLS overhead."""
+    inb, outb = _first_per_seq(inb, outb, warnings)
+    pm = _with_receive_times(_with_send_times(_legs_by_seq(inb, outb), pub_log), sub_log)
+    pm = pm.drop(columns=["out_payload_t_send_us"]).sort_values("seq", kind="stable").reset_index(drop=True)
+    for col in PER_MESSAGE_INT:
+        pm[col] = pd.array(pm[col], dtype="Int64") if col in pm else pd.NA
+    pm["recv_count"] = pm["recv_count"].fillna(0)
+    pm["delay_ms"] = (pm["t_recv_us"] - pm["t_send_us"]).astype("Float64") / 1000
+    pm["broker_transit_ms"] = (pm["broker_out_us"] - pm["broker_in_us"]).astype("Float64") / 1000
+    pm["tls_overhead"] = pm["tls_record_len"] + TLS_RECORD_HEADER - pm["mqtt_len"]
+    return pm[list(PER_MESSAGE_COLUMNS)]

@@ -15,17 +15,17 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.analysis import handshake, metrics
+from orchestrator.analysis.fields import ExportOutcome, ExportRequest, FieldExporter, parse_fields
 from orchestrator.analysis.logs import read_publisher_log, read_subscriber_log
-from orchestrator.analysis.messages import PUBLISH, explode_mqtt
+from orchestrator.analysis.messages import PUBLISH, explode_mqtt, per_message_table
 from orchestrator.analysis.nokeys import order_matched_publish
 from orchestrator.analysis.pcapfile import capture_format, scan_capture
-from orchestrator.backends.tshark import ExportOutcome, export_chunks, export_failed, parse_fields
 from orchestrator.errors import TestbedError
+from orchestrator.model.layout import Layout
 from orchestrator.results.atomic import write_text_atomic
 
 SCHEMA_VERSION = 1
 ANALYSIS_VERSION = "1.0"
-TLS_RECORD_HEADER = 5
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,10 @@ class RunInputs:
             raise TestbedError(f"samples_expected: must be >= 1, got {self.samples_expected}")
         if self.payload_bytes < 1:
             raise TestbedError(f"payload_bytes: must be >= 1, got {self.payload_bytes}")
+
+    def export_request(self) -> ExportRequest:
+        """The one export pass over this run's capture."""
+        return ExportRequest(self.pcap, self.broker_port, self.tls, tuple(self.keylogs))
 
 
 @dataclass
@@ -84,10 +88,6 @@ def check_negotiated(sessions: list[dict[str, Any]], expected: tuple[str, int], 
                      "cipher lists",
                 evidence="\n".join(f"stream {x['stream']}: {x['version']} {x['cipher_suite_id']}"
                                    for x in seen))
-
-
-def _us(t: pd.Series) -> pd.Series:
-    return pd.Series(np.rint(t.to_numpy(dtype="float64") * 1e6), index=t.index).astype("Int64")
 
 
 def _select_publish(msgs: pd.DataFrame, inputs: RunInputs, warnings: list[str]) -> tuple[pd.DataFrame, ...]:
@@ -128,76 +128,6 @@ def _no_publish_error(msgs: pd.DataFrame, packets: pd.DataFrame, inputs: RunInpu
                         hint="check --payload and that the publisher ran")
 
 
-def _per_message(inb: pd.DataFrame, outb: pd.DataFrame, pub_log: pd.DataFrame | None,
-                 sub_log: pd.DataFrame | None, warnings: list[str]) -> pd.DataFrame:
-    inb = inb[inb["seq"].notna()]
-    outb = outb[outb["seq"].notna()]
-    for name, leg in (("publisher->broker", inb), ("broker->subscriber", outb)):
-        dups = int(leg["seq"].duplicated().sum())
-        if dups:
-            warnings.append(f"{dups} PUBLISH on the {name} leg repeat a sequence number already seen there; "
-                            "the first is used")
-    inb = inb.drop_duplicates("seq")
-    outb = outb.drop_duplicates("seq")
-    a = pd.DataFrame({
-        "seq": inb["seq"].astype("int64").to_numpy(),
-        "payload_t_send_us": inb["payload_t_send_us"].to_numpy(),
-        "broker_in_us": _us(inb["time"]).to_numpy(),
-        "in_frame": inb["frame"].to_numpy(),
-        "msgs_in_frame": inb["msgs_in_frame"].to_numpy(),
-        "payload_len": inb["payload_len"].to_numpy(),
-        "mqtt_len": inb["mqtt_len"].to_numpy(),
-        "tls_record_len": inb["tls_record_len"].to_numpy(),
-        "tcp_payload_len": inb["tcp_len"].astype("Int64").to_numpy(),
-        "frame_len": inb["frame_len"].to_numpy(),
-    })
-    b = pd.DataFrame({
-        "seq": outb["seq"].astype("int64").to_numpy(),
-        "out_payload_t_send_us": outb["payload_t_send_us"].to_numpy(),
-        "broker_out_us": _us(outb["time"]).to_numpy(),
-        "out_frame": outb["frame"].to_numpy(),
-        "out_msgs_in_frame": outb["msgs_in_frame"].to_numpy(),
-        "out_tls_record_len": outb["tls_record_len"].to_numpy(),
-        "out_frame_len": outb["frame_len"].to_numpy(),
-    })
-    pm = a.merge(b, on="seq", how="outer")
-    payload_t = pm["payload_t_send_us"].fillna(pm["out_payload_t_send_us"])
-    if pub_log is not None:
-        pm = pm.merge(pub_log.drop_duplicates("seq")[["seq", "t_send_us"]], on="seq", how="outer")
-        payload_t = pm["payload_t_send_us"].fillna(pm["out_payload_t_send_us"])
-        from_log = pm["t_send_us"].notna()
-        pm["t_send_us"] = pm["t_send_us"].fillna(payload_t)  # a line the publisher never wrote
-    else:
-        from_log = pd.Series(False, index=pm.index)
-        pm["t_send_us"] = payload_t
-    source = pd.Series(None, index=pm.index, dtype=object)
-    source[pm["t_send_us"].notna().to_numpy()] = "payload"
-    source[from_log.to_numpy()] = "publisher log"
-    pm["t_send_source"] = source
-    if sub_log is not None:
-        first = sub_log.drop_duplicates("seq")[["seq", "t_recv_us"]]
-        counts = sub_log.groupby("seq").agg(recv_count=("seq", "size"), dup=("dup", "max")).reset_index()
-        pm = pm.merge(first, on="seq", how="outer").merge(counts, on="seq", how="left")
-    else:
-        pm["t_recv_us"] = pd.NA
-        pm["recv_count"] = pm["broker_out_us"].notna().astype("int64")
-        pm["dup"] = pd.NA
-    pm = pm.drop(columns=["out_payload_t_send_us"]).sort_values("seq", kind="stable").reset_index(drop=True)
-    for col in ("t_send_us", "t_recv_us", "broker_in_us", "broker_out_us", "recv_count", "dup", "in_frame",
-                "out_frame", "msgs_in_frame", "payload_len", "mqtt_len", "tls_record_len", "tcp_payload_len",
-                "frame_len", "out_tls_record_len", "out_frame_len", "out_msgs_in_frame", "payload_t_send_us"):
-        pm[col] = pd.array(pm[col], dtype="Int64") if col in pm else pd.NA
-    pm["recv_count"] = pm["recv_count"].fillna(0)
-    pm["delay_ms"] = (pm["t_recv_us"] - pm["t_send_us"]).astype("Float64") / 1000
-    pm["broker_transit_ms"] = (pm["broker_out_us"] - pm["broker_in_us"]).astype("Float64") / 1000
-    pm["tls_overhead"] = pm["tls_record_len"] + TLS_RECORD_HEADER - pm["mqtt_len"]
-    order = ["seq", "t_send_us", "t_send_source", "t_recv_us", "recv_count", "dup", "delay_ms",
-             "broker_in_us", "broker_out_us", "broker_transit_ms", "payload_len", "mqtt_len",
-             "tls_record_len", "tls_overhead", "tcp_payload_len", "frame_len", "msgs_in_frame", "in_frame",
-             "out_frame", "out_msgs_in_frame", "out_tls_record_len", "out_frame_len", "payload_t_send_us"]
-    return pm[order]
-
-
 def _legs(packets: pd.DataFrame, port: int, pub: set[int], sub: set[int]) -> np.ndarray:
     to_b = (packets["dst_port"] == port).to_numpy()
     from_b = (packets["src_port"] == port).to_numpy()
@@ -208,8 +138,13 @@ def _legs(packets: pd.DataFrame, port: int, pub: set[int], sub: set[int]) -> np.
                      "")
 
 
-def _export_tables(inputs: RunInputs) -> tuple[pd.DataFrame, pd.DataFrame, ExportOutcome]:
-    """The one tshark pass, parsed chunk by chunk while tshark runs (frames are independent)."""
+def _export_tables(inputs: RunInputs, exporter: FieldExporter) -> tuple[pd.DataFrame, pd.DataFrame, ExportOutcome]:
+    """The one export pass, parsed chunk by chunk while the exporter still runs (frames are independent).
+
+    The exporter hands over whole lines as soon as it has them, so parsing here overlaps the
+    exporting program's own work (it uses one core, parsing the other): this is what keeps the
+    analysis close to a bare export.
+    """
     packet_parts: list[pd.DataFrame] = []
     msg_parts: list[pd.DataFrame] = []
     payload_cache: dict[str, tuple[int, int] | None] = {}
@@ -219,8 +154,7 @@ def _export_tables(inputs: RunInputs) -> tuple[pd.DataFrame, pd.DataFrame, Expor
         packet_parts.append(part)
         msg_parts.append(explode_mqtt(part, payload_cache))
 
-    outcome = export_chunks(inputs.pcap, handle, broker_port=inputs.broker_port, tls=inputs.tls,
-                            keylogs=list(inputs.keylogs))
+    outcome = exporter(inputs.export_request(), handle)
     if not packet_parts:
         handle("")
     packets = pd.concat(packet_parts, ignore_index=True) if len(packet_parts) > 1 else packet_parts[0]
@@ -228,11 +162,14 @@ def _export_tables(inputs: RunInputs) -> tuple[pd.DataFrame, pd.DataFrame, Expor
     return packets, msgs, outcome
 
 
-def analyse_run(inputs: RunInputs) -> RunAnalysis:
-    """Analyse one run. Raises TestbedError on input that cannot give honest figures."""
+def analyse_run(inputs: RunInputs, exporter: FieldExporter) -> RunAnalysis:
+    """Analyse one run, its capture exported by ``exporter`` (``backends.tshark.export_chunks``).
+
+    Raises TestbedError on input that cannot give honest figures.
+    """
     warnings: list[str] = []
     capture_format(inputs.pcap)  # empty or foreign file: a clear error before tshark runs
-    packets, msgs, outcome = _export_tables(inputs)
+    packets, msgs, outcome = _export_tables(inputs, exporter)
     if outcome.returncode != 0 or packets.empty:
         # only now walk the record headers: say exactly what is wrong with the file
         scan = scan_capture(inputs.pcap)
@@ -241,7 +178,7 @@ def analyse_run(inputs: RunInputs) -> RunAnalysis:
                                "header only)", hint="the capture stopped before any traffic, or ran on the "
                                                     "wrong interface")
         if outcome.returncode != 0 and not scan.truncated_bytes:
-            raise export_failed(inputs.pcap, outcome.argv, outcome.returncode, outcome.stderr)
+            raise outcome.error(inputs.pcap)
         if packets.empty:
             raise TestbedError(f"tshark read no packet from {inputs.pcap} ({scan.packets} records in it)")
         warnings.append(f"capture {inputs.pcap.name} is truncated: {scan.truncated_bytes} bytes after the "
@@ -275,7 +212,7 @@ def analyse_run(inputs: RunInputs) -> RunAnalysis:
     if inputs.subscriber_log is not None:
         t = read_subscriber_log(inputs.subscriber_log)
         sub_log, warnings = t.frame, warnings + t.warnings
-    pm = _per_message(inbound, outbound, pub_log, sub_log, warnings)
+    pm = per_message_table(inbound, outbound, pub_log, sub_log, warnings)
 
     m = _metrics(inputs, packets, msgs, inbound, outbound, pm, pub_log, sub_log, pub_streams, sub_streams,
                  warnings)
@@ -284,11 +221,9 @@ def analyse_run(inputs: RunInputs) -> RunAnalysis:
     return RunAnalysis(out_packets, pm, m, warnings)
 
 
-def _metrics(inputs: RunInputs, packets: pd.DataFrame, msgs: pd.DataFrame, inbound: pd.DataFrame,
-             outbound: pd.DataFrame, pm: pd.DataFrame, pub_log: pd.DataFrame | None,
-             sub_log: pd.DataFrame | None, pub_streams: set[int], sub_streams: set[int],
-             warnings: list[str]) -> dict[str, Any]:
-    port = inputs.broker_port
+def _timing(inputs: RunInputs, pm: pd.DataFrame, pub_log: pd.DataFrame | None,
+            warnings: list[str]) -> dict[str, Any]:
+    """The delay_ms, broker_transit_ms and jitter_ms blocks."""
     if not inputs.clocks_shared:
         delay = metrics.unavailable_stats("publisher and subscriber clocks are not shared or synchronised")
     elif pm["delay_ms"].notna().any():
@@ -303,19 +238,50 @@ def _metrics(inputs: RunInputs, packets: pd.DataFrame, msgs: pd.DataFrame, inbou
     if not transit["available"]:
         transit["reason"] = "no PUBLISH seen on both legs of the broker"
     jit = metrics.jitter(pm) if delay["available"] else {"mean_abs_diff": None, "std": None, "n": 0}
+    return {"delay_ms": delay, "broker_transit_ms": transit, "jitter_ms": jit}
 
+
+def _loss(inputs: RunInputs, packets: pd.DataFrame, inbound: pd.DataFrame, outbound: pd.DataFrame,
+          pub_log: pd.DataFrame | None, sub_log: pd.DataFrame | None, streams: set[int]) -> dict[str, Any]:
     loss = metrics.loss(sub_log, inputs.samples_expected, out_seqs=outbound["seq"])
-    loss.update(metrics.retransmissions(packets, pub_streams | sub_streams, port))
+    loss.update(metrics.retransmissions(packets, streams, inputs.broker_port))
     loss["publisher_logged"] = int(len(pub_log)) if pub_log is not None else None
     loss["captured_publisher_to_broker"] = int(inbound["seq"].nunique()) if len(inbound) else 0
     loss["captured_broker_to_subscriber"] = int(outbound["seq"].nunique()) if len(outbound) else 0
+    return loss
 
-    overhead, ow = metrics.overhead(inbound, inputs.tls)
-    warnings.extend(ow)
+
+def _inputs_block(inputs: RunInputs) -> dict[str, Any]:
+    return {"samples_expected": inputs.samples_expected, "payload_bytes": inputs.payload_bytes,
+            "broker_port": inputs.broker_port, "tls": inputs.tls, "pcap": inputs.pcap.name,
+            "keylogs": [p.name for p in inputs.keylogs],
+            "publisher_log": inputs.publisher_log.name if inputs.publisher_log else None,
+            "subscriber_log": inputs.subscriber_log.name if inputs.subscriber_log else None,
+            "expected_tls": ({"version": _norm_version(inputs.expected_tls[0]),
+                              "cipher_suite_id": f"0x{inputs.expected_tls[1]:04x}"}
+                             if inputs.expected_tls else None),
+            "clocks_shared": inputs.clocks_shared}
+
+
+def _sessions_with_roles(packets: pd.DataFrame, msgs: pd.DataFrame, port: int, pub_streams: set[int],
+                         sub_streams: set[int]) -> list[dict[str, Any]]:
     sessions = handshake.sessions(packets, msgs, port)
     for s in sessions:
         s["role"] = ("publisher" if s["stream"] in pub_streams else
                      "subscriber" if s["stream"] in sub_streams else "other")
+    return sessions
+
+
+def _metrics(inputs: RunInputs, packets: pd.DataFrame, msgs: pd.DataFrame, inbound: pd.DataFrame,
+             outbound: pd.DataFrame, pm: pd.DataFrame, pub_log: pd.DataFrame | None,
+             sub_log: pd.DataFrame | None, pub_streams: set[int], sub_streams: set[int],
+             warnings: list[str]) -> dict[str, Any]:
+    port = inputs.broker_port
+    timing = _timing(inputs, pm, pub_log, warnings)
+    loss = _loss(inputs, packets, inbound, outbound, pub_log, sub_log, pub_streams | sub_streams)
+    overhead, ow = metrics.overhead(inbound, inputs.tls)
+    warnings.extend(ow)
+    sessions = _sessions_with_roles(packets, msgs, port, pub_streams, sub_streams)
     pub_sessions = [s for s in sessions if s["role"] == "publisher"]
     hs = _handshake_summary(pub_sessions)
     tls_block = _tls_summary(sessions, pub_sessions, warnings)
@@ -326,22 +292,12 @@ def _metrics(inputs: RunInputs, packets: pd.DataFrame, msgs: pd.DataFrame, inbou
     return {
         "schema_version": SCHEMA_VERSION,
         "analysis_version": ANALYSIS_VERSION,
-        "inputs": {"samples_expected": inputs.samples_expected, "payload_bytes": inputs.payload_bytes,
-                   "broker_port": port, "tls": inputs.tls, "pcap": inputs.pcap.name,
-                   "keylogs": [p.name for p in inputs.keylogs],
-                   "publisher_log": inputs.publisher_log.name if inputs.publisher_log else None,
-                   "subscriber_log": inputs.subscriber_log.name if inputs.subscriber_log else None,
-                   "expected_tls": ({"version": _norm_version(inputs.expected_tls[0]),
-                                     "cipher_suite_id": f"0x{inputs.expected_tls[1]:04x}"}
-                                    if inputs.expected_tls else None),
-                   "clocks_shared": inputs.clocks_shared},
+        "inputs": _inputs_block(inputs),
         "capture": {"packets": int(len(packets)), "mqtt_messages": int(len(msgs)),
                     "publish_publisher_to_broker": int(len(inbound)),
                     "publish_broker_to_subscriber": int(len(outbound)),
                     "publisher_streams": sorted(pub_streams), "subscriber_streams": sorted(sub_streams)},
-        "delay_ms": delay,
-        "broker_transit_ms": transit,
-        "jitter_ms": jit,
+        **timing,
         "throughput": metrics.throughput(packets, inbound, pub_streams, port),
         "loss": loss,
         "overhead_bytes": overhead,
@@ -414,8 +370,8 @@ def metrics_json(m: dict[str, Any]) -> str:
 def write_run_outputs(analysis: RunAnalysis, out_dir: Path) -> dict[str, Path]:
     """per_message.csv, packets.csv and metrics.json in ``out_dir``, each replaced atomically."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"per_message": out_dir / "per_message.csv", "packets": out_dir / "packets.csv",
-             "metrics": out_dir / "metrics.json"}
+    lay = Layout(out_dir)
+    paths = {"per_message": lay.per_message, "packets": lay.packets, "metrics": lay.metrics}
     write_text_atomic(paths["per_message"], analysis.per_message.to_csv(index=False))
     write_text_atomic(paths["packets"], analysis.per_packet.to_csv(index=False))
     write_text_atomic(paths["metrics"], metrics_json(analysis.metrics))

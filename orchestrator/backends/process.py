@@ -1,22 +1,50 @@
 """The one way external programs are run: argv lists, never shell strings.
 
-Every failure becomes a :class:`~orchestrator.errors.ToolError` carrying argv, exit code,
-stdout and stderr; a missing program becomes a clear :class:`TestbedError`.
+``run()`` waits for a program and returns its whole output; ``stream()`` hands its stdout over
+block by block WHILE it runs (for outputs worth processing as they come). Every failure becomes a
+:class:`~orchestrator.errors.ToolError` carrying argv, exit code, stdout and stderr; a missing
+program becomes a clear :class:`TestbedError`.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import queue
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from orchestrator.errors import TestbedError, ToolError
+
+DEFAULT_HINT = "run `testbed doctor` to see what is missing and how to install it"
 
 
 def which(program: str) -> str | None:
     return shutil.which(program)
+
+
+def _full_env(env: Mapping[str, str] | None) -> dict[str, str] | None:
+    if env is None:
+        return None
+    full_env = dict(os.environ)
+    full_env.update(env)
+    return full_env
+
+
+def _not_found(argv: Sequence[str], hint: str | None) -> TestbedError:
+    return TestbedError(f"program not found: {argv[0]}", hint=hint or DEFAULT_HINT)
+
+
+def _timed_out(argv: list[str], timeout: float | None, out: str, err: str, hint: str | None) -> ToolError:
+    return ToolError(argv, None, out, err, message=f"{argv[0]} timed out after {timeout:g} s: {' '.join(argv)}",
+                     hint=hint)
 
 
 def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None,
@@ -28,24 +56,109 @@ def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None
     TestbedError when the program does not exist.
     """
     argv = [str(a) for a in argv]
-    full_env = None
-    if env is not None:
-        full_env = dict(os.environ)
-        full_env.update(env)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=full_env,
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=_full_env(env),
                               cwd=cwd, input=input_text, stdin=None if input_text is not None
                               else subprocess.DEVNULL, check=False)
     except FileNotFoundError as exc:
-        raise TestbedError(f"program not found: {argv[0]}",
-                           hint=hint or "run `testbed doctor` to see what is missing and how to install it"
-                           ) from exc
+        raise _not_found(argv, hint) from exc
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        raise ToolError(argv, None, out, err,
-                        message=f"{argv[0]} timed out after {timeout:g} s: {' '.join(argv)}",
-                        hint=hint) from exc
+        raise _timed_out(argv, timeout, out, err, hint) from exc
     if check and proc.returncode != 0:
         raise ToolError(argv, proc.returncode, proc.stdout, proc.stderr, hint=hint)
     return proc
+
+
+class _Expired(Exception):
+    """The deadline of a streamed program passed (turned into a ToolError by ``stream``)."""
+
+
+class OutputStream:
+    """The stdout of a program started by :func:`stream`; ``returncode`` and ``stderr`` are set on exit."""
+
+    def __init__(self, argv: list[str], proc: subprocess.Popen[bytes], timeout: float | None) -> None:
+        self.argv = argv
+        self.returncode: int | None = None
+        self.stderr = ""
+        self._proc = proc
+        self._deadline = math.inf if timeout is None else time.monotonic() + timeout
+        self._blocks: queue.Queue[bytes] = queue.Queue()
+        # a reader thread drains the pipe so the program never waits on the consumer
+        self._reader = threading.Thread(target=_drain, args=(proc.stdout, self._blocks), daemon=True)
+        self._reader.start()
+
+    def blocks(self) -> Iterator[bytes]:
+        """Every block of output, as soon as it is read, until the program closes its stdout."""
+        while True:
+            try:
+                block = self._blocks.get(timeout=max(0.0, min(1.0, self._deadline - time.monotonic())))
+            except queue.Empty:
+                if time.monotonic() >= self._deadline:
+                    raise _Expired from None
+                continue
+            if not block:
+                return
+            yield block
+
+    def _wait(self) -> int:
+        left = self._deadline - time.monotonic()
+        try:
+            return self._proc.wait(timeout=None if math.isinf(left) else max(1.0, left))
+        except subprocess.TimeoutExpired:
+            raise _Expired from None
+
+    def _stop(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._reader.join(timeout=5)
+
+
+def _drain(pipe: IO[bytes], blocks: queue.Queue[bytes]) -> None:
+    try:
+        while True:
+            block = pipe.read1(1 << 20)  # type: ignore[attr-defined]
+            blocks.put(block)
+            if not block:
+                return
+    finally:
+        pipe.close()
+
+
+def _read_back(err: IO[bytes]) -> str:
+    err.seek(0)
+    return err.read().decode("utf-8", errors="replace")
+
+
+@contextmanager
+def stream(argv: Sequence[str], *, check: bool = True, timeout: float | None = None,
+           env: Mapping[str, str] | None = None, cwd: Path | str | None = None,
+           hint: str | None = None) -> Iterator[OutputStream]:
+    """Start ``argv`` and yield its stdout (:meth:`OutputStream.blocks`) while it runs.
+
+    Leaving the block waits for the program (it is killed when the block is left by an exception)
+    and sets ``returncode`` and ``stderr``. Raises ToolError when the timeout (counted from the
+    start) expires, or on exit when ``check`` and the exit code is non-zero; TestbedError when
+    the program does not exist.
+    """
+    argv = [str(a) for a in argv]
+    with tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
+                                    env=_full_env(env), cwd=cwd)
+        except FileNotFoundError as exc:
+            raise _not_found(argv, hint) from exc
+        out = OutputStream(argv, proc, timeout)
+        try:
+            yield out
+            out.returncode = out._wait()
+        except _Expired:
+            out._stop()
+            raise _timed_out(argv, timeout, "", _read_back(err), hint) from None
+        finally:
+            out._stop()
+            out.stderr = _read_back(err)
+    if check and out.returncode != 0:
+        raise ToolError(argv, out.returncode, "", out.stderr, hint=hint)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.analysis.pipeline import RunInputs, analyse_run, write_run_outputs
+from orchestrator.backends.tshark import export_chunks
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
@@ -24,13 +25,13 @@ def analyse_run_dir(run_dir: Path, scenario: Scenario, spec: RunSpec,
         publisher_log=lay.publisher_log if lay.publisher_log.exists() else None,
         subscriber_log=lay.subscriber_log if lay.subscriber_log.exists() else None,
         expected_tls=(f"TLS {suite.version}", suite.code) if suite else None)
-    analysis = analyse_run(inputs)
+    analysis = analyse_run(inputs, export_chunks)
     summary = read_json(lay.publisher_summary)
     res = dict(analysis.metrics.get("resources") or {})
     if resources:
         res.update(resources)
-    elif (run_dir / "resources.json").exists():
-        res.update(read_json(run_dir / "resources.json"))
+    elif lay.resources.exists():
+        res.update(read_json(lay.resources))
     if summary:
         res["publisher_cpu_s"] = (summary.get("cpu_user_s") or 0) + (summary.get("cpu_sys_s") or 0)
         res["publisher_max_rss_kb"] = summary.get("max_rss_kb")
@@ -38,6 +39,6 @@ def analyse_run_dir(run_dir: Path, scenario: Scenario, spec: RunSpec,
         res["publisher_simulated_sensors"] = summary.get("simulated")
     analysis.metrics["resources"] = res
     if resources:
-        write_json_atomic(run_dir / "resources.json", resources)
+        write_json_atomic(lay.resources, resources)
     write_run_outputs(analysis, run_dir)
     return analysis.metrics

@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from orchestrator.analysis.pipeline import RunInputs, analyse_run, write_run_outputs
+from orchestrator.backends.tshark import export_chunks
 from orchestrator.report import build_report
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,7 +72,7 @@ def build(root: Path) -> Path:
                                samples_expected=samples, payload_bytes=payload,
                                keylogs=[keys] if expected else [], publisher_log=pub, subscriber_log=sub,
                                expected_tls=expected)
-            write_run_outputs(analyse_run(inputs), run)
+            write_run_outputs(analyse_run(inputs, export_chunks), run)
             _cell(run, scenario, payload)
     run = root / "runs" / "fixture-65B-none-r1"
     run.mkdir(parents=True)
@@ -79,7 +80,7 @@ def build(root: Path) -> Path:
                        payload_bytes=65, keylogs=[FIXTURE / "publisher.keys.log", FIXTURE / "subscriber.keys.log"],
                        publisher_log=FIXTURE / "publisher.csv", subscriber_log=FIXTURE / "subscriber.csv",
                        expected_tls=("TLS 1.2", 0xCCA9))
-    write_run_outputs(analyse_run(inputs), run)
+    write_run_outputs(analyse_run(inputs, export_chunks), run)
     _cell(run, "fixture", 65)
     (root / "manifest.json").write_text(json.dumps({
         "schema_version": 1, "created_utc": "2026-12-01T00:00:00Z", "command": "golden outputs",

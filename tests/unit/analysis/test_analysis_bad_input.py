@@ -16,6 +16,7 @@ from orchestrator.analysis import RunInputs, analyse_run, write_run_outputs
 from orchestrator.analysis.logs import read_subscriber_log
 from orchestrator.analysis.metrics import describe, jitter, loss
 from orchestrator.analysis.pcapfile import scan_capture
+from orchestrator.backends.tshark import export_chunks
 from orchestrator.errors import TestbedError
 
 
@@ -29,21 +30,21 @@ def test_empty_file(ref: Path, tmp_path: Path) -> None:
     p = tmp_path / "empty.pcap"
     p.write_bytes(b"")
     with pytest.raises(TestbedError, match="empty"):
-        analyse_run(plain_inputs(ref, p))
+        analyse_run(plain_inputs(ref, p), export_chunks)
 
 
 def test_header_only_pcap_is_an_error_not_a_zero(ref: Path, tmp_path: Path) -> None:
     p = tmp_path / "hdr.pcap"
     p.write_bytes((ref / "lat_plain.pcap").read_bytes()[:24])
     with pytest.raises(TestbedError, match="holds no packet"):
-        analyse_run(plain_inputs(ref, p))
+        analyse_run(plain_inputs(ref, p), export_chunks)
 
 
 def test_not_a_capture(tmp_path: Path, ref: Path) -> None:
     p = tmp_path / "x.pcap"
     p.write_text("seq,t_send_us\n")
     with pytest.raises(TestbedError, match="not a pcap"):
-        analyse_run(plain_inputs(ref, p))
+        analyse_run(plain_inputs(ref, p), export_chunks)
 
 
 def test_truncated_pcap_uses_complete_packets_and_says_how_much_was_cut(ref: Path, tmp_path: Path) -> None:
@@ -61,7 +62,7 @@ def test_truncated_pcap_uses_complete_packets_and_says_how_much_was_cut(ref: Pat
         off += 16 + incl
         complete += 1
     assert cut_at - off > 0  # the cut falls inside a record
-    a = analyse_run(plain_inputs(ref, p))
+    a = analyse_run(plain_inputs(ref, p), export_chunks)
     assert any(f"{cut_at - off} bytes" in w and "truncated" in w for w in a.metrics["warnings"])
     assert a.metrics["capture"]["packets"] == complete == len(walk_pcap(p))
     # 65-byte session is at the end: only some of its messages survived, counted as lost (no log)
@@ -77,8 +78,8 @@ def test_pcapng_gives_the_same_tables(ref: Path, tmp_path: Path) -> None:
     subprocess.run(["editcap", "-F", "pcapng", str(ref / "lat_plain.pcap"), str(ng)], check=True)
     assert scan_capture(ng).fmt == "pcapng"
     assert scan_capture(ng).packets == scan_capture(ref / "lat_plain.pcap").packets
-    a = analyse_run(plain_inputs(ref, ng))
-    b = analyse_run(plain_inputs(ref, ref / "lat_plain.pcap"))
+    a = analyse_run(plain_inputs(ref, ng), export_chunks)
+    b = analyse_run(plain_inputs(ref, ref / "lat_plain.pcap"), export_chunks)
     pd.testing.assert_frame_equal(a.per_message, b.per_message)
     cut = tmp_path / "cut.pcapng"
     cut.write_bytes(ng.read_bytes()[:-7])
@@ -106,17 +107,17 @@ def test_capture_without_mqtt(ref: Path, tmp_path: Path) -> None:
     kept = _write_pcap(p, ref / "lat_plain.pcap", lambda f: f.tcp_payload == 0)  # SYN/ACK/FIN only
     assert kept > 0
     with pytest.raises(TestbedError, match="no MQTT in them"):
-        analyse_run(plain_inputs(ref, p))
+        analyse_run(plain_inputs(ref, p), export_chunks)
 
 
 def test_wrong_broker_port(ref: Path) -> None:
     with pytest.raises(TestbedError, match="no packet at all on that port"):
-        analyse_run(plain_inputs(ref, ref / "lat_plain.pcap", broker_port=1884))
+        analyse_run(plain_inputs(ref, ref / "lat_plain.pcap", broker_port=1884), export_chunks)
 
 
 def test_wrong_payload_size(ref: Path) -> None:
     with pytest.raises(TestbedError, match="no PUBLISH of that size"):
-        analyse_run(plain_inputs(ref, ref / "lat_plain.pcap", payload_bytes=64))
+        analyse_run(plain_inputs(ref, ref / "lat_plain.pcap", payload_bytes=64), export_chunks)
 
 
 @pytest.fixture()
@@ -147,7 +148,7 @@ def crafted(ref: Path, tmp_path: Path) -> tuple[Path, Path, dict]:
 
 def test_crafted_subscriber_log_is_counted_exactly(ref: Path, crafted: tuple) -> None:
     pub, sub, want = crafted
-    a = analyse_run(plain_inputs(ref, ref / "lat_plain.pcap", publisher_log=pub, subscriber_log=sub))
+    a = analyse_run(plain_inputs(ref, ref / "lat_plain.pcap", publisher_log=pub, subscriber_log=sub), export_chunks)
     lo = a.metrics["loss"]
     assert lo["received_unique"] == 100 - want["lost"]
     assert lo["loss_pct"] == pytest.approx(want["lost"])
@@ -168,7 +169,7 @@ def test_crafted_subscriber_log_is_counted_exactly(ref: Path, crafted: tuple) ->
 
 def test_outputs_are_written_and_json_has_no_nan(ref: Path, crafted: tuple, tmp_path: Path) -> None:
     pub, sub, _ = crafted
-    a = analyse_run(plain_inputs(ref, ref / "lat_plain.pcap", publisher_log=pub, subscriber_log=sub))
+    a = analyse_run(plain_inputs(ref, ref / "lat_plain.pcap", publisher_log=pub, subscriber_log=sub), export_chunks)
     out = tmp_path / "run"
     paths = write_run_outputs(a, out)
     assert sorted(p.name for p in out.iterdir()) == ["metrics.json", "packets.csv", "per_message.csv"]
@@ -220,7 +221,7 @@ def test_a_missing_publisher_log_line_falls_back_to_the_payload_time(ref: Path, 
     pub, sub = convert_reference_csv(ref / "lat_plain_65.csv", tmp_path)
     lines = pub.read_text().splitlines()
     pub.write_text("\n".join(line for line in lines if not line.startswith("42,")) + "\n")
-    a = analyse_run(plain_inputs(ref, ref / "lat_plain.pcap", publisher_log=pub, subscriber_log=sub))
+    a = analyse_run(plain_inputs(ref, ref / "lat_plain.pcap", publisher_log=pub, subscriber_log=sub), export_chunks)
     pm = a.per_message.set_index("seq")
     assert pm.loc[42, "t_send_source"] == "payload" and pm.loc[41, "t_send_source"] == "publisher log"
     assert pd.notna(pm.loc[42, "delay_ms"]) and a.metrics["delay_ms"]["n"] == 100
@@ -258,7 +259,7 @@ def test_a_retransmission_filling_a_gap_is_counted_at_its_own_time(ref: Path, tm
     recs.insert(i + 7, moved)
     p = tmp_path / "gap.pcap"
     p.write_bytes(header + b"".join(recs))
-    a = analyse_run(plain_inputs(ref, p, payload_bytes=100, samples_expected=200))
+    a = analyse_run(plain_inputs(ref, p, payload_bytes=100, samples_expected=200), export_chunks)
     pm = a.per_message.set_index("seq")
     assert len(pm) == 200 and pm["broker_in_us"].notna().all()
     assert pm.loc[seq, "broker_in_us"] == sec * 1_000_000 + usec + 500
@@ -271,7 +272,7 @@ def test_a_duplicated_segment_is_a_retransmission_not_a_message(ref: Path, tmp_p
     recs.insert(i + 1, bytearray(recs[i]))
     p = tmp_path / "dup.pcap"
     p.write_bytes(header + b"".join(recs))
-    a = analyse_run(plain_inputs(ref, p, payload_bytes=100, samples_expected=200))
+    a = analyse_run(plain_inputs(ref, p, payload_bytes=100, samples_expected=200), export_chunks)
     assert a.metrics["capture"]["publish_publisher_to_broker"] == 200
     assert a.metrics["loss"]["tcp_retransmissions"] == 1
     assert not any("repeat a sequence number" in w for w in a.metrics["warnings"])
@@ -280,5 +281,5 @@ def test_a_duplicated_segment_is_a_retransmission_not_a_message(ref: Path, tmp_p
 def test_missing_tshark_is_a_clear_error(ref: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no tshark on the PATH
     with pytest.raises(TestbedError, match="program not found: tshark") as err:
-        analyse_run(plain_inputs(ref, ref / "lat_plain.pcap"))
+        analyse_run(plain_inputs(ref, ref / "lat_plain.pcap"), export_chunks)
     assert "testbed doctor" in (err.value.hint or "")

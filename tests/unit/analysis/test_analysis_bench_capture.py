@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.analysis import RunInputs, analyse_run
+from orchestrator.analysis.fields import ExportRequest, parse_fields
 from orchestrator.analysis.messages import PUBLISH, explode_mqtt
-from orchestrator.backends.tshark import export_fields, parse_fields
+from orchestrator.backends.tshark import export_chunks, export_fields
 
 
 def test_all_50000_publish_counted(ref: Path) -> None:
     pcap, keys = ref / "bench_plain_and_t12chacha.pcap", ref / "bench_plain_and_t12chacha.keys.log"
-    packets = parse_fields(export_fields(pcap, broker_port=8883, tls=True, keylogs=[keys]))
+    packets = parse_fields(export_fields(ExportRequest(pcap, broker_port=8883, tls=True, keylogs=(keys,))))
     assert len(packets) == 98_504
     msgs = explode_mqtt(packets)
     pub = msgs[msgs["mqtt_type"] == PUBLISH]
@@ -31,7 +32,7 @@ def test_one_run_of_the_bench_capture(ref: Path) -> None:
     a = analyse_run(RunInputs(pcap=ref / "bench_plain_and_t12chacha.pcap", broker_port=8883, tls=True,
                               samples_expected=6250, payload_bytes=100,
                               keylogs=[ref / "bench_plain_and_t12chacha.keys.log"],
-                              expected_tls=("TLS 1.2", 0xCCA8)))
+                              expected_tls=("TLS 1.2", 0xCCA8)), export_chunks)
     lo = a.metrics["loss"]
     assert (lo["received_unique"], lo["duplicates"], lo["out_of_order"]) == (6250, 0, 0)
     assert lo["source"] == "capture (broker->subscriber)"

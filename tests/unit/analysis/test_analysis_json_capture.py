@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from orchestrator.analysis import RunInputs, analyse_run
+from orchestrator.backends.tshark import export_chunks
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "analysis" / "json_t12_ecdsa_chacha"
 
@@ -16,7 +17,7 @@ def test_json_payloads_on_tls12_ecdsa_chacha20() -> None:
                               samples_expected=40, payload_bytes=65,
                               keylogs=[FIX / "publisher.keys.log", FIX / "subscriber.keys.log"],
                               publisher_log=FIX / "publisher.csv", subscriber_log=FIX / "subscriber.csv",
-                              expected_tls=("TLS 1.2", 0xCCA9)))
+                              expected_tls=("TLS 1.2", 0xCCA9)), export_chunks)
     pm = a.per_message
     assert list(pm["seq"]) == list(range(40))
     pub = pd.read_csv(FIX / "publisher.csv")

@@ -7,15 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from orchestrator.analysis.fields import FIELDS, ExportRequest, parse_fields
 from orchestrator.analysis.handshake import negotiated
 from orchestrator.analysis.messages import PUBLISH, explode_mqtt, mqtt_header_len
-from orchestrator.backends.tshark import (
-    FIELDS,
-    decode_as_args,
-    fields_argv,
-    merged_keylog,
-    parse_fields,
-)
+from orchestrator.backends.tshark import decode_as_args, fields_argv, merged_keylog
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "analysis" / "t12chacha_fields.tsv"
 
@@ -30,12 +25,12 @@ def test_decode_as_only_for_non_standard_ports() -> None:
 
 def test_fields_argv_is_one_pass_with_every_occurrence(tmp_path: Path) -> None:
     key = tmp_path / "k.log"
-    argv = fields_argv(Path("x.pcapng"), broker_port=8885, tls=True, keylog=key)
+    argv = fields_argv(ExportRequest(Path("x.pcapng"), broker_port=8885, tls=True), key)
     assert argv[:4] == ["tshark", "-n", "-r", "x.pcapng"]
     assert "occurrence=a" in argv and f"tls.keylog_file:{key}" in argv
     assert "tls.port==8885,mqtt" in argv
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "-e"] == [f for _, f in FIELDS]
-    assert "tls.keylog_file" not in " ".join(fields_argv(Path("x"), broker_port=1883, tls=False, keylog=None))
+    assert "tls.keylog_file" not in " ".join(fields_argv(ExportRequest(Path("x"), broker_port=1883, tls=False), None))
 
 
 def test_key_logs_are_merged_deduplicated_and_removed(tmp_path: Path) -> None:
@@ -104,12 +99,13 @@ def test_mqtt_fixed_header_length(remaining: int, header: int) -> None:
 def test_streamed_chunks_are_whole_lines_and_equal_the_buffered_output(ref: Path) -> None:
     from orchestrator.backends.tshark import export_chunks, export_fields
 
-    pcap, keys = ref / "lat_t12chacha.pcap", [ref / "lat_t12chacha.keys.log"]
+    request = ExportRequest(ref / "lat_t12chacha.pcap", broker_port=8883, tls=True,
+                            keylogs=(ref / "lat_t12chacha.keys.log",))
     chunks: list[str] = []
-    outcome = export_chunks(pcap, chunks.append, broker_port=8883, tls=True, keylogs=keys, chunk_bytes=10_000)
+    outcome = export_chunks(request, chunks.append, chunk_bytes=10_000)
     assert outcome.returncode == 0 and len(chunks) > 10
     assert all(c.endswith("\n") for c in chunks)
-    assert "".join(chunks) == export_fields(pcap, broker_port=8883, tls=True, keylogs=keys)
+    assert "".join(chunks) == export_fields(request)
 
 
 def test_output_with_other_columns_is_refused() -> None:

@@ -9,6 +9,7 @@ import pytest
 from analysis_helpers import SAMPLES, VARIANTS, convert_reference_csv, reference_rows, walk_pcap
 
 from orchestrator.analysis import RunInputs, analyse_run
+from orchestrator.backends.tshark import export_chunks
 from orchestrator.errors import TestbedError
 
 # RFC 7905 (5 + 16), RFC 8446 (5 + 16 + 1 inner type), RFC 5288 (5 + 8 explicit nonce + 16)
@@ -30,7 +31,7 @@ def analyse(ref: Path, tmp: Path, variant: str, size: int, **over: object):
                 payload_bytes=size, keylogs=[ref / keylog] if keylog else [], publisher_log=pub,
                 subscriber_log=sub, expected_tls=expected)
     args.update(over)
-    result = analyse_run(RunInputs(**args))
+    result = analyse_run(RunInputs(**args), export_chunks)
     if not over:
         _cache[key] = result
     return result

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.analysis.pipeline import RunInputs, analyse_run, write_run_outputs
+from orchestrator.backends.tshark import export_chunks
 from orchestrator.report import build_report
 
 REPO = Path(__file__).resolve().parents[3]
@@ -58,7 +59,7 @@ def reference_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                samples_expected=samples, payload_bytes=payload,
                                keylogs=[ref / f"{name}.keys.log"] if expected else [],
                                publisher_log=pub, subscriber_log=sub, expected_tls=expected)
-            write_run_outputs(analyse_run(inputs), run)
+            write_run_outputs(analyse_run(inputs, export_chunks), run)
             (run / "cell.json").write_text(json.dumps({
                 "cell_id": cell_id, "scenario": scenario, "payload": payload, "impairment": "none",
                 "repeat": 1, "status": "ok", "error": None}), encoding="utf-8")
