@@ -106,13 +106,8 @@ class Recorder:
         self.fh.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    rec = Recorder(Path(args.out), Path(args.status) if args.status else None)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-
+def make_client(args: argparse.Namespace, rec: Recorder, stop: threading.Event) -> mqtt.Client:
+    """A paho client with our credentials, TLS context and callbacks (status and messages into ``rec``)."""
     client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=args.client_id, clean_session=True)
     if args.username:
         pw = read_password(args.password_file, args.username) if args.password_file else None
@@ -155,20 +150,35 @@ def main(argv: list[str] | None = None) -> int:
     client.on_connect = on_connect
     client.on_subscribe = on_subscribe
     client.on_message = on_message
+    return client
 
+
+def connect(client: mqtt.Client, args: argparse.Namespace, rec: Recorder, stop: threading.Event) -> bool:
+    """Connect, retrying until --connect-timeout (the broker may still be starting); False when it never did."""
     deadline = time.monotonic() + args.connect_timeout
     while True:
         try:
             client.connect(args.host, args.port, keepalive=60)
-            break
+            return True
         except (OSError, ssl.SSLError) as exc:
             if time.monotonic() > deadline or stop.is_set():
                 rec.write_status(error=f"cannot connect to {args.host}:{args.port}: {exc}")
                 print(f"testbed-subscriber: error: cannot connect to {args.host}:{args.port}: {exc}",
                       file=sys.stderr)
-                rec.close()
-                return 2
+                return False
             time.sleep(0.2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    rec = Recorder(Path(args.out), Path(args.status) if args.status else None)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    client = make_client(args, rec, stop)
+    if not connect(client, args, rec, stop):
+        rec.close()
+        return 2
     client.loop_start()
     last = -1
     while not stop.wait(0.2):
