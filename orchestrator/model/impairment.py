@@ -3,7 +3,7 @@
 A profile says how the link is degraded (delay, jitter, loss, rate) and in which direction.
 Built-in profiles live as YAML package data in ``orchestrator/impairments/``; users may pass
 their own YAML file instead of a name. How a profile is applied is the backend's business
-(``orchestrator/backends/impairment.py``).
+(``orchestrator/backends/impairment/``).
 """
 
 from __future__ import annotations

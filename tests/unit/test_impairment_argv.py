@@ -11,8 +11,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.backends import impairment as b
-from orchestrator.backends.impairment import Hook, ImpairmentTarget
+from orchestrator.backends.impairment import driver
+from orchestrator.backends.impairment.argv import (
+    apply_argvs,
+    clear_argvs,
+    enter_argv,
+    netem_options,
+    netem_probe_argv,
+    show_argvs,
+    tbf_burst_bytes,
+)
+from orchestrator.backends.impairment.cli_plan import main
+from orchestrator.backends.impairment.models import Hook, ImpairmentTarget
+from orchestrator.backends.impairment.plan import build_plan, state_has_ours
+from orchestrator.backends.impairment.targets import load_inventory, parse_inventory_listing, targets_for_router
 from orchestrator.errors import TestbedError
 from orchestrator.model.impairment import Impairment, load_impairment
 
@@ -25,7 +37,7 @@ BROKER = ImpairmentTarget(label="broker", netns_path=NS, interface="eth0", peer_
 
 
 def test_rate_only_is_one_tbf_at_the_root() -> None:
-    assert b.apply_argvs(load_impairment("narrowband-250kbit"), PUB) == [
+    assert apply_argvs(load_impairment("narrowband-250kbit"), PUB) == [
         ENTER + ["tc", "qdisc", "replace", "dev", "eth0", "root", "handle", "7e57:",
                  "tbf", "rate", "250kbit", "burst", "1600", "latency", "100ms"],
     ]
@@ -33,8 +45,8 @@ def test_rate_only_is_one_tbf_at_the_root() -> None:
 
 def test_loss_only_is_an_nft_random_drop_at_the_ingress_target() -> None:
     imp = load_impairment("lossy-5pct")
-    assert b.apply_argvs(imp, PUB) == []  # never at a local sender's egress
-    assert b.apply_argvs(imp, PUB_HOST_SIDE) == [
+    assert apply_argvs(imp, PUB) == []  # never at a local sender's egress
+    assert apply_argvs(imp, PUB_HOST_SIDE) == [
         ["nft", "add", "table", "inet", "testbed_impair"],
         ["nft", "add", "chain", "inet", "testbed_impair", "publisher_veth1a2b3c4",
          "{", "type", "filter", "hook", "ingress", "device", '"veth1a2b3c4"', "priority", "0", ";",
@@ -47,14 +59,14 @@ def test_loss_only_is_an_nft_random_drop_at_the_ingress_target() -> None:
 def test_fractional_loss_uses_hundredths_and_peer_filter() -> None:
     imp = Impairment(name="x", loss_pct=0.25, direction="broker->subscriber")
     target = ImpairmentTarget(label="broker", interface="vethb", hook=Hook.INGRESS, peer_ip="fd00::4")
-    rule = b.apply_argvs(imp, target)[-1]
+    rule = apply_argvs(imp, target)[-1]
     assert rule[:7] == ["nft", "add", "rule", "inet", "testbed_impair", "broker_vethb", "ip6"]
     assert rule[6:] == ["ip6", "daddr", "fd00::4", "numgen", "random", "mod", "10000", "<", "25",
                         "counter", "drop"]
 
 
 def test_netem_carries_delay_jitter_distribution_and_correlated_loss_with_tbf_below() -> None:
-    assert b.apply_argvs(load_impairment("wifi-congested"), PUB) == [
+    assert apply_argvs(load_impairment("wifi-congested"), PUB) == [
         ENTER + ["tc", "qdisc", "replace", "dev", "eth0", "root", "handle", "7e57:", "netem",
                  "delay", "40ms", "20ms", "distribution", "paretonormal", "loss", "random", "2%", "25%"],
         ENTER + ["tc", "qdisc", "add", "dev", "eth0", "parent", "7e57:1", "handle", "7e59:",
@@ -64,13 +76,13 @@ def test_netem_carries_delay_jitter_distribution_and_correlated_loss_with_tbf_be
 
 def test_uniform_jitter_has_no_distribution_table() -> None:
     imp = Impairment(name="x", delay_ms=10, jitter_ms=2.5)
-    assert b.netem_options(imp) == ["delay", "10ms", "2.5ms"]
+    assert netem_options(imp) == ["delay", "10ms", "2.5ms"]
 
 
 def test_peer_filtered_egress_uses_htb_class_and_u32_filter() -> None:
     imp = Impairment(name="x", delay_ms=20, rate_kbit=500, direction="broker->subscriber")
     dev = ["dev", "eth0"]
-    assert b.apply_argvs(imp, BROKER) == [
+    assert apply_argvs(imp, BROKER) == [
         ENTER + ["tc", "qdisc", "replace", *dev, "root", "handle", "7e57:", "htb", "default", "0"],
         ENTER + ["tc", "class", "add", *dev, "parent", "7e57:", "classid", "7e57:1", "htb", "rate", "10gbit",
                  "quantum", "60000"],
@@ -84,23 +96,23 @@ def test_peer_filtered_egress_uses_htb_class_and_u32_filter() -> None:
 
 def test_direction_selects_the_targets() -> None:
     imp = load_impairment("narrowband-250kbit")  # publisher->broker
-    assert b.apply_argvs(imp, BROKER) == []
+    assert apply_argvs(imp, BROKER) == []
     both = Impairment(name="x", rate_kbit=250, direction="both")
-    assert b.apply_argvs(both, BROKER) != [] and b.apply_argvs(both, PUB) != []
-    assert b.apply_argvs(load_impairment("none"), PUB) == []
+    assert apply_argvs(both, BROKER) != [] and apply_argvs(both, PUB) != []
+    assert apply_argvs(load_impairment("none"), PUB) == []
 
 
 def test_tbf_burst_is_ten_ms_of_traffic_but_at_least_one_frame() -> None:
-    assert b.tbf_burst_bytes(250) == 1600
-    assert b.tbf_burst_bytes(100_000) == 125_000  # 100 Mbit/s for 10 ms
+    assert tbf_burst_bytes(250) == 1600
+    assert tbf_burst_bytes(100_000) == 125_000  # 100 Mbit/s for 10 ms
     # the bucket lets a 1 s window exceed the rate by burst/rate: 1600 B / 31250 B = 5.1 % < 10 %
-    assert b.tbf_burst_bytes(250) / (250_000 / 8) < 0.10
+    assert tbf_burst_bytes(250) / (250_000 / 8) < 0.10
 
 
 def test_clear_removes_only_our_handle_and_table_and_tolerates_absence() -> None:
-    assert [c.argv for c in b.clear_argvs(PUB)] == [
+    assert [c.argv for c in clear_argvs(PUB)] == [
         ENTER + ["tc", "qdisc", "del", "dev", "eth0", "root", "handle", "7e57:"]]
-    cmds = b.clear_argvs(PUB_HOST_SIDE)
+    cmds = clear_argvs(PUB_HOST_SIDE)
     assert [c.argv for c in cmds] == [
         ["tc", "qdisc", "del", "dev", "veth1a2b3c4", "root", "handle", "7e57:"],
         ["nft", "add", "table", "inet", "testbed_impair"],
@@ -110,27 +122,27 @@ def test_clear_removes_only_our_handle_and_table_and_tolerates_absence() -> None
 
 
 def test_show_lists_qdiscs_and_our_table() -> None:
-    assert [c.argv for c in b.show_argvs(PUB)] == [
+    assert [c.argv for c in show_argvs(PUB)] == [
         ENTER + ["tc", "qdisc", "show", "dev", "eth0"],
         ENTER + ["nft", "list", "table", "inet", "testbed_impair"],
     ]
 
 
 def test_netem_probe_uses_a_throwaway_namespace() -> None:
-    assert b.netem_probe_argv() == ["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", "netem",
+    assert netem_probe_argv() == ["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", "netem",
                                     "delay", "1ms"]
 
 
 def test_loss_without_an_ingress_target_is_refused_before_anything_runs() -> None:
     with pytest.raises(TestbedError, match="no ingress target for publisher->broker"):
-        b.build_plan(load_impairment("lossy-5pct"), [PUB])
+        build_plan(load_impairment("lossy-5pct"), [PUB])
     with pytest.raises(TestbedError, match="no egress target for publisher->broker"):
-        b.build_plan(load_impairment("narrowband-250kbit"), [PUB_HOST_SIDE])
+        build_plan(load_impairment("narrowband-250kbit"), [PUB_HOST_SIDE])
 
 
 def test_duplicate_targets_are_refused() -> None:
     with pytest.raises(TestbedError, match="two impairment targets share egress eth0"):
-        b.build_plan(load_impairment("none"), [PUB, PUB])
+        build_plan(load_impairment("none"), [PUB, PUB])
 
 
 def test_target_validation_messages() -> None:
@@ -144,7 +156,7 @@ def test_target_validation_messages() -> None:
 
 def test_plan_groups_commands_per_inventory_host() -> None:
     router = ImpairmentTarget(label="publisher", host="router1", interface="wlan0", hook=Hook.INGRESS)
-    plan = b.build_plan(load_impairment("lossy-1pct"), [PUB, PUB_HOST_SIDE, router])
+    plan = build_plan(load_impairment("lossy-1pct"), [PUB, PUB_HOST_SIDE, router])
     assert plan["testbed_hosts"] == "localhost,router1"
     assert plan["testbed_needs_netem"] is False
     assert [c["argv"][-3:] for c in plan["testbed_plan"]["router1"]["apply"]][-1] == ["1", "counter", "drop"]
@@ -153,17 +165,17 @@ def test_plan_groups_commands_per_inventory_host() -> None:
 
 
 def test_plan_command_line_prints_the_same_plan(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = b.main(["plan", "lossy-5pct", "--target", f"publisher={NS}:eth0",
+    rc = main(["plan", "lossy-5pct", "--target", f"publisher={NS}:eth0",
                  "--target", "publisher=host:veth1a2b3c4:ingress"])
     assert rc == 0
     printed = yaml.safe_load(capsys.readouterr().out)
-    assert printed == b.build_plan(load_impairment("lossy-5pct"), [PUB, PUB_HOST_SIDE])
+    assert printed == build_plan(load_impairment("lossy-5pct"), [PUB, PUB_HOST_SIDE])
 
 
 def test_plan_command_line_refuses_bad_profiles(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("loss_pct: 150\n")
-    assert b.main(["plan", str(bad), "--target", f"publisher={NS}:eth0"]) == 2
+    assert main(["plan", str(bad), "--target", f"publisher={NS}:eth0"]) == 2
     err = capsys.readouterr().err
     assert "loss_pct: must be a percentage between 0 and 100 (got 150" in err
 
@@ -180,10 +192,10 @@ qdisc tbf 7e59: parent 7e57:1 rate 250Kbit burst 1600b lat 100ms
 
 
 def test_state_parser_spots_our_objects_only() -> None:
-    assert not b.state_has_ours(SHOW_CLEAN)
-    assert b.state_has_ours(SHOW_OURS)
-    assert b.state_has_ours("table inet testbed_impair {\n}\n")
-    assert not b.state_has_ours("qdisc tbf 1: root refcnt 2 rate 1Mbit\ntable inet filter {\n}\n")
+    assert not state_has_ours(SHOW_CLEAN)
+    assert state_has_ours(SHOW_OURS)
+    assert state_has_ours("table inet testbed_impair {\n}\n")
+    assert not state_has_ours("qdisc tbf 1: root refcnt 2 rate 1Mbit\ntable inet filter {\n}\n")
 
 
 def test_runner_events_become_items_and_failures() -> None:
@@ -199,17 +211,17 @@ def test_runner_events_become_items_and_failures() -> None:
         {"event": "runner_on_failed", "event_data": {"host": "localhost", "task": "preflight", "res": {
             "msg": "kernel lacks sch_netem: profile wifi-good ..."}}},
     ]
-    items, failures = b._event_items(iter(events))
+    items, failures = driver._event_items(iter(events))
     assert [i["failed"] for i in items] == [False, True]
     assert failures == [
         "localhost: apply | tc qdisc add | Error: Specified qdisc kind is unknown.",
         "localhost: preflight | kernel lacks sch_netem: profile wifi-good ...",
     ]
-    result = b.PlaybookResult(playbook="impair.yml", status="failed", rc=2, items=items, failures=failures)
+    result = driver.PlaybookResult(playbook="impair.yml", status="failed", rc=2, items=items, failures=failures)
     with pytest.raises(TestbedError) as err:
-        b._raise_failed(result, "applying")
+        driver._raise_failed(result, "applying")
     assert err.value.message == "kernel lacks sch_netem: profile wifi-good ..."
-    state = b._render_state(result, "show state")
+    state = driver._render_state(result, "show state")
     assert state == "$ [localhost] tc qdisc show\nqdisc noqueue 0: root\n"
 
 
@@ -228,38 +240,38 @@ LISTING = {
 def test_inventory_groups_are_required() -> None:
     listing = {k: v for k, v in LISTING.items() if k != "router"}
     with pytest.raises(TestbedError, match=r"lab.yml: inventory lacks host\(s\) in group\(s\) router"):
-        b.parse_inventory_listing(listing, "lab.yml")
+        parse_inventory_listing(listing, "lab.yml")
 
 
 def test_router_hosts_must_name_their_interfaces() -> None:
     listing = json.loads(json.dumps(LISTING))
     listing["_meta"]["hostvars"]["lab-laptop"] = {"impair_peer_ip": "not-an-ip"}
     with pytest.raises(TestbedError) as err:
-        b.parse_inventory_listing(listing, "lab.yml")
+        parse_inventory_listing(listing, "lab.yml")
     assert "lab-laptop: impair_egress_interface or impair_ingress_interface: missing" in err.value.evidence
     assert "lab-laptop: impair_peer_ip: not an IP address ('not-an-ip')" in err.value.evidence
 
 
 def test_router_targets_are_the_hosts_own_interfaces() -> None:
-    lab = b.parse_inventory_listing(LISTING, "lab.yml")
+    lab = parse_inventory_listing(LISTING, "lab.yml")
     assert lab.publisher == ["esp32-1"]  # found through a child group
-    targets = b.targets_for_router(lab)
+    targets = targets_for_router(lab)
     assert [(t.host, t.netns_path, t.interface, t.hook.value, str(t.peer_ip)) for t in targets] == [
         ("lab-laptop", None, "eth0", "egress", "192.168.50.10"),
         ("lab-laptop", None, "wlan0", "ingress", "192.168.50.10"),
     ]
-    assert b.enter_argv(targets[0]) == []
+    assert enter_argv(targets[0]) == []
 
 
 def test_example_inventory_parses_with_ansible_inventory() -> None:
-    lab = b.load_inventory(REPO / "playbooks" / "inventory.example.yml")
+    lab = load_inventory(REPO / "playbooks" / "inventory.example.yml")
     assert lab.broker and lab.router and lab.publisher
-    assert b.targets_for_router(lab)
+    assert targets_for_router(lab)
 
 
 def test_missing_inventory_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(TestbedError, match="inventory file not found"):
-        b.load_inventory(tmp_path / "none.yml")
+        load_inventory(tmp_path / "none.yml")
 
 
 @pytest.mark.parametrize("playbook", ["impair.yml", "clear.yml", "show.yml", "deploy.yml"])

@@ -29,6 +29,9 @@ from scipy.stats import binom
 
 from orchestrator.backends import impairment as b
 from orchestrator.backends.impairment import Hook, ImpairmentTarget
+from orchestrator.backends.impairment.argv import apply_argvs
+from orchestrator.backends.impairment.driver import run_playbook
+from orchestrator.backends.impairment.plan import build_plan
 from orchestrator.errors import TestbedError
 from orchestrator.model.impairment import Impairment, load_impairment
 
@@ -311,7 +314,7 @@ def test_delay_profile_without_netem_fails_before_anything_is_applied(lab: Lab) 
         b.apply(imp, lab.targets())
     assert "sch_netem" in err.value.message and "kernel lacks sch_netem" in err.value.message
     # the playbook's own preflight refuses too (a remote host or a by-hand run has no Python check)
-    result = b.run_playbook("impair.yml", b.build_plan(imp, lab.targets()))
+    result = run_playbook("impair.yml", build_plan(imp, lab.targets()))
     assert result.status == "failed"
     assert any("kernel lacks sch_netem" in f and "sch_netem kernel module" in f for f in result.failures)
     assert not any(i["task"] == "apply" for i in result.items)
@@ -410,7 +413,7 @@ def test_netem_command_lines_parse_in_iproute2(profile: str) -> None:
     """tc parses netem's options (and loads distribution tables) before asking the kernel, so the
     argv is checked here even without sch_netem: only the kernel may refuse, never tc's parser."""
     target = ImpairmentTarget(label="publisher", netns_path="/proc/1/ns/net", interface="lo")
-    root = b.apply_argvs(load_impairment(profile), target)[0]
+    root = apply_argvs(load_impairment(profile), target)[0]
     assert root[:2] == ["nsenter", "--net=/proc/1/ns/net"] and "netem" in root
     proc = sh("unshare", "--net", *root[2:], check=False)  # a throwaway namespace's loopback
     if _netem_missing():

@@ -1,0 +1,240 @@
+"""Run the playbooks through ansible-runner; apply, show and clear an impairment on its targets.
+
+The playbooks only run the argv lists of the plan (``plan.py``) they receive as extra vars; what
+happened is read from ansible-runner's artifacts (status, rc, per-item events), never its stdout.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from orchestrator.backends.impairment.argv import NETEM_MISSING
+from orchestrator.backends.impairment.models import LOCALHOST, ImpairmentRecord, ImpairmentTarget
+from orchestrator.backends.impairment.plan import build_plan, state_has_ours
+from orchestrator.backends.impairment.probe import check_supported
+from orchestrator.errors import TestbedError
+from orchestrator.model.impairment import Impairment
+from orchestrator.signals import sigint_deferred
+
+PLAYBOOK_DIR = Path(__file__).resolve().parents[3] / "playbooks"  # the source checkout's playbooks/
+_NONE = Impairment(name="none")  # the plan of clear and show: every target, nothing to apply
+
+
+def local_inventory() -> dict[str, Any]:
+    return {
+        "all": {
+            "hosts": {
+                LOCALHOST: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+            }
+        }
+    }
+
+
+def _ansible_env() -> dict[str, str]:
+    path = os.environ.get("PATH", "")
+    venv_bin = str(Path(sys.executable).parent)
+    if venv_bin not in path.split(os.pathsep):
+        path = venv_bin + os.pathsep + path
+    return {
+        "PATH": path,
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        "ANSIBLE_DEPRECATION_WARNINGS": "0",
+        "ANSIBLE_PIPELINING": "1",
+    }
+
+
+class PlaybookResult(BaseModel):
+    """What we read from ansible-runner's artifacts: status, rc and the per-item task events."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    playbook: str
+    status: str
+    rc: int
+    items: list[dict[str, Any]]
+    failures: list[str]
+
+
+def _event_items(events: Iterator[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    items: list[dict[str, Any]] = []
+    failures: list[str] = []
+    for ev in events:
+        kind = ev.get("event", "")
+        data = ev.get("event_data", {})
+        res = data.get("res", {}) or {}
+        if kind in ("runner_item_on_ok", "runner_item_on_failed"):
+            items.append(
+                {
+                    "host": data.get("host"),
+                    "task": data.get("task"),
+                    "failed": kind.endswith("failed"),
+                    "item": res.get("item", {}),
+                    "rc": res.get("rc"),
+                    "stdout": res.get("stdout", ""),
+                    "stderr": res.get("stderr", ""),
+                }
+            )
+        if kind in ("runner_on_failed", "runner_item_on_failed", "runner_on_unreachable"):
+            if kind == "runner_on_failed" and "results" in res:
+                continue  # the loop's summary; its items were reported one by one
+            msg = res.get("msg") or ""
+            cmd = " ".join(res.get("cmd") or []) if isinstance(res.get("cmd"), list) else res.get("cmd", "")
+            stderr = (res.get("stderr") or "").strip()
+            failures.append(
+                " | ".join(p for p in (f"{data.get('host')}: {data.get('task')}", cmd, stderr or msg) if p)
+            )
+    return items, failures
+
+
+def run_playbook(
+    playbook: str,
+    extravars: Mapping[str, Any],
+    *,
+    inventory: Path | Mapping[str, Any] | None = None,
+    cancellable: bool = True,
+) -> PlaybookResult:
+    """Run ``playbooks/<playbook>`` through ansible-runner and read its artifacts (never stdout).
+
+    Ctrl-C (SIGINT) during the run cancels it when ``cancellable`` (else the run finishes) and is
+    then delivered again to the caller's handler, so a KeyboardInterrupt still reaches the caller.
+    We pass our own cancel callback: otherwise ansible-runner installs SIGINT/SIGTERM handlers that
+    it never removes and later Ctrl-C presses would be swallowed.
+    """
+    import ansible_runner  # backends only: model/ must not import it
+
+    if not (PLAYBOOK_DIR / playbook).is_file():
+        raise TestbedError(
+            f"playbook not found: {PLAYBOOK_DIR / playbook}",
+            hint="run the testbed from its source checkout (pip install -e .)",
+        )
+
+    inv: Any = str(inventory) if isinstance(inventory, Path) else (inventory or local_inventory())
+    pending: list[int] = []
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum)) if main else None
+    try:
+        with tempfile.TemporaryDirectory(prefix="testbed-ansible-") as private:
+            runner = ansible_runner.run(
+                private_data_dir=private,
+                playbook=str(PLAYBOOK_DIR / playbook),
+                inventory=inv,
+                extravars=dict(extravars),
+                quiet=True,
+                envvars=_ansible_env(),
+                cancel_callback=(lambda: bool(pending)) if cancellable else (lambda: False),
+            )
+            items, failures = _event_items(iter(runner.events))
+            status, rc = str(runner.status), int(runner.rc if runner.rc is not None else -1)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+    if pending:
+        signal.raise_signal(signal.SIGINT)
+    return PlaybookResult(playbook=playbook, status=status, rc=rc, items=items, failures=failures)
+
+
+def _raise_failed(result: PlaybookResult, what: str) -> None:
+    if result.status == "successful" and result.rc == 0:
+        return
+    netem = [f for f in result.failures if NETEM_MISSING in f]
+    message = f"{what} failed (ansible-runner status {result.status}, rc {result.rc})"
+    if netem:
+        message = netem[0].split(" | ")[-1]
+    raise TestbedError(
+        message,
+        evidence="\n".join(result.failures[-10:]) or None,
+        hint=None if netem else "run the playbook by hand with -vvv to see more (docs/impairment.md)",
+    )
+
+
+def _render_state(result: PlaybookResult, task_name: str) -> str:
+    blocks: list[str] = []
+    for it in result.items:
+        if it["task"] != task_name:
+            continue
+        argv = it["item"].get("argv", [])
+        head = f"$ [{it['host']}] {' '.join(argv)}"
+        if it["rc"] == 0:
+            body = (it["stdout"] or "").rstrip() or "(empty)"
+        else:
+            last = ((it["stderr"] or "").strip().splitlines() or ["no output"])[0]
+            body = f"(absent: {last.strip()})"
+        blocks.append(f"{head}\n{body}")
+    return "\n".join(blocks) + ("\n" if blocks else "")
+
+
+def _apply_run(
+    impairment: Impairment, targets: Sequence[ImpairmentTarget], inventory: Path | None
+) -> tuple[str, str]:
+    plan = build_plan(impairment, targets)
+    result = run_playbook("impair.yml", plan, inventory=inventory)
+    _raise_failed(result, f"applying impairment {impairment.name}")
+    return _render_state(result, "show state before"), _render_state(result, "show state after")
+
+
+def apply(
+    impairment: Impairment, targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None
+) -> str:
+    """Clear leftovers of ours, apply ``impairment`` and return the state afterwards."""
+    if inventory is None:
+        check_supported(impairment)
+    return _apply_run(impairment, targets, inventory)[1]
+
+
+def clear(targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None) -> None:
+    """Remove our qdiscs and nft table from every target; safe when nothing is there."""
+    _clear_run(targets, inventory)
+
+
+def _clear_run(targets: Sequence[ImpairmentTarget], inventory: Path | None) -> tuple[str, str]:
+    """Clear; the state (before, after) clearing."""
+    if not targets:
+        return "", ""
+    plan = build_plan(_NONE, targets)
+    result = run_playbook("clear.yml", plan, inventory=inventory, cancellable=False)
+    _raise_failed(result, "clearing impairment")
+    state = _render_state(result, "show state after clear")
+    if state_has_ours(state):
+        raise TestbedError("impairment still present after clear", evidence=state)
+    return _render_state(result, "show state before clear"), state
+
+
+def show(targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None) -> str:
+    """``tc qdisc show`` and ``nft list table inet testbed_impair`` per target, as text."""
+    if not targets:
+        return ""
+    result = run_playbook("show.yml", build_plan(_NONE, targets), inventory=inventory)
+    _raise_failed(result, "showing impairment state")
+    return _render_state(result, "show state")
+
+
+@contextmanager
+def impaired(
+    impairment: Impairment, targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None
+) -> Iterator[ImpairmentRecord]:
+    """Apply ``impairment`` for the duration of the block; ALWAYS clear afterwards (also on Ctrl-C)."""
+    if inventory is None:
+        check_supported(impairment)
+    build_plan(impairment, targets)  # bad targets fail before anything is touched
+    record: ImpairmentRecord | None = None
+    try:
+        before, after = _apply_run(impairment, targets, inventory)
+        record = ImpairmentRecord(impairment=impairment, targets=list(targets), before=before, after=after)
+        yield record
+    finally:
+        with sigint_deferred():
+            before_clear, state = _clear_run(targets, inventory)
+        if record is not None:
+            record.before_clear = before_clear
+            record.after_clear = state

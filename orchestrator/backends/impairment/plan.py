@@ -1,0 +1,94 @@
+"""The playbooks' extra vars (the plan) for a profile and its targets, and reading their state text (pure)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from orchestrator.backends.impairment.argv import (
+    NETEM_MISSING,
+    NETEM_MODULE,
+    NFT_FAMILY,
+    NFT_TABLE,
+    OUR_HANDLES,
+    apply_argvs,
+    check_argvs,
+    clear_argvs,
+    netem_probe_argv,
+    show_argvs,
+    uses_netem,
+)
+from orchestrator.backends.impairment.models import Hook, ImpairmentTarget, PlanCommand
+from orchestrator.errors import TestbedError
+from orchestrator.model.impairment import Direction, Impairment
+
+
+def validate_targets(imp: Impairment, targets: Sequence[ImpairmentTarget]) -> None:
+    """Refuse target sets that would collide or leave part of the profile unapplied."""
+    seen: set[tuple[str, str | None, str, Hook]] = set()
+    for t in targets:
+        key = (t.host, t.netns_path, t.interface, t.hook)
+        if key in seen:
+            raise TestbedError(
+                f"two impairment targets share {t.hook} {t.interface} on {t.host} "
+                f"({t.netns_path or 'host namespace'})"
+            )
+        seen.add(key)
+    if imp.is_noop:
+        return
+    for direction in (Direction.PUBLISHER_TO_BROKER, Direction.BROKER_TO_SUBSCRIBER):
+        if not imp.direction.covers(direction):
+            continue
+        ours = [t for t in targets if t.direction is direction]
+        needs_egress = uses_netem(imp) or imp.rate_kbit is not None
+        needs_ingress = not uses_netem(imp) and imp.loss_pct > 0
+        if needs_egress and not any(t.hook is Hook.EGRESS for t in ours):
+            raise TestbedError(
+                f"impairment {imp.name}: no egress target for {direction} "
+                "(delay, jitter and rate are applied where the packets leave)"
+            )
+        if needs_ingress and not any(t.hook is Hook.INGRESS for t in ours):
+            raise TestbedError(
+                f"impairment {imp.name}: no ingress target for {direction} "
+                "(loss without netem is applied where the packets arrive)",
+                hint="give the host side of the sender's veth, or a router interface",
+            )
+
+
+def build_plan(imp: Impairment, targets: Sequence[ImpairmentTarget]) -> dict[str, Any]:
+    """Extra vars for the playbooks: per inventory host, the argv lists of each step."""
+    validate_targets(imp, targets)
+    hosts: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for t in targets:
+        h = hosts.setdefault(t.host, {"check": [], "clear": [], "apply": [], "show": []})
+        h["check"] += [c.model_dump() for c in check_argvs(t)]
+        h["clear"] += [c.model_dump() for c in clear_argvs(t)]
+        h["show"] += [c.model_dump() for c in show_argvs(t)]
+        h["apply"] += [PlanCommand(label=t.label, argv=a).model_dump() for a in apply_argvs(imp, t)]
+    return {
+        "testbed_hosts": ",".join(sorted(hosts)),
+        "testbed_profile": imp.name,
+        "testbed_needs_netem": imp.needs_netem,
+        "testbed_netem_probe": netem_probe_argv(),
+        "testbed_netem_missing": f"{NETEM_MISSING}: profile {imp.name} needs delay/jitter/correlated loss "
+        f"and tc cannot add a netem qdisc (load or install the {NETEM_MODULE} "
+        "kernel module); nothing was applied",
+        "testbed_plan": hosts,
+    }
+
+
+def dropped_packets(state: str) -> int | None:
+    """Packets our nft drop rules dropped, summed over the state text of `show`; None without rules."""
+    counts = [int(n) for n in re.findall(r"counter packets (\d+) bytes \d+ drop", state)]
+    return sum(counts) if counts else None
+
+
+def state_has_ours(state: str) -> bool:
+    """True when a show() text still lists one of our qdiscs or the nft table."""
+    for line in state.splitlines():
+        if line.startswith("qdisc ") and any(f" {h} " in f"{line} " for h in OUR_HANDLES):
+            return True
+        if line.startswith(f"table {NFT_FAMILY} {NFT_TABLE}"):
+            return True
+    return False

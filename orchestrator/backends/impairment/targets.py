@@ -1,0 +1,169 @@
+"""Where to impair: targets found from the testbed's containers or from a multi-host lab inventory.
+
+The containers' state (pid, address) is read with ``docker inspect`` in ``_container_pid`` and
+``_container_ip`` only.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from orchestrator.backends.impairment.models import Hook, ImpairmentTarget
+from orchestrator.backends.process import run
+from orchestrator.errors import TestbedError
+from orchestrator.model.impairment import Direction
+
+REQUIRED_GROUPS = ("broker", "router", "publisher")
+
+
+def _container_pid(container: str) -> int:
+    out = run(
+        ["docker", "inspect", "-f", "{{.State.Pid}}", container],
+        timeout=30,
+        hint="is the testbed up? (`testbed up`)",
+    ).stdout.strip()
+    if not out.isdigit() or int(out) == 0:
+        raise TestbedError(f"container {container} is not running (docker inspect gave pid {out!r})")
+    return int(out)
+
+
+def _container_ip(container: str) -> str:
+    out = run(
+        ["docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}", container],
+        timeout=30,
+    ).stdout.split()
+    if not out:
+        raise TestbedError(f"container {container} has no IP address on a Docker network")
+    return out[0]
+
+
+def targets_for_containers(direction: Direction, containers: Mapping[str, str],
+                           interface: str = "eth0") -> list[ImpairmentTarget]:
+    """Targets for the testbed's containers on this Docker host.
+
+    ``containers`` maps ``publisher``, ``broker`` and ``subscriber`` to container names. Delay,
+    jitter and rate act on the sender's egress (the broker's limited to packets towards the
+    subscriber). Loss acts at the RECEIVER's ingress, inside its namespace, filtered on the
+    sender's address: the broker-side capture then sees every original segment and its
+    retransmission, so the measured retransmission rate is the injected loss.
+    """
+    def netns(role: str) -> str:
+        return f"/proc/{_container_pid(containers[role])}/ns/net"
+
+    def ip(role: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+        return ipaddress.ip_address(_container_ip(containers[role]))
+
+    targets: list[ImpairmentTarget] = []
+    try:
+        if direction.covers(Direction.PUBLISHER_TO_BROKER):
+            targets.append(ImpairmentTarget(label="publisher", netns_path=netns("publisher"), interface=interface))
+            targets.append(ImpairmentTarget(label="publisher", netns_path=netns("broker"), interface=interface,
+                                            hook=Hook.INGRESS, source_ip=ip("publisher")))
+        if direction.covers(Direction.BROKER_TO_SUBSCRIBER):
+            targets.append(ImpairmentTarget(label="broker", netns_path=netns("broker"), interface=interface,
+                                            peer_ip=ip("subscriber")))
+            targets.append(ImpairmentTarget(label="broker", netns_path=netns("subscriber"), interface=interface,
+                                            hook=Hook.INGRESS, source_ip=ip("broker")))
+    except KeyError as exc:
+        raise TestbedError(f"impairment {direction}: container for {exc.args[0]} not given") from None
+    except ValidationError as exc:
+        raise TestbedError(f"impairment target: {exc.errors()[0]['msg']}") from exc
+    return targets
+
+
+class LabInventory(BaseModel):
+    """The groups a multi-host lab needs, read from ``ansible-inventory --list``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str
+    broker: list[str]
+    router: list[str]
+    publisher: list[str]
+    hostvars: dict[str, dict[str, Any]]
+
+
+def parse_inventory_listing(listing: Mapping[str, Any], source: str) -> LabInventory:
+    """Validate ``ansible-inventory --list`` JSON: the three groups exist and router hosts say where."""
+    hostvars = dict(listing.get("_meta", {}).get("hostvars", {}))
+
+    def hosts_of(group: str, seen: frozenset[str] = frozenset()) -> list[str]:
+        entry = listing.get(group) or {}
+        found = list(entry.get("hosts", []))
+        for child in entry.get("children", []):
+            if child not in seen:
+                found += hosts_of(child, seen | {group})
+        return sorted(set(found))
+
+    groups = {g: hosts_of(g) for g in REQUIRED_GROUPS}
+    missing = [g for g, hosts in groups.items() if not hosts]
+    if missing:
+        raise TestbedError(
+            f"{source}: inventory lacks host(s) in group(s) {', '.join(missing)}",
+            hint="a lab inventory needs groups broker, router and publisher; "
+            "see playbooks/inventory.example.yml and docs/multi-host.md",
+        )
+    problems = []
+    for host in groups["router"]:
+        hv = hostvars.get(host, {})
+        if not hv.get("impair_egress_interface") and not hv.get("impair_ingress_interface"):
+            problems.append(
+                f"{host}: impair_egress_interface or impair_ingress_interface: missing (the router "
+                "interface facing the broker, and the one facing the ESP32)"
+            )
+        for key in ("impair_egress_interface", "impair_ingress_interface"):
+            value = hv.get(key)
+            if value is not None and not isinstance(value, str):
+                problems.append(f"{host}: {key}: must be an interface name")
+        if hv.get("impair_peer_ip") is not None:
+            try:
+                ipaddress.ip_address(str(hv["impair_peer_ip"]))
+            except ValueError:
+                problems.append(f"{host}: impair_peer_ip: not an IP address ({hv['impair_peer_ip']!r})")
+    if problems:
+        raise TestbedError(f"{source}: invalid lab inventory", evidence="\n".join(problems))
+    return LabInventory(source=source, hostvars=hostvars, **groups)
+
+
+def load_inventory(path: Path) -> LabInventory:
+    """Read an inventory (INI or YAML) through ``ansible-inventory --list`` and validate it."""
+    if not path.is_file():
+        raise TestbedError(f"inventory file not found: {path}")
+    tool = str(Path(sys.executable).parent / "ansible-inventory")
+    argv = [tool if Path(tool).exists() else "ansible-inventory", "-i", str(path), "--list"]
+    proc = run(argv, check=False, timeout=60, env={"ANSIBLE_INVENTORY_UNPARSED_FAILED": "1"})
+    if proc.returncode != 0:
+        raise TestbedError(f"{path}: ansible-inventory cannot parse it", evidence=proc.stderr.strip()[-2000:])
+    return parse_inventory_listing(json.loads(proc.stdout), str(path))
+
+
+def targets_for_router(lab: LabInventory) -> list[ImpairmentTarget]:
+    """Targets on the router hosts: their own interfaces in the host namespace (no netns)."""
+    targets: list[ImpairmentTarget] = []
+    for host in lab.router:
+        hv = lab.hostvars.get(host, {})
+        peer = ipaddress.ip_address(str(hv["impair_peer_ip"])) if hv.get("impair_peer_ip") else None
+        if hv.get("impair_egress_interface"):
+            targets.append(
+                ImpairmentTarget(
+                    label="publisher", host=host, interface=hv["impair_egress_interface"], peer_ip=peer
+                )
+            )
+        if hv.get("impair_ingress_interface"):
+            targets.append(
+                ImpairmentTarget(
+                    label="publisher",
+                    host=host,
+                    interface=hv["impair_ingress_interface"],
+                    peer_ip=peer,
+                    hook=Hook.INGRESS,
+                )
+            )
+    return targets
