@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 from rich.table import Table
@@ -13,6 +14,12 @@ from rich.table import Table
 from orchestrator import __version__
 from orchestrator.cli.console import err, out
 from orchestrator.errors import TestbedError
+from orchestrator.model.layout import BundleLayout
+from orchestrator.model.run import Publisher, QoS, RunSpec, parse_interval
+from orchestrator.model.sweep import SweepPlan
+from orchestrator.model.yamlfile import user_input
+
+T = TypeVar("T")
 
 app = typer.Typer(name="testbed", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Measure what TLS (ChaCha20-Poly1305 first) costs an MQTT sensor link.")
@@ -117,7 +124,7 @@ def run_cmd(
     payload: Annotated[int, typer.Option(help="application payload bytes (exact)")] = 65,
     samples: Annotated[int, typer.Option(help="messages to publish")] = 200,
     interval: Annotated[str, typer.Option(help="time between messages, e.g. 250ms or 1s")] = "250ms",
-    qos: Annotated[int, typer.Option(help="MQTT QoS 0 or 1")] = 0,
+    qos: Annotated[QoS, typer.Option(help="MQTT QoS 0 or 1")] = 0,
     seed: Annotated[int, typer.Option(help="seed of the simulated sensors")] = 1,
     impairment: Annotated[str, typer.Option(help="impairment profile name or YAML file")] = "none",
     out_dir: Annotated[Path | None, typer.Option("--out", help="run folder (default results/runs/<time>-...)")
@@ -125,15 +132,10 @@ def run_cmd(
 ) -> None:
     """One measurement: up, capture, subscriber, publisher, count, stop, tear down, analyse, summary."""
     from orchestrator.cli.render import run_with_progress
-    from orchestrator.measure.run import make_spec
-    from orchestrator.model.run import parse_interval
 
-    try:
-        interval_ms = parse_interval(interval)
-    except ValueError as exc:
-        raise TestbedError(str(exc)) from exc
-    spec = make_spec(scenario=scenario, payload=payload, samples=samples, interval_ms=interval_ms, qos=qos,
-                     seed=seed, impairment=impairment)
+    with user_input("run parameters"):
+        spec = RunSpec(scenario=scenario, payload=payload, samples=samples, interval_ms=parse_interval(interval),
+                       qos=qos, seed=seed, impairment=impairment)
     try:
         outcome = run_with_progress(spec, out_dir)
     except KeyboardInterrupt:
@@ -143,7 +145,7 @@ def run_cmd(
         raise TestbedError(f"run failed: {outcome.error}", hint=f"logs kept in {outcome.run_dir}")
 
 
-def _csv(text: str, what: str, cast: type = str) -> list:
+def _csv(text: str, what: str, cast: Callable[[str], T]) -> list[T]:
     items = [t.strip() for t in text.split(",") if t.strip()]
     if not items:
         raise TestbedError(f"--{what}: give at least one value")
@@ -160,9 +162,9 @@ def sweep(
     scenarios: Annotated[str, typer.Option(help="comma list of scenarios (names or YAML files)")] = "plain,tls",
     repeat: Annotated[int, typer.Option(help="repeats of every cell (random order, seeded)")] = 1,
     interval: Annotated[str, typer.Option(help="time between messages, e.g. 250ms")] = "250ms",
-    qos: Annotated[int, typer.Option(help="MQTT QoS 0 or 1")] = 0,
+    qos: Annotated[QoS, typer.Option(help="MQTT QoS 0 or 1")] = 0,
     impairments: Annotated[str, typer.Option(help="comma list of impairment profiles")] = "none",
-    publisher: Annotated[str, typer.Option(help="virtual or esp32")] = "virtual",
+    publisher: Annotated[Publisher, typer.Option(help="virtual or esp32")] = "virtual",
     seed: Annotated[int, typer.Option(help="seed for cell order, sensors and bootstrap")] = 1,
     baseline: Annotated[str, typer.Option(help="scenario the others are compared with")] = "plain",
     out_root: Annotated[Path, typer.Option("--out", help="folder that receives the bundle")] = Path("results"),
@@ -171,52 +173,30 @@ def sweep(
     grading: Annotated[list[Path] | None, typer.Option(help="extra grading table (YAML); repeatable")] = None,
 ) -> None:
     """The study's matrix (scenarios x payloads x impairments x repeats) into a results bundle + report."""
-    import signal
-
     from orchestrator.cli.render import RichSweepProgress, sweep_bar, sweep_summary
     from orchestrator.measure import sweep as sw
-    from orchestrator.model.run import parse_interval
-    from orchestrator.results.bundle import argv_for_display
+    from orchestrator.results.manifest import argv_for_display
 
+    sw.check_grading(grading or [])
     if resume is not None:
-        plan, cells = sw.resume_sweep(resume)
-        bundle = resume
-        err.print(f"resuming {bundle}: {len(cells)} cell(s) to run")
+        job = sw.resume_sweep(resume)
+        err.print(f"resuming {job.bundle}: {len(job.cells)} cell(s) to run")
     else:
-        try:
-            interval_ms = parse_interval(interval)
-        except ValueError as exc:
-            raise TestbedError(str(exc)) from exc
-        plan = sw.make_plan(payloads=_csv(payloads, "payloads", int), samples=samples,
-                            scenarios=_csv(scenarios, "scenarios"), repeat=repeat, interval_ms=interval_ms, qos=qos,
-                            impairments=_csv(impairments, "impairments"), publisher=publisher, seed=seed,
-                            baseline=baseline)
-        bundle = sw.start_sweep(plan, out_root, name, argv_for_display())
-        cells = plan.cells()
-        err.print(f"bundle: {bundle}  ({len(cells)} cells, seed {plan.seed})")
-
-    def on_term(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    old_term = signal.signal(signal.SIGTERM, on_term)
-    try:
-        with sweep_bar() as bar:
-            progress = RichSweepProgress(bar, len(cells), plan.samples * plan.interval_ms / 1000)
-            sw.run_cells(bundle, plan, cells, progress)
-    except KeyboardInterrupt:
-        raise TestbedError(f"sweep interrupted; finished cells are intact in {bundle}",
-                           hint=f"resume with: testbed sweep --resume {bundle}", exit_code=130) from None
-    finally:
-        signal.signal(signal.SIGTERM, old_term)
-    derived = sw.build_derived(bundle, baseline=plan.baseline, grading=grading or [])
-    out.print(sweep_summary(bundle))
-    out.print(f"bundle: {bundle}")
-    out.print(f"report: {bundle / 'report.html'}  ({len(derived)} derived files)")
-    failed = [c.cell_id for c in plan.cells() if (bundle / "runs" / c.cell_id / "cell.json").exists()
-              and sw.bundles.cell_status(bundle, c) != "ok"]
-    if failed:
-        raise TestbedError(f"{len(failed)} cell(s) failed: {', '.join(failed)} (logs in their run folders)",
-                           hint=f"rerun them with: testbed sweep --resume {bundle}")
+        with user_input("sweep plan"):
+            plan = SweepPlan(payloads=_csv(payloads, "payloads", int), samples=samples,
+                             scenarios=_csv(scenarios, "scenarios", str), repeat=repeat,
+                             interval_ms=parse_interval(interval), qos=qos,
+                             impairments=_csv(impairments, "impairments", str), publisher=publisher, seed=seed,
+                             baseline=baseline)
+        job = sw.start_sweep(plan, out_root, name, argv_for_display())
+        err.print(f"bundle: {job.bundle}  ({len(job.cells)} cells, seed {plan.seed})")
+    with sweep_bar() as bar:
+        sw.run_sweep(job, RichSweepProgress(bar, len(job.cells)))
+    derived = sw.build_derived(job.bundle, baseline=job.plan.baseline, grading=grading or [])
+    out.print(sweep_summary(job.bundle))
+    out.print(f"bundle: {job.bundle}")
+    out.print(f"report: {BundleLayout(job.bundle).report_html}  ({len(derived)} derived files)")
+    sw.check_finished(job)
 
 
 @app.command()
@@ -227,12 +207,10 @@ def report(
 ) -> None:
     """Rebuild every derived file (summary, comparisons, plots, report.md/html) from the raw run data."""
     from orchestrator.measure.sweep import rebuild_bundle
-    from orchestrator.results import bundle as bundles
 
-    bundles.load_manifest(bundle)
     paths = rebuild_bundle(bundle, baseline=baseline, grading=grading or [],
                            progress=lambda m: err.print(f"[dim]{m}[/]"))
-    out.print(f"rebuilt {len(paths)} files in {bundle}; report: {bundle / 'report.html'}")
+    out.print(f"rebuilt {len(paths)} files in {bundle}; report: {BundleLayout(bundle).report_html}")
 
 
 @app.command("archive")
@@ -242,7 +220,7 @@ def archive_cmd(
                                                   help="also pack private keys and TLS key logs")] = False,
 ) -> None:
     """Pack a bundle into BUNDLE.tar.gz with SHA256SUMS inside (secrets left out unless asked)."""
-    from orchestrator.results.bundle import archive
+    from orchestrator.results.archive import archive
 
     dest, excluded = archive(bundle, include_secrets=include_secrets)
     out.print(f"archive: {dest}")
@@ -253,7 +231,7 @@ def archive_cmd(
 @app.command("verify")
 def verify_cmd(archive_path: Annotated[Path, typer.Argument(help="a .tar.gz made by testbed archive")]) -> None:
     """Check every checksum inside an archive."""
-    from orchestrator.results.bundle import verify
+    from orchestrator.results.archive import verify
 
     checked, problems = verify(archive_path)
     if problems:

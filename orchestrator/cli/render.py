@@ -11,7 +11,10 @@ from rich.table import Table
 
 from orchestrator.cli.console import err, out
 from orchestrator.measure.run import RunOutcome, execute_run
+from orchestrator.model.ciphers import by_code
+from orchestrator.model.layout import BundleLayout, Layout
 from orchestrator.model.run import RunSpec
+from orchestrator.results.atomic import read_json
 
 
 def default_run_dir(spec: RunSpec) -> Path:
@@ -67,11 +70,10 @@ def summary_table(m: dict[str, Any], title: str) -> Table:
 class RichSweepProgress:
     """Cells bar with ETA over the whole sweep, plus the current cell's messages."""
 
-    def __init__(self, bar: Progress, total_cells: int, cell_seconds: float) -> None:
+    def __init__(self, bar: Progress, total_cells: int) -> None:
         self.bar = bar
         self.cells = bar.add_task("cells", total=total_cells)
         self.msgs = bar.add_task("messages", total=1)
-        self.cell_seconds = cell_seconds
         self.results: list[tuple[str, str, str | None]] = []
 
     def cell_started(self, index: int, total: int, cell: Any, expected_s: float) -> None:
@@ -98,18 +100,16 @@ def sweep_bar() -> Progress:
 
 
 def sweep_summary(bundle: Path) -> Table:
-    from orchestrator.model.ciphers import by_code
-    from orchestrator.results.atomic import read_json
-
     t = Table(title=f"sweep {bundle.name}")
     for col in ("cell", "status", "suite", "delay median ms", "loss %", "TLS B/msg", "wire bit/s"):
         t.add_column(col, no_wrap=col == "cell")
-    order = read_json(bundle / "manifest.json").get("cell_order") or []
-    run_dirs = sorted((bundle / "runs").glob("*"),
+    layout = BundleLayout(bundle)
+    order = read_json(layout.manifest).get("cell_order") or []
+    run_dirs = sorted(layout.runs.glob("*"),
                       key=lambda p: (order.index(p.name) if p.name in order else len(order), p.name))
     for run_dir in run_dirs:
-        cell = read_json(run_dir / "cell.json")
-        m = read_json(run_dir / "metrics.json")
+        cell = read_json(Layout(run_dir).cell)
+        m = read_json(Layout(run_dir).metrics)
         tls = m.get("tls") or {}
         suite = by_code(int(tls["cipher_suite_id"], 16)) if tls.get("cipher_suite_id") else None
         t.add_row(run_dir.name, str(cell.get("status", "?")),

@@ -3,31 +3,35 @@
 The plan is validated completely before anything starts; every cell runs on a fresh broker and
 fresh clients; a failed cell is recorded with its logs and the sweep goes on; Ctrl-C (or SIGTERM)
 tears the current cell down, marks it interrupted, keeps every finished cell and prints the
-`--resume` command that runs exactly the missing cells.
+`--resume` command that runs exactly the missing cells. `testbed report` re-analyses every run
+from its raw files and rebuilds the report (rebuild_bundle); a run that cannot be re-analysed
+makes it fail, naming the run, after rebuilding everything else.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import shutil
-from collections.abc import Callable, Sequence
+import signal
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import ValidationError
-
-from orchestrator.backends import docker_engine
-from orchestrator.backends.images import image_digest, spec
+from orchestrator.analysis.grading import load_table
 from orchestrator.backends.impairment import check_supported
-from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError
+from orchestrator.measure.analyse import analyse_run_dir
+from orchestrator.measure.environment import environment, git_commit
 from orchestrator.measure.run import check_publisher_can_speak, execute_run, preflight
 from orchestrator.model.impairment import load_impairment
-from orchestrator.model.scenario import load_scenario
+from orchestrator.model.layout import ANALYSIS_OUTPUTS, BundleLayout, Layout
+from orchestrator.model.run import RunSpec
+from orchestrator.model.scenario import Scenario, load_scenario
 from orchestrator.model.sweep import Cell, SweepPlan
-from orchestrator.model.yamlfile import describe_validation_error
-from orchestrator.results import bundle as bundles
+from orchestrator.model.yamlfile import user_input
+from orchestrator.results import manifest as bundles
 from orchestrator.results.atomic import read_json
 
 
@@ -42,14 +46,15 @@ class SweepProgress(Protocol):
 class SweepResult:
     bundle: Path
     statuses: dict[str, str] = field(default_factory=dict)
-    derived: list[Path] = field(default_factory=list)
 
 
-def make_plan(**fields: Any) -> SweepPlan:
-    try:
-        return SweepPlan(**fields)
-    except ValidationError as exc:
-        raise TestbedError("impossible sweep plan", evidence=describe_validation_error(exc, "plan")) from exc
+@dataclass(frozen=True)
+class Sweep:
+    """A bundle and the cells of its plan still to run."""
+
+    bundle: Path
+    plan: SweepPlan
+    cells: list[Cell]
 
 
 def validate_plan(plan: SweepPlan) -> None:
@@ -64,55 +69,70 @@ def validate_plan(plan: SweepPlan) -> None:
                            f"({', '.join(plan.scenarios)})", hint="add it or choose --baseline")
 
 
-def tool_versions() -> dict[str, Any]:
-    """Versions of what measured: docker, compose, tshark, mosquitto, mbedTLS; image digests."""
-    def first_line(argv: list[str]) -> str | None:
-        if which(argv[0]) is None:
-            return None
-        proc = run(argv, check=False, timeout=60)
-        text = (proc.stdout or proc.stderr).strip()
-        return text.splitlines()[0] if proc.returncode == 0 and text else None
-
-    def in_image(image: str, package_glob: str) -> str | None:
-        return first_line(["docker", "run", "--rm", "--network", "none", "--entrypoint", "dpkg-query", image,
-                           "-W", "-f", "${Package} ${Version}\\n", package_glob])
-
-    return {
-        "docker": docker_engine.engine_version(),
-        "compose": docker_engine.compose_version(),
-        "tshark": first_line(["tshark", "--version"]),
-        "mosquitto": in_image(spec("broker").tag, "mosquitto"),
-        "mbedtls": in_image(spec("publisher").tag, "libmbedtls*"),
-        "openssl_broker": in_image(spec("broker").tag, "libssl3"),
-        "image_digests": {s: image_digest(spec(s).tag) for s in ("broker", "capture", "subscriber", "publisher")},
-        "tcp_nodelay": "publisher (vdevice) and subscriber set TCP_NODELAY",
-    }
+def check_grading(tables: Sequence[Path]) -> None:
+    """Read the user's grading tables now, so a bad file is refused before any cell runs."""
+    for path in tables:
+        load_table(path)
 
 
-def start_sweep(plan: SweepPlan, out_root: Path, name: str, command: list[str]) -> Path:
+def start_sweep(plan: SweepPlan, out_root: Path, name: str, command: list[str]) -> Sweep:
+    """Validate ``plan`` and the machine, then make the bundle with its manifest under ``out_root``."""
     validate_plan(plan)
     preflight(load_scenario(plan.scenarios[0]), plan.run_spec(plan.cells()[0]))
     bundles.check_writable(out_root)
     bundle = bundles.new_bundle_dir(out_root, name)
     bundle.mkdir(parents=True)
-    bundles.save_manifest(bundle, bundles.new_manifest(plan, name, command, tool_versions()))
-    return bundle
+    bundles.save_manifest(bundle, bundles.new_manifest(plan, name, command, source=git_commit(),
+                                                       environment=environment()))
+    return Sweep(bundle, plan, plan.cells())
 
 
-def resume_sweep(bundle: Path) -> tuple[SweepPlan, list[Cell]]:
+def resume_sweep(bundle: Path) -> Sweep:
+    """The plan recorded in ``bundle`` and exactly its cells not finished ok."""
     manifest = bundles.load_manifest(bundle)
-    plan = bundles.plan_of(manifest)
+    plan = bundles.plan_of(manifest, bundle)
     validate_plan(plan)
     preflight(load_scenario(plan.scenarios[0]), plan.run_spec(plan.cells()[0]))
     bundles.check_writable(bundle)
-    return plan, bundles.missing_cells(bundle, plan)
+    return Sweep(bundle, plan, bundles.missing_cells(bundle, plan))
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (e.g. `docker stop`, a CI timeout) tears the current cell down like Ctrl-C does."""
+    def on_term(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_sweep(sweep: Sweep, progress: SweepProgress) -> SweepResult:
+    """Run the sweep's cells; an interruption keeps every finished cell and says how to resume."""
+    try:
+        with _sigterm_as_interrupt():
+            return run_cells(sweep.bundle, sweep.plan, sweep.cells, progress)
+    except KeyboardInterrupt:
+        raise TestbedError(f"sweep interrupted; finished cells are intact in {sweep.bundle}",
+                           hint=f"resume with: testbed sweep --resume {sweep.bundle}", exit_code=130) from None
+
+
+def check_finished(sweep: Sweep) -> None:
+    """TestbedError naming the cells of the plan that ran and did not finish ok."""
+    failed = [c.cell_id for c in bundles.failed_cells(sweep.bundle, sweep.plan)]
+    if failed:
+        raise TestbedError(f"{len(failed)} cell(s) failed: {', '.join(failed)} (logs in their run folders)",
+                           hint=f"rerun them with: testbed sweep --resume {sweep.bundle}")
 
 
 def run_cells(bundle: Path, plan: SweepPlan, cells: list[Cell], progress: SweepProgress) -> SweepResult:
     result = SweepResult(bundle)
     total = len(cells)
     for index, cell in enumerate(cells, start=1):
-        run_dir = bundle / "runs" / cell.cell_id
+        run_dir = BundleLayout(bundle).run(cell.cell_id).root
         if run_dir.exists():  # an interrupted or failed earlier attempt: start the cell afresh
             shutil.rmtree(run_dir)
         spec_ = plan.run_spec(cell)
@@ -132,7 +152,7 @@ def run_cells(bundle: Path, plan: SweepPlan, cells: list[Cell], progress: SweepP
             status, error = "failed", exc.message
         finally:
             entry.update(status=status, error=error, finished_utc=_now())
-            impairment = read_json(run_dir / "cell.json").get("impairment_state")
+            impairment = read_json(Layout(run_dir).cell).get("impairment_state")
             if impairment:
                 entry["impairment_state"] = impairment
             _record_cell(bundle, cell, entry)
@@ -157,28 +177,66 @@ def build_derived(bundle: Path, baseline: str | None = None, grading: Sequence[P
     return build_report(bundle, baseline=baseline, grading_tables=list(grading))
 
 
+def _reanalyse(run_dir: Path, progress: Callable[[str], None]) -> list[Path]:
+    """Re-analyse one run folder from its raw files; the files written (none when it has no raw data).
+
+    TestbedError when a run that finished ok cannot be re-analysed; for a failed or interrupted run
+    (left out of the report anyway) the problem is only a progress note, as it was when it ran.
+    """
+    lay = Layout(run_dir)
+    cell, scenario_data = read_json(lay.cell), read_json(lay.scenario)
+    if not cell.get("spec") or not scenario_data or not lay.capture.exists():
+        progress(f"{run_dir.name}: no raw capture; left as it is")
+        return []
+    progress(f"{run_dir.name}: re-analysing the capture")
+    try:
+        with user_input(f"run recorded in {run_dir.name}"):
+            scenario, spec_ = Scenario.model_validate(scenario_data), RunSpec.model_validate(cell["spec"])
+        analyse_run_dir(run_dir, scenario, spec_)
+    except TestbedError as exc:
+        if cell.get("status") == "ok":
+            raise
+        progress(f"{run_dir.name}: analysis failed: {exc.message} (a {cell.get('status')} cell, not in the report)")
+        return []
+    return [run_dir / name for name in ANALYSIS_OUTPUTS]
+
+
 def rebuild_bundle(bundle: Path, baseline: str | None = None, grading: Sequence[Path] = (),
                    progress: Callable[[str], None] = lambda _m: None) -> list[Path]:
-    """Re-analyse every run from its raw files (capture, logs, key logs), then rebuild the report."""
-    from orchestrator.measure.analyse import analyse_run_dir
-    from orchestrator.model.run import RunSpec
-    from orchestrator.model.scenario import Scenario
+    """Re-analyse every run from its raw files (capture, logs, key logs), then rebuild the report.
 
+    A run that finished ok and cannot be re-analysed keeps its previous outputs; every other run and
+    the report are still rebuilt, then a TestbedError names the runs that could not be.
+    """
     manifest = bundles.load_manifest(bundle)
+    check_grading(grading)
     written: list[Path] = []
-    for run_dir in sorted((bundle / "runs").glob("*")):
-        cell = read_json(run_dir / "cell.json")
-        scenario_data = read_json(run_dir / "config" / "scenario.json")
-        if not cell or not scenario_data or not (run_dir / "capture" / "capture.pcapng").exists():
-            progress(f"{run_dir.name}: no raw capture; left as it is")
-            continue
-        progress(f"{run_dir.name}: re-analysing the capture")
+    failed: dict[str, str] = {}
+    for run_dir in BundleLayout(bundle).run_folders():
         try:
-            analyse_run_dir(run_dir, Scenario.model_validate(scenario_data), RunSpec.model_validate(cell["spec"]))
+            written += _reanalyse(run_dir, progress)
         except TestbedError as exc:
             progress(f"{run_dir.name}: analysis failed: {exc.message}")
-            continue
-        written += [run_dir / n for n in ("per_message.csv", "packets.csv", "metrics.json")]
-    written += build_derived(bundle, baseline=baseline or manifest.get("plan", {}).get("baseline"),
-                             grading=grading)
+            failed[run_dir.name] = exc.message
+    report_error = None
+    try:
+        written += build_derived(bundle, baseline=baseline or manifest.get("plan", {}).get("baseline"),
+                                 grading=grading)
+    except TestbedError as exc:
+        if not failed:
+            raise
+        report_error = exc.message
+    if failed:
+        _raise_not_reanalysed(failed, report_error)
     return written
+
+
+def _raise_not_reanalysed(failed: dict[str, str], report_error: str | None) -> None:
+    evidence = [f"{name}: {message}" for name, message in failed.items()]
+    if report_error is None:
+        rebuilt = "the report was rebuilt with their previous results"
+    else:
+        rebuilt = "the report could not be rebuilt either"
+        evidence.append(f"report: {report_error}")
+    raise TestbedError(f"{len(failed)} run(s) could not be re-analysed: {', '.join(failed)}; {rebuilt}",
+                       evidence="\n".join(evidence))

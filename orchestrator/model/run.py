@@ -10,6 +10,9 @@ MAX_PAYLOAD = 4096  # the firmware core's fixed buffer (payload.h kMaxPayload)
 TIMESTAMP_DIGITS = 16
 DEVICE_ID = "v1"
 
+QoS = Literal[0, 1]
+Publisher = Literal["virtual", "esp32"]
+
 
 def payload_min_size(samples: int, device_id: str = DEVICE_ID) -> int:
     """Smallest payload that fits every message of a run (mirrors the firmware core's rule:
@@ -24,14 +27,14 @@ class RunSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     scenario: str
-    payload: int = Field(65, ge=1, le=MAX_PAYLOAD, description="application payload bytes (exact)")
-    samples: int = Field(200, ge=1, le=1_000_000)
-    interval_ms: float = Field(250.0, gt=0, le=3_600_000)
-    qos: Literal[0, 1] = 0
+    payload: int = Field(default=65, ge=1, le=MAX_PAYLOAD, description="application payload bytes (exact)")
+    samples: int = Field(default=200, ge=1, le=1_000_000)
+    interval_ms: float = Field(default=250.0, gt=0, le=3_600_000)
+    qos: QoS = 0
     impairment: str = "none"
-    publisher: Literal["virtual", "esp32"] = "virtual"
+    publisher: Publisher = "virtual"
     seed: int = 1
-    device_id: str = Field(DEVICE_ID, pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+    device_id: str = Field(default=DEVICE_ID, pattern=r"^[A-Za-z0-9_.-]{1,32}$")
 
     @model_validator(mode="after")
     def _payload_fits(self) -> RunSpec:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import random
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from orchestrator.model.run import DEVICE_ID, MAX_PAYLOAD, RunSpec, payload_min_size
+from orchestrator.model.run import DEVICE_ID, MAX_PAYLOAD, Publisher, QoS, RunSpec, payload_min_size
 
 
 class Cell(BaseModel):
@@ -30,12 +29,12 @@ class SweepPlan(BaseModel):
 
     scenarios: list[str] = Field(default_factory=lambda: ["plain", "tls"], min_length=1)
     payloads: list[int] = Field(default_factory=lambda: [65, 100], min_length=1)
-    samples: int = Field(200, ge=1, le=1_000_000)
-    repeat: int = Field(1, ge=1, le=100)
-    interval_ms: float = Field(250.0, gt=0, le=3_600_000)
-    qos: Literal[0, 1] = 0
+    samples: int = Field(default=200, ge=1, le=1_000_000)
+    repeat: int = Field(default=1, ge=1, le=100)
+    interval_ms: float = Field(default=250.0, gt=0, le=3_600_000)
+    qos: QoS = 0
     impairments: list[str] = Field(default_factory=lambda: ["none"], min_length=1)
-    publisher: Literal["virtual", "esp32"] = "virtual"
+    publisher: Publisher = "virtual"
     seed: int = 1
     baseline: str = "plain"
 

@@ -1,7 +1,14 @@
-"""Load a YAML file into a pydantic model with errors that name the file, line and field."""
+"""User input into pydantic models, with errors that name the file, line and field.
+
+``load_model`` reads a user's YAML file (scenario, impairment profile; grading tables use
+``read_yaml``); ``user_input`` turns the validation of other input (the CLI's options) into the
+same kind of one-line TestbedError.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,6 +38,9 @@ def read_yaml(path: Path) -> tuple[Any, dict[tuple[Any, ...], int]]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise TestbedError(f"{path}: cannot read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise TestbedError(f"{path}: not a UTF-8 text file (byte {exc.start} is 0x{exc.object[exc.start]:02x})",
+                           hint="save it as UTF-8 YAML") from exc
     try:
         node = yaml.compose(text)
         data = yaml.safe_load(text)
@@ -38,6 +48,11 @@ def read_yaml(path: Path) -> tuple[Any, dict[tuple[Any, ...], int]]:
         mark = exc.problem_mark
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         raise TestbedError(f"{where}: invalid YAML: {exc.problem}") from exc
+    except yaml.reader.ReaderError as exc:  # control characters: a binary file that happens to decode
+        raise TestbedError(f"{path}: not a text file (character #x{exc.character:04x} at position "
+                           f"{exc.position})", hint="save it as UTF-8 YAML") from exc
+    except yaml.YAMLError as exc:
+        raise TestbedError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from exc
     lines: dict[tuple[Any, ...], int] = {}
     if node is not None:
         _line_index(node, (), lines)
@@ -63,6 +78,24 @@ def describe_validation_error(exc: ValidationError, source: str,
             msg = "unknown key"
         parts.append(f"{where}: {field}: {msg}")
     return "\n".join(parts)
+
+
+@contextmanager
+def user_input(what: str) -> Iterator[None]:
+    """Validation of ``what`` (e.g. "run parameters") in the block becomes one TestbedError.
+
+    A pydantic ValidationError gives ``invalid <what>: <field>: <message>`` (every problem in the
+    evidence when there are several); a ValueError (e.g. from parse_interval) its own message.
+    """
+    try:
+        yield
+    except ValidationError as exc:
+        problems = describe_validation_error(exc, what).splitlines()
+        first = problems[0].removeprefix(f"{what}: ")
+        raise TestbedError(f"invalid {what}: {first}",
+                           evidence="\n".join(problems) if len(problems) > 1 else None) from exc
+    except ValueError as exc:
+        raise TestbedError(f"invalid {what}: {exc}") from exc
 
 
 def load_model(model: type[M], path: Path) -> M:

@@ -1,13 +1,13 @@
 """Read a results bundle: manifest.json and runs/<cell>/{cell.json, metrics.json, per_message.csv}.
 
 Only cells whose status is "ok" are analysed; failed and interrupted cells (and run folders
-without a cell.json) are kept as excluded entries so the report can list them. Files of a newer
-schema are refused; a broken file of an "ok" cell is an error naming the file and field.
+without a cell.json) are kept as excluded entries so the report can list them. The schema of
+manifest.json and metrics.json is checked (newer refused, older migrated) by results/schema.py;
+a broken file of an "ok" cell is an error naming the file and field.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,9 +18,12 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.errors import TestbedError
+from orchestrator.model.layout import RUNS, BundleLayout, Layout
+from orchestrator.model.yamlfile import describe_validation_error
+from orchestrator.results.atomic import read_json_strict
+from orchestrator.results.manifest import load_manifest
+from orchestrator.results.schema import read_versioned
 
-MANIFEST_SCHEMA_VERSION = 1
-METRICS_SCHEMA_VERSION = 1
 PUBLISHER_TO_BROKER = "publisher->broker"
 BROKER_TO_SUBSCRIBER = "broker->subscriber"
 MESSAGE_COLUMNS = ("seq", "delay_ms", "broker_transit_ms", "frame_len", "msgs_in_frame", "dup", "direction")
@@ -82,47 +85,20 @@ class Bundle:
         return [c for c in self.cells if not c.ok]
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TestbedError(f"{path}: missing") from None
-    except OSError as exc:
-        raise TestbedError(f"{path}: cannot read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise TestbedError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-
-
-def _check_schema(data: Any, path: Path, supported: int) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise TestbedError(f"{path}: expected a JSON object")
-    version = data.get("schema_version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise TestbedError(f"{path}: schema_version: missing or not an integer")
-    if version > supported:
-        raise TestbedError(
-            f"{path}: schema_version {version} is newer than this tool reads ({supported})",
-            hint="upgrade mqtt-tls-testbed to report on this bundle",
-        )
-    return data
-
-
 def read_manifest(root: Path) -> dict[str, Any]:
-    return _check_schema(_read_json(root / "manifest.json"), root / "manifest.json", MANIFEST_SCHEMA_VERSION)
+    return load_manifest(root)
 
 
 def read_cell_record(path: Path) -> CellRecord:
-    data = _read_json(path)
+    data = read_json_strict(path)
     try:
         return CellRecord.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise TestbedError(f"{path}: {where}: {err['msg']}") from None
+        raise TestbedError(describe_validation_error(exc, str(path)).splitlines()[0]) from None
 
 
 def read_metrics(path: Path) -> dict[str, Any]:
-    return _check_schema(_read_json(path), path, METRICS_SCHEMA_VERSION)
+    return read_versioned(path, "metrics")
 
 
 def read_messages(path: Path) -> pd.DataFrame:
@@ -152,22 +128,22 @@ def load_bundle(root: Path) -> Bundle:
     if not root.is_dir():
         raise TestbedError(f"{root}: not a results bundle (no such folder)")
     manifest = read_manifest(root)
-    runs = root / "runs"
-    if not runs.is_dir():
-        raise TestbedError(f"{runs}: missing; a bundle keeps one folder per cell under runs/")
+    layout = BundleLayout(root)
+    if not layout.runs.is_dir():
+        raise TestbedError(f"{layout.runs}: missing; a bundle keeps one folder per cell under {RUNS}/")
     bundle = Bundle(root=root, manifest=manifest)
-    for folder in sorted(p for p in runs.iterdir() if p.is_dir()):
-        if not (folder / "cell.json").is_file():
-            bundle.incomplete.append(Incomplete(folder.name, "no cell.json (the cell never finished)"))
+    for folder in layout.run_folders():
+        run = Layout(folder)
+        if not run.cell.is_file():
+            bundle.incomplete.append(Incomplete(folder.name, f"no {run.cell.name} (the cell never finished)"))
             continue
-        record = read_cell_record(folder / "cell.json")
-        cell = Cell(record=record, folder=folder)
+        cell = Cell(record=read_cell_record(run.cell), folder=folder)
         if cell.ok:
-            cell.metrics = read_metrics(folder / "metrics.json")
-            cell.messages = read_messages(folder / "per_message.csv")
+            cell.metrics = read_metrics(run.metrics)
+            cell.messages = read_messages(run.per_message)
         bundle.cells.append(cell)
     if not bundle.cells and not bundle.incomplete:
-        raise TestbedError(f"{runs}: no run folders; nothing to report")
+        raise TestbedError(f"{layout.runs}: no run folders; nothing to report")
     return bundle
 
 

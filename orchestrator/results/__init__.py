@@ -1,1 +1,2 @@
-"""The results format: bundle (manifest, schema check, migrations, resume, archive/verify), atomic writes."""
+"""The results format: schema versions and migrations (schema), the bundle's manifest and resume (manifest),
+archive/verify (archive), atomic writes (atomic)."""

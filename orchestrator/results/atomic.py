@@ -41,6 +41,20 @@ def write_json_atomic(path: Path, data: Any) -> Path:
     return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
+def read_json_strict(path: Path) -> Any:
+    """The JSON value in ``path``; TestbedError naming the file (and line) when it cannot be read."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TestbedError(f"{path}: missing") from None
+    except OSError as exc:
+        raise TestbedError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise TestbedError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise TestbedError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+
+
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object from ``path``; {} when the file is missing or unreadable."""
     try:

@@ -4,9 +4,11 @@ import shutil
 import pytest
 
 from orchestrator.errors import TestbedError
-from orchestrator.measure.sweep import make_plan
 from orchestrator.model.sweep import SweepPlan
-from orchestrator.results import bundle as bundles
+from orchestrator.model.yamlfile import user_input
+from orchestrator.results import archive
+from orchestrator.results import manifest as bundles
+from orchestrator.results.schema import SCHEMA_VERSION
 
 
 def test_disk_full_is_refused_before_the_first_cell(tmp_path):
@@ -24,13 +26,20 @@ def test_unwritable_out_is_refused(tmp_path):
     assert "cannot write results to" in exc.value.message
 
 
-def test_newer_schema_refused_older_accepted(tmp_path):
-    (tmp_path / "manifest.json").write_text(json.dumps({"schema_version": bundles.SCHEMA_VERSION + 1}))
+def test_newer_schema_refused_current_accepted(tmp_path):
+    current = SCHEMA_VERSION["manifest"]
+    (tmp_path / "manifest.json").write_text(json.dumps({"schema_version": current + 1}))
     with pytest.raises(TestbedError) as exc:
         bundles.load_manifest(tmp_path)
     assert "newer than this testbed understands" in exc.value.message
-    (tmp_path / "manifest.json").write_text(json.dumps({"schema_version": bundles.SCHEMA_VERSION}))
-    assert bundles.load_manifest(tmp_path)["schema_version"] == bundles.SCHEMA_VERSION
+    (tmp_path / "manifest.json").write_text(json.dumps({"schema_version": current}))
+    assert bundles.load_manifest(tmp_path)["schema_version"] == current
+
+
+def test_missing_manifest_is_not_a_bundle(tmp_path):
+    with pytest.raises(TestbedError) as exc:
+        bundles.load_manifest(tmp_path)
+    assert exc.value.message == f"{tmp_path / 'manifest.json'}: missing; {tmp_path} is not a results bundle"
 
 
 def test_plan_cells_and_seeded_random_order_with_repeats():
@@ -51,9 +60,9 @@ def test_plan_cells_and_seeded_random_order_with_repeats():
     ({"payloads": [5000]}, "above the maximum"),
 ])
 def test_impossible_plans(fields, needle):
-    with pytest.raises(TestbedError) as exc:
-        make_plan(**fields)
-    assert needle in exc.value.evidence
+    with pytest.raises(TestbedError) as exc, user_input("sweep plan"):
+        SweepPlan(**fields)
+    assert exc.value.message.startswith("invalid sweep plan: ") and needle in exc.value.message
 
 
 def test_resume_picks_exactly_the_unfinished_cells(tmp_path):
@@ -74,9 +83,9 @@ def test_archive_and_verify_on_a_small_bundle(tmp_path):
     (b / "runs" / "c" / "pki" / "server.key").write_text("secret")
     (b / "runs" / "c" / "pki" / "ca.crt").write_text("public")
     (b / "runs" / "c" / "keylogs" / "publisher.keys").write_text("CLIENT_RANDOM a b")
-    dest, excluded = bundles.archive(b)
+    dest, excluded = archive.archive(b)
     assert sorted(excluded) == ["runs/c/keylogs/publisher.keys", "runs/c/pki/server.key"]
-    checked, problems = bundles.verify(dest)
+    checked, problems = archive.verify(dest)
     assert checked == 3 and problems == []
-    dest2, excluded2 = bundles.archive(b, include_secrets=True, dest=tmp_path / "all.tar.gz")
-    assert excluded2 == [] and bundles.verify(dest2)[0] == 5
+    dest2, excluded2 = archive.archive(b, include_secrets=True, dest=tmp_path / "all.tar.gz")
+    assert excluded2 == [] and archive.verify(dest2)[0] == 5

@@ -1,0 +1,71 @@
+"""What a bundle records about where it was measured: the source (git commit), the host, the tools and images."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from orchestrator.backends import docker
+from orchestrator.backends.images import image_digest, spec
+from orchestrator.backends.process import run, which
+from orchestrator.errors import TestbedError
+from orchestrator.paths import repo_root
+
+
+def git_commit() -> dict[str, Any]:
+    try:
+        root = repo_root()
+        head = run(["git", "-C", str(root), "rev-parse", "HEAD"], check=False, timeout=10)
+        dirty = run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], check=False,
+                    timeout=10)
+    except TestbedError:
+        return {"git_commit": None, "git_dirty": None}
+    return {"git_commit": head.stdout.strip() or None,
+            "git_dirty": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None}
+
+
+def host_info() -> dict[str, Any]:
+    cpu = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"kernel": platform.release(), "machine": platform.machine(), "cpu": cpu, "cpus": os.cpu_count(),
+            "python": platform.python_version(), "os": platform.platform()}
+
+
+def tool_versions() -> dict[str, Any]:
+    """Versions of what measured: docker, compose, tshark, mosquitto, mbedTLS; image digests."""
+    def first_line(argv: list[str]) -> str | None:
+        if which(argv[0]) is None:
+            return None
+        proc = run(argv, check=False, timeout=60)
+        text = (proc.stdout or proc.stderr).strip()
+        return text.splitlines()[0] if proc.returncode == 0 and text else None
+
+    def in_image(image: str, package_glob: str) -> str | None:
+        return first_line(["docker", "run", "--rm", "--network", "none", "--entrypoint", "dpkg-query", image,
+                           "-W", "-f", "${Package} ${Version}\\n", package_glob])
+
+    return {
+        "docker": docker.engine_version(),
+        "compose": docker.compose_version(),
+        "tshark": first_line(["tshark", "--version"]),
+        "mosquitto": in_image(spec("broker").tag, "mosquitto"),
+        "mbedtls": in_image(spec("publisher").tag, "libmbedtls*"),
+        "openssl_broker": in_image(spec("broker").tag, "libssl3"),
+        "image_digests": {s: image_digest(spec(s).tag) for s in ("broker", "capture", "subscriber", "publisher")},
+        "tcp_nodelay": "publisher (vdevice) and subscriber set TCP_NODELAY",
+    }
+
+
+
+
+def environment() -> dict[str, Any]:
+    """The manifest's "environment": the host and every tool's version."""
+    return {"host": host_info(), **tool_versions()}

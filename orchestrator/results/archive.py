@@ -1,0 +1,109 @@
+"""Pack a results bundle into BUNDLE.tar.gz with SHA256SUMS inside, and check such an archive.
+
+Secrets (private keys, broker passwords, TLS key logs) are left out unless asked; the manifest
+records what was left out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import io
+import os
+import re
+import tarfile
+from pathlib import Path
+from typing import IO
+
+from orchestrator.errors import TestbedError
+from orchestrator.model.layout import MANIFEST, BundleLayout
+from orchestrator.results.manifest import load_manifest, save_manifest
+
+SUMS = "SHA256SUMS"
+# secrets: never archived unless asked
+SECRET_PATTERNS = (re.compile(r"(^|/)pki/[^/]+\.key$"), re.compile(r"(^|/)pki/passwords\.txt$"),
+                   re.compile(r"(^|/)keylogs/[^/]+$"))
+
+
+def is_secret(rel: str) -> bool:
+    return any(p.search(rel) for p in SECRET_PATTERNS)
+
+
+def _sha256_stream(fh: IO[bytes]) -> str:
+    h = hashlib.sha256()
+    for chunk in iter(lambda: fh.read(1 << 20), b""):
+        h.update(chunk)
+    return h.hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as fh:
+        return _sha256_stream(fh)
+
+
+def archive(bundle: Path, *, include_secrets: bool = False, dest: Path | None = None) -> tuple[Path, list[str]]:
+    """DIR -> DIR.tar.gz with SHA256SUMS inside; secrets left out unless asked (the manifest says which)."""
+    manifest = load_manifest(bundle)
+    manifest_path = BundleLayout(bundle).manifest
+    files = sorted(p for p in bundle.rglob("*") if p.is_file() and not p.name.startswith(".")
+                   and p != manifest_path)
+    included: list[str] = []
+    excluded: list[str] = []
+    for p in files:
+        rel = p.relative_to(bundle).as_posix()
+        (excluded if is_secret(rel) and not include_secrets else included).append(rel)
+    manifest["archive"] = {"secrets_included": include_secrets, "excluded": excluded,
+                           "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+    save_manifest(bundle, manifest)
+    included.append(MANIFEST)
+    sums = "".join(f"{_sha256(bundle / rel)}  {rel}\n" for rel in sorted(included))
+    dest = dest or bundle.with_name(bundle.name + ".tar.gz")
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    top = bundle.name
+    with tarfile.open(tmp, "w:gz") as tar:
+        for rel in sorted(included):
+            tar.add(bundle / rel, arcname=f"{top}/{rel}", recursive=False)
+        data = sums.encode()
+        info = tarfile.TarInfo(f"{top}/{SUMS}")
+        info.size = len(data)
+        info.mtime = int(dt.datetime.now(dt.UTC).timestamp())
+        info.mode = 0o644
+        tar.addfile(info, io.BytesIO(data))
+    os.replace(tmp, dest)
+    return dest, excluded
+
+
+def verify(archive_path: Path) -> tuple[int, list[str]]:
+    """Check every checksum of an archive; (files checked, problems)."""
+    if not archive_path.is_file():
+        raise TestbedError(f"no such archive: {archive_path}")
+    problems: list[str] = []
+    try:
+        with tarfile.open(archive_path, "r:gz") as tar:
+            members = {m.name: m for m in tar.getmembers() if m.isfile()}
+            sums_name = next((n for n in members if n.endswith(f"/{SUMS}") and n.count("/") == 1), None)
+            if sums_name is None:
+                raise TestbedError(f"{archive_path}: no {SUMS} inside; not a testbed archive")
+            top = sums_name.split("/", 1)[0]
+            sums_file = tar.extractfile(members[sums_name])
+            assert sums_file is not None
+            listed: dict[str, str] = {}
+            for line in sums_file.read().decode().splitlines():
+                digest, _, rel = line.partition("  ")
+                listed[rel] = digest
+            for rel, digest in listed.items():
+                member = members.get(f"{top}/{rel}")
+                if member is None:
+                    problems.append(f"missing: {rel}")
+                    continue
+                fh = tar.extractfile(member)
+                assert fh is not None
+                if _sha256_stream(fh) != digest:
+                    problems.append(f"checksum mismatch: {rel}")
+            for name in members:
+                rel = name.split("/", 1)[1] if "/" in name else name
+                if name != sums_name and rel not in listed:
+                    problems.append(f"not in {SUMS}: {rel}")
+    except (tarfile.TarError, OSError, EOFError, UnicodeDecodeError) as exc:
+        raise TestbedError(f"{archive_path}: cannot read the archive: {exc}") from None
+    return len(listed), problems

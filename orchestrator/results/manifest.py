@@ -1,0 +1,110 @@
+"""The results bundle: results/<UTC time>-<name>/ with manifest.json, runs/<cell>/, derived files.
+
+Versioned (schema_version, checked and migrated in results/schema.py: a newer bundle is refused,
+an older one is migrated), self-describing (tool version, git commit, command line, plan, seed,
+host, tool versions, image digests, impairment state per cell: measured by measure/environment.py,
+recorded here) and written as it goes, atomically,
+so an interrupted sweep loses nothing finished and resumes with exactly its missing cells.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from orchestrator import __version__
+from orchestrator.errors import TestbedError
+from orchestrator.model.layout import BundleLayout
+from orchestrator.model.sweep import Cell, SweepPlan
+from orchestrator.model.yamlfile import user_input
+from orchestrator.results.atomic import read_json, write_json_atomic
+from orchestrator.results.schema import SCHEMA_VERSION, read_versioned
+
+MIN_FREE_BYTES = 200 * 1024 * 1024
+
+
+def utc_stamp() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def new_bundle_dir(out_root: Path, name: str) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "sweep"
+    return out_root / f"{utc_stamp()}-{safe}"
+
+
+def check_writable(out_root: Path, min_free: int = MIN_FREE_BYTES) -> None:
+    """A clear error before the first cell when --out cannot be written or the disk is (nearly) full."""
+    try:
+        out_root.mkdir(parents=True, exist_ok=True)
+        probe = out_root / f".testbed-write-probe-{os.getpid()}"
+        probe.write_bytes(b"x" * 4096)
+        probe.unlink()
+    except OSError as exc:
+        raise TestbedError(f"cannot write results to {out_root}: {exc.strerror or exc}",
+                           hint="choose another folder with --out") from None
+    free = shutil.disk_usage(out_root).free
+    if free < min_free:
+        raise TestbedError(f"only {free / 1e6:.0f} MB free on the disk of {out_root}; a sweep needs at least "
+                           f"{min_free / 1e6:.0f} MB", hint="free some space or choose another --out")
+
+
+def load_manifest(bundle: Path) -> dict[str, Any]:
+    """The bundle's manifest at the current schema version (older ones migrated, newer refused)."""
+    path = BundleLayout(bundle).manifest
+    if not path.is_file():
+        raise TestbedError(f"{path}: missing; {bundle} is not a results bundle")
+    return read_versioned(path, "manifest")
+
+
+def save_manifest(bundle: Path, manifest: dict[str, Any]) -> None:
+    write_json_atomic(BundleLayout(bundle).manifest, manifest)
+
+
+def new_manifest(plan: SweepPlan, name: str, command: list[str], *, source: dict[str, Any],
+                 environment: dict[str, Any]) -> dict[str, Any]:
+    """A new bundle's manifest; ``source`` is {git_commit, git_dirty}, ``environment`` the host and tool versions."""
+    return {
+        "schema_version": SCHEMA_VERSION["manifest"],
+        "name": name,
+        "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "tool_version": __version__,
+        **source,
+        "command": command,
+        "plan": plan.model_dump(),
+        "seed": plan.seed,
+        "cell_order": [c.cell_id for c in plan.cells()],
+        "environment": environment,
+        "cells": {},
+        "secrets_in_bundle": ["pki/*.key", "pki/passwords.txt", "keylogs/*"],
+    }
+
+
+def plan_of(manifest: dict[str, Any], bundle: Path) -> SweepPlan:
+    """The sweep plan recorded in ``bundle``'s manifest."""
+    with user_input(f"plan in {BundleLayout(bundle).manifest}"):
+        return SweepPlan.model_validate(manifest.get("plan"))
+
+
+def cell_status(bundle: Path, cell: Cell) -> str | None:
+    """The status in the cell's cell.json (ok, failed, interrupted, running); None when it has none."""
+    return read_json(BundleLayout(bundle).run(cell.cell_id).cell).get("status")
+
+
+def missing_cells(bundle: Path, plan: SweepPlan) -> list[Cell]:
+    """Cells not finished ok (never started, interrupted or failed): what --resume runs."""
+    return [c for c in plan.cells() if cell_status(bundle, c) != "ok"]
+
+
+def failed_cells(bundle: Path, plan: SweepPlan) -> list[Cell]:
+    """Cells that were attempted (have a cell.json) and did not finish ok."""
+    return [c for c in plan.cells() if BundleLayout(bundle).run(c.cell_id).cell.exists()
+            and cell_status(bundle, c) != "ok"]
+
+
+def argv_for_display() -> list[str]:
+    return ["testbed", *sys.argv[1:]] if sys.argv else ["testbed"]

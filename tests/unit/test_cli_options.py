@@ -1,0 +1,173 @@
+"""Every option of `testbed run`, `sweep` and `report` reaches the RunSpec / SweepPlan / call it is for.
+
+The function each command calls with the spec or plan is replaced (on its module object), so no
+container starts; each option gets a value that is not its default.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from orchestrator.cli import render
+from orchestrator.cli.main import app
+from orchestrator.measure import sweep as sw
+from orchestrator.measure.run import RunOutcome
+from orchestrator.model.run import RunSpec
+from orchestrator.model.sweep import SweepPlan
+
+REPO = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def _options(command: str) -> set[str]:
+    """Every long option of ``command`` (but --help)."""
+    click_app = typer.main.get_command(app)
+    params = click_app.commands[command].params  # type: ignore[attr-defined]
+    return {opt for p in params for opt in p.opts if opt.startswith("--")} - {"--help"}
+
+
+def _given(args: list[str]) -> set[str]:
+    return {a for a in args if a.startswith("--")}
+
+
+def _invoke(args: list[str]) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, (result.output, result.exception)
+
+
+def test_every_run_option_reaches_the_run_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[RunSpec, Path | None]] = []
+
+    def fake_run(spec: RunSpec, out_dir: Path | None) -> RunOutcome:
+        calls.append((spec, out_dir))
+        return RunOutcome(out_dir or tmp_path, "ok", spec.samples, None, None)
+
+    monkeypatch.setattr(render, "run_with_progress", fake_run)
+    args = ["run", "--scenario", "tls13-chacha20", "--payload", "100", "--samples", "50", "--interval", "40ms",
+            "--qos", "1", "--seed", "9", "--impairment", "lossy-1pct", "--out", str(tmp_path / "run")]
+    assert _given(args) == _options("run")
+
+    _invoke(args)
+
+    assert calls == [(RunSpec(scenario="tls13-chacha20", payload=100, samples=50, interval_ms=40.0, qos=1, seed=9,
+                              impairment="lossy-1pct"), tmp_path / "run")]
+
+
+def _grading_tables(tmp_path: Path) -> list[Path]:
+    tables = [tmp_path / "a.yaml", tmp_path / "b.yaml"]
+    for path, name in zip(tables, ("g1010", "tiphon"), strict=True):
+        shutil.copyfile(REPO / "orchestrator" / "grading" / f"{name}.yaml", path)
+    return tables
+
+
+class _SweepCalls:
+    """Stands in for the sweep's work: records what the command hands over."""
+
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.bundle = tmp_path / "bundle"
+        self.started: list[tuple[SweepPlan, Path, str, list[str]]] = []
+        self.resumed: list[Path] = []
+        self.ran: list[sw.Sweep] = []
+        self.derived: list[tuple[Path, str | None, list[Path]]] = []
+        monkeypatch.setattr(sw, "start_sweep", self.start)
+        monkeypatch.setattr(sw, "resume_sweep", self.resume)
+        monkeypatch.setattr(sw, "run_sweep", self.run)
+        monkeypatch.setattr(sw, "build_derived", self.build)
+
+    def start(self, plan: SweepPlan, out_root: Path, name: str, command: list[str]) -> sw.Sweep:
+        self.started.append((plan, out_root, name, command))
+        return sw.Sweep(self.bundle, plan, plan.cells())
+
+    def resume(self, bundle: Path) -> sw.Sweep:
+        self.resumed.append(bundle)
+        plan = SweepPlan(payloads=[80], baseline="plain")
+        return sw.Sweep(bundle, plan, plan.cells()[1:])
+
+    def run(self, job: sw.Sweep, progress: Any) -> sw.SweepResult:
+        self.ran.append(job)
+        return sw.SweepResult(job.bundle)
+
+    def build(self, bundle: Path, baseline: str | None = None, grading: Any = ()) -> list[Path]:
+        self.derived.append((bundle, baseline, list(grading)))
+        return []
+
+
+def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _SweepCalls(tmp_path, monkeypatch)
+    tables = _grading_tables(tmp_path)
+    args = ["sweep", "--payloads", "70,90", "--samples", "50", "--scenarios", "tls,tls13-chacha20",
+            "--repeat", "3", "--interval", "0.04s", "--qos", "1", "--impairments", "lossy-1pct,wifi-good",
+            "--publisher", "esp32", "--seed", "9", "--baseline", "tls", "--out", str(tmp_path / "out"),
+            "--name", "mine", "--grading", str(tables[0]), "--grading", str(tables[1])]
+    assert _given(args) | {"--resume"} == _options("sweep")
+
+    _invoke(args)
+
+    expected = SweepPlan(payloads=[70, 90], samples=50, scenarios=["tls", "tls13-chacha20"], repeat=3,
+                         interval_ms=40.0, qos=1, impairments=["lossy-1pct", "wifi-good"], publisher="esp32",
+                         seed=9, baseline="tls")
+    [(plan, out_root, name, command)] = calls.started
+    assert (plan, out_root, name, command[0]) == (expected, tmp_path / "out", "mine", "testbed")
+    assert calls.ran == [sw.Sweep(calls.bundle, expected, expected.cells())]
+    assert calls.derived == [(calls.bundle, "tls", tables)]
+    assert calls.resumed == []
+
+
+def test_sweep_resume_reaches_resume_and_runs_its_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _SweepCalls(tmp_path, monkeypatch)
+    tables = _grading_tables(tmp_path)
+    old = tmp_path / "old-bundle"
+
+    _invoke(["sweep", "--resume", str(old), "--grading", str(tables[0])])
+
+    plan = SweepPlan(payloads=[80], baseline="plain")
+    assert calls.resumed == [old] and calls.started == []
+    assert calls.ran == [sw.Sweep(old, plan, plan.cells()[1:])]
+    assert calls.derived == [(old, "plain", tables[:1])]
+
+
+def test_every_report_option_reaches_the_rebuild(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[Path, str | None, list[Path]]] = []
+
+    def fake_rebuild(bundle: Path, baseline: str | None = None, grading: Any = (), progress: Any = None
+                     ) -> list[Path]:
+        calls.append((bundle, baseline, list(grading)))
+        return []
+
+    monkeypatch.setattr(sw, "rebuild_bundle", fake_rebuild)
+    tables = _grading_tables(tmp_path)
+    args = ["report", str(tmp_path / "b"), "--baseline", "tls", "--grading", str(tables[0]),
+            "--grading", str(tables[1])]
+    assert _given(args) == _options("report")
+
+    _invoke(args)
+
+    assert calls == [(tmp_path / "b", "tls", tables)]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["run", "--interval", "2x"], "error: invalid run parameters: invalid interval '2x': use e.g. 250ms or 0.5s"),
+    (["run", "--payload", "40"], "error: invalid run parameters: (top level): Value error, payload 40 B is below "
+                                 "the minimum of 62 B"),
+    (["run", "--samples", "0"], "error: invalid run parameters: samples: Input should be greater than or equal "
+                                "to 1"),
+    (["sweep", "--interval", "fast"], "error: invalid sweep plan: invalid interval 'fast'"),
+    (["sweep", "--payloads", "65,65"], "error: invalid sweep plan: payloads: Value error, a payload is listed "
+                                       "twice"),
+    (["sweep", "--payloads", "65,x"], "error: --payloads: invalid literal for int() with base 10: 'x'"),
+])
+def test_impossible_parameters_are_one_line(capsys: pytest.CaptureFixture[str], args: list[str],
+                                            message: str) -> None:
+    from orchestrator.cli.main import main
+
+    code = main(args)
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert err.splitlines()[0].startswith(message), err
+    assert "Traceback" not in err and "internal error" not in err
