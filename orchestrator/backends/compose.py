@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.backends.docker_engine import compose_command
+from orchestrator.backends import docker
+from orchestrator.backends.docker import Container, compose_command
 from orchestrator.backends.process import run
 from orchestrator.errors import TestbedError, ToolError
 from orchestrator.paths import compose_file
@@ -17,6 +17,7 @@ from orchestrator.paths import compose_file
 PROJECT = "testbed"
 OWNED_LABEL = "io.testbed.owned=true"
 CORE_SERVICES = ("broker", "capture", "subscriber")
+SERVICES = (*CORE_SERVICES, "publisher")  # every service of compose/testbed.yml
 
 
 @dataclass(frozen=True)
@@ -81,12 +82,44 @@ def check_port_free(bind: str, port: int) -> None:
 
 
 def up(t: Topology, services: Sequence[str] = CORE_SERVICES, timeout_s: int = 90) -> None:
+    """Start ``services`` and wait for them; TestbedError naming the service that failed first.
+
+    compose's exit code alone is not trusted: some compose v2 releases exit 0 after printing
+    "dependency failed to start", so every service must also be running afterwards.
+    """
     try:
         run(up_argv(services, timeout_s=timeout_s), env=compose_env(t), timeout=timeout_s + 30)
+        compose_error: ToolError | None = None
     except ToolError as exc:
-        raise TestbedError(f"the testbed did not come up ({', '.join(services)})",
-                           evidence=f"{exc.evidence or ''}\n--- container logs ---\n{logs(tail=30)}",
-                           hint="`testbed status` shows the containers; `testbed down` cleans up") from exc
+        compose_error = exc
+    by_service = {c.service: c for c in containers()}
+    idle = [f"{s}: {by_service[s].state.status if s in by_service else 'missing'}" for s in services
+            if s not in by_service or not by_service[s].state.running]
+    if compose_error is None and not idle:
+        return
+    raise service_failure("the testbed did not come up", detail=", ".join(idle) or ", ".join(services),
+                          tool_evidence=compose_error.evidence if compose_error else None,
+                          hint="each container's log and state are kept in logs/ (<service>.log, containers.json) "
+                               "of the run or session folder")
+
+
+def containers() -> list[Container]:
+    """The project's containers (all states), typed, sorted by service."""
+    return docker.project_containers(PROJECT)
+
+
+def service_failure(headline: str, *, detail: str | None = None, tool_evidence: str | None = None,
+                    hint: str | None = None) -> TestbedError:
+    """"<headline>: <service> failed first (<what>)", with that service's last log lines as evidence."""
+    failure = docker.first_failure(containers())
+    if failure is not None:
+        message = f"{headline}: {failure.first()}"
+        log = logs([failure.service], tail=30)
+    else:
+        message = f"{headline} ({detail})" if detail else headline
+        log = logs(tail=30)
+    evidence = "\n".join(part for part in (tool_evidence, f"--- container logs ---\n{log}") if part)
+    return TestbedError(message, evidence=evidence, hint=hint)
 
 
 def logs(services: Sequence[str] = (), tail: int = 40) -> str:
@@ -95,64 +128,18 @@ def logs(services: Sequence[str] = (), tail: int = 40) -> str:
     return (proc.stdout + proc.stderr).strip()
 
 
-def ps() -> list[dict[str, object]]:
-    """The project's containers (all states) as dicts from `compose ps --format json`."""
-    proc = run(compose_argv("--profile", "publisher", "ps", "-a", "--format", "json"), env=IDLE_ENV,
-               timeout=30)
-    return parse_ps_json(proc.stdout)
-
-
-def parse_ps_json(text: str) -> list[dict[str, object]]:
-    text = text.strip()
-    if not text:
-        return []
-    if text.startswith("["):
-        return list(json.loads(text))
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def signal_service(service: str, signal: str) -> None:
-    run(["docker", "kill", "--signal", signal, container_name(service)], timeout=30)
-
-
-def wait_service_exit(service: str, timeout_s: float) -> int | None:
-    """Wait until the service's container exits; its exit code, or None on timeout."""
-    proc = run(["docker", "wait", container_name(service)], check=False, timeout=timeout_s + 5)
-    out = proc.stdout.strip()
-    return int(out) if out.lstrip("-").isdigit() else None
-
-
 def container_name(service: str) -> str:
     return f"{PROJECT}-{service}-1"
 
 
 def down() -> list[str]:
     """Remove every container, network and volume of the project; safe to run twice."""
-    removed: list[str] = []
     run(down_argv(), env=IDLE_ENV, timeout=120)
     # leftovers compose no longer knows (a changed compose file, a crashed orchestrator)
-    for kind, ls_args in (("container", ["ps", "-aq"]), ("network", ["network", "ls", "-q"]),
-                          ("volume", ["volume", "ls", "-q"])):
-        proc = run(["docker", *ls_args, "--filter", f"label={OWNED_LABEL}"], timeout=30)
-        ids = proc.stdout.split()
-        if ids:
-            rm = ["docker", "rm", "-f", *ids] if kind == "container" else ["docker", kind, "rm", *ids]
-            run(rm, timeout=60, check=False)
-            removed += [f"{kind} {i}" for i in ids]
-    return removed
+    return docker.remove_labelled(OWNED_LABEL)
 
 
 def start_service(t: Topology, service: str) -> None:
     """Start one more service of the running project (the publisher) without touching the others."""
     run(compose_argv("--profile", service, "up", "-d", "--no-build", "--pull", "never", "--no-deps", service),
         env=compose_env(t), timeout=120)
-
-
-def container_state(service: str) -> tuple[str, int | None]:
-    """(status, exit code) of a service's container; ('missing', None) when there is none."""
-    proc = run(["docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", container_name(service)],
-               check=False, timeout=30)
-    if proc.returncode != 0:
-        return "missing", None
-    status, _, code = proc.stdout.strip().partition(" ")
-    return status, int(code) if code.lstrip("-").isdigit() else None

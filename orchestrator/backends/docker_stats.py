@@ -1,9 +1,12 @@
-"""Broker CPU seconds and peak memory over a run, from the engine's stats stream (docker SDK)."""
+"""Broker CPU seconds and peak memory over a run, from the engine's stats stream (docker SDK, reaching the
+engine the docker CLI reaches: backends/docker.py resolves DOCKER_HOST and `docker context`)."""
 
 from __future__ import annotations
 
 import threading
 from typing import Any
+
+from orchestrator.backends.docker import sdk_client
 
 
 class StatsSampler:
@@ -26,11 +29,7 @@ class StatsSampler:
 
     def _follow(self) -> None:
         try:
-            import docker
-
-            client = docker.from_env(timeout=30)
-            container = client.containers.get(self.container_name)
-            for s in container.stats(stream=True, decode=True):
+            for s in sdk_client(timeout=30).containers.get(self.container_name).stats(stream=True, decode=True):
                 self._take(s)
                 if self._stop.is_set():
                     break

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.backends.docker import inspect_image
 from orchestrator.backends.process import run
 from orchestrator.errors import TestbedError, ToolError
 from orchestrator.paths import cache_dir, repo_root
@@ -76,20 +77,17 @@ def context_hash(s: ImageSpec, base_image: str, root: Path | None = None) -> str
 
 
 def image_label(tag: str, label: str) -> str | None:
-    proc = run(["docker", "image", "inspect", "-f", f'{{{{index .Config.Labels "{label}"}}}}', tag],
-               check=False, timeout=30)
-    if proc.returncode != 0:
-        return None
-    return proc.stdout.strip()
+    image = inspect_image(tag)
+    return image.labels.get(label) if image is not None else None
 
 
 def image_exists(tag: str) -> bool:
-    return run(["docker", "image", "inspect", tag], check=False, timeout=30).returncode == 0
+    return inspect_image(tag) is not None
 
 
 def image_digest(tag: str) -> str | None:
-    proc = run(["docker", "image", "inspect", "-f", "{{.Id}}", tag], check=False, timeout=30)
-    return proc.stdout.strip() or None if proc.returncode == 0 else None
+    image = inspect_image(tag)
+    return image.id if image is not None else None
 
 
 def build_argv(s: ImageSpec, base_image: str, chash: str, root: Path) -> list[str]:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator.backends import compose, docker_engine
+from orchestrator.backends import compose, docker
 from orchestrator.backends.images import missing_images
 from orchestrator.backends.impairment import (
     ImpairmentTarget,
@@ -16,8 +16,9 @@ from orchestrator.backends.impairment import (
     targets_for_containers,
 )
 from orchestrator.errors import TestbedError
-from orchestrator.lab.topology import prepare_run_dir, topology, wait_subscribed
+from orchestrator.lab.topology import prepare_run_dir, save_evidence, topology, wait_subscribed
 from orchestrator.model.impairment import Direction, Impairment, load_impairment
+from orchestrator.model.layout import Layout
 from orchestrator.model.scenario import load_scenario
 from orchestrator.paths import state_dir
 from orchestrator.results.atomic import read_json, write_json_atomic
@@ -37,12 +38,12 @@ def up(scenario_name: str, *, expose: bool = False, host_port: int | None = None
             hint="use it with `testbed run`/`sweep` (virtual ESP32), or on a router between a real ESP32 and "
                  "the broker (docs/multi-host.md); `up` takes broker->subscriber profiles")
     check_supported(impairment)
-    docker_engine.engine_version()
-    docker_engine.compose_command()
+    docker.engine_version()
+    docker.compose_command()
     missing = missing_images(compose.CORE_SERVICES)
     if missing:
         raise TestbedError(f"images not built: {', '.join(missing)}", hint="testbed images build")
-    if any(c.get("State") == "running" for c in compose.ps()):
+    if any(c.state.running for c in compose.containers()):
         raise TestbedError("a testbed is already running", hint="`testbed status` shows it; `testbed down` stops it")
     lay, pki = prepare_run_dir(session_dir(), scenario)
     topo = topology(scenario, lay, host_port=host_port, expose=expose)
@@ -53,7 +54,10 @@ def up(scenario_name: str, *, expose: bool = False, host_port: int | None = None
         st = wait_subscribed(lay)
         impairment_line = _apply_session_impairment(impairment)
     except BaseException:
-        compose.down()
+        try:
+            save_evidence(lay)  # logs/<service>.log and logs/containers.json in the session folder
+        finally:
+            compose.down()
         raise
     (session_dir() / "session.json").write_text(json.dumps(
         {"scenario": scenario.name, "port": scenario.port, "host_port": topo.host_port, "bind": topo.bind}))
@@ -75,7 +79,7 @@ def up(scenario_name: str, *, expose: bool = False, host_port: int | None = None
 
 
 def _impairment_record() -> Path:
-    return session_dir() / "impairment.json"
+    return Layout(session_dir()).impairment
 
 
 def _apply_session_impairment(impairment: Impairment) -> str | None:
@@ -109,19 +113,12 @@ def _clear_session_impairment() -> list[str]:
 
 
 def status() -> list[tuple[str, str, str, str, str]]:
-    rows = []
-    for c in compose.ps():
-        publishers = c.get("Publishers")
-        ports = publishers if isinstance(publishers, list) else []
-        pub = ", ".join(f"{p.get('URL')}:{p.get('PublishedPort')}->{p.get('TargetPort')}"
-                        for p in ports if isinstance(p, dict) and p.get("PublishedPort"))
-        rows.append((str(c.get("Service", "")), str(c.get("Name", "")), str(c.get("State", "")),
-                     str(c.get("Health", "") or "-"), pub))
-    return rows
+    return [(c.service or "", c.name, c.state.status, c.state.health.status if c.state.health else "-",
+             ", ".join(c.ports)) for c in compose.containers()]
 
 
 def down() -> list[str]:
-    docker_engine.engine_version()
+    docker.engine_version()
     lines = _clear_session_impairment()
     removed = compose.down()
     lines += [f"removed leftover {r}" for r in removed]

@@ -1,28 +1,40 @@
 """One live topology (broker + capture + subscriber [+ publisher]) for `testbed up` or one run.
 
-The run folder (its layout: orchestrator/model/layout.py) is mounted at /data in every container.
+The run folder (its layout: orchestrator/model/layout.py) is mounted at /data in every container. When
+the project goes down, every container's output is kept in logs/<service>.log and their states (exit
+code, OOMKilled, health and its last probe) in logs/containers.json: a failed run keeps its evidence.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from orchestrator.backends import compose
+from orchestrator.backends import compose, docker
 from orchestrator.backends.compose import Topology
+from orchestrator.backends.docker import Failure
 from orchestrator.errors import TestbedError
 from orchestrator.lab.brokerconf import render_mosquitto_conf, render_openssl_conf
 from orchestrator.lab.pki import Pki, ensure_pki
 from orchestrator.model.layout import Layout
 from orchestrator.model.scenario import Scenario
-from orchestrator.results.atomic import write_json_atomic
+from orchestrator.results.atomic import write_json_atomic, write_text_atomic
 from orchestrator.signals import sigint_deferred
+from orchestrator.waiting import poll, wait_until
 
 TOPIC = "testbed/sensors"
+CONTAINERS_RECORD = "containers.json"
+
+
+def container_log(lay: Layout, service: str) -> Path:
+    """logs/<service>.log: the service container's output, saved when the project goes down."""
+    return lay.logs / f"{service}.log"
+
+
+def containers_record(lay: Layout) -> Path:
+    return lay.logs / CONTAINERS_RECORD
 
 
 def prepare_run_dir(run_dir: Path, scenario: Scenario) -> tuple[Layout, Pki | None]:
@@ -32,7 +44,7 @@ def prepare_run_dir(run_dir: Path, scenario: Scenario) -> tuple[Layout, Pki | No
         d.mkdir(parents=True, exist_ok=True)
     (lay.config / "mosquitto.conf").write_text(render_mosquitto_conf(scenario))
     # the scenario as run, so `testbed report` can re-analyse without the original YAML
-    write_json_atomic(lay.config / "scenario.json", scenario.model_dump(mode="json"))
+    write_json_atomic(lay.scenario, scenario.model_dump(mode="json"))
     ossl = render_openssl_conf(scenario)
     ossl_path = lay.config / "openssl.cnf"
     if ossl:
@@ -44,8 +56,9 @@ def prepare_run_dir(run_dir: Path, scenario: Scenario) -> tuple[Layout, Pki | No
         pki = ensure_pki(lay.pki, scenario.tls.key_type, clients=scenario.tls.client_auth == "certificate")
     elif not scenario.anonymous:
         pki = ensure_pki(lay.pki, "ecdsa-p256")  # only its passwords.txt is used
-    # a container writes the capture as root; an earlier run's file must not be mistaken for this one's
-    for stale in (lay.capture, lay.subscriber_log, lay.subscriber_status, lay.publisher_go):
+    # a container writes the capture as root; an earlier run's files must not be mistaken for this one's
+    evidence = [container_log(lay, s) for s in compose.SERVICES] + [containers_record(lay)]
+    for stale in (lay.capture, lay.subscriber_log, lay.subscriber_status, lay.publisher_go, *evidence):
         if stale.exists():
             stale.unlink()
     return lay, pki
@@ -83,28 +96,24 @@ def read_status(lay: Layout) -> dict[str, object]:
         return {}
 
 
-def container_running(service: str) -> bool:
-    for c in compose.ps():
-        if c.get("Service") == service:
-            return str(c.get("State")) == "running"
-    return False
-
-
 def wait_subscribed(lay: Layout, timeout_s: float = 30.0) -> dict[str, object]:
-    """Wait until the subscriber reports SUBACK; evidence attached when it does not."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    """Wait until the subscriber reports SUBACK; once a container failed (or the subscriber's is not running)
+    it never will: TestbedError naming the service that failed first."""
+    def subscribed() -> dict[str, object] | None:
         st = read_status(lay)
         if st.get("error"):
             raise TestbedError(f"the subscriber failed: {st['error']}", evidence=compose.logs(["subscriber"]))
         if st.get("subscribed"):
             return st
-        if not container_running("subscriber"):
-            raise TestbedError("the subscriber container exited before it subscribed",
-                               evidence=compose.logs(["subscriber", "broker"]))
-        time.sleep(0.2)
-    raise TestbedError(f"the subscriber did not subscribe within {timeout_s:g} s",
-                       evidence=compose.logs(["subscriber", "broker"]))
+        found = compose.containers()
+        subscriber = next((c for c in found if c.service == "subscriber"), None)
+        if docker.first_failure(found) is not None or subscriber is None or not subscriber.state.running:
+            state = subscriber.state.status if subscriber else "gone"
+            raise compose.service_failure("the subscriber never subscribed", detail=f"its container is {state}")
+        return None
+
+    return wait_until(subscribed, timeout_s, interval_s=0.2, describe="the subscriber did not subscribe",
+                      evidence=lambda: compose.logs(["subscriber", "broker"]))
 
 
 def count_lines(path: Path) -> int:
@@ -119,22 +128,20 @@ def count_lines(path: Path) -> int:
 def wait_for_messages(lay: Layout, expected: int, timeout_s: float,
                       progress: Callable[[int], None] = lambda _n: None,
                       stop_early: Callable[[], bool] = lambda: False) -> int:
-    """Count (not sleep) until ``expected`` messages arrived or the timeout expires; the count."""
-    deadline = time.monotonic() + timeout_s
-    n = 0
-    while time.monotonic() < deadline:
+    """Count (not sleep) until ``expected`` messages arrived, ``stop_early()`` or the timeout; the count."""
+    def received() -> int:
         n = count_lines(lay.subscriber_log)
         progress(n)
-        if n >= expected or stop_early():
-            return n
-        time.sleep(0.05)
-    return count_lines(lay.subscriber_log)
+        return n
+
+    return poll(received, lambda n: n >= expected or stop_early(), timeout_s, interval_s=0.05).value
 
 
 @contextmanager
 def running_lab(scenario: Scenario, run_dir: Path, *, host_port: int | None = None, expose: bool = False,
                 qos: int = 0, keep: bool = False) -> Iterator[tuple[Layout, Pki | None, Topology]]:
-    """Bring up broker + capture + subscriber; always tear down (also on Ctrl-C) unless keep=True."""
+    """Bring up broker + capture + subscriber; always tear down (also on Ctrl-C) unless keep=True, first
+    saving every container's log and state into the run folder."""
     lay, pki = prepare_run_dir(run_dir, scenario)
     topo = topology(scenario, lay, host_port=host_port, expose=expose, qos=qos)
     compose.check_port_free(topo.bind, topo.host_port)
@@ -148,15 +155,24 @@ def running_lab(scenario: Scenario, run_dir: Path, *, host_port: int | None = No
     finally:
         if not keep:
             with sigint_deferred():
-                save_broker_log(lay)
-                compose.down()
+                try:
+                    save_evidence(lay)
+                finally:
+                    compose.down()
 
 
-def save_broker_log(lay: Layout) -> None:
+def save_evidence(lay: Layout) -> Failure | None:
+    """Every container's output (logs/<service>.log) and state (logs/containers.json); the first failure."""
     try:
-        text = compose.logs(["broker"], tail=100000)
-    except TestbedError:
-        return
-    tmp = lay.logs / "broker.log.tmp"
-    tmp.write_text(text + "\n")
-    os.replace(tmp, lay.logs / "broker.log")
+        found = compose.containers()
+    except TestbedError as exc:  # the engine went away: say so where the evidence would be
+        write_json_atomic(containers_record(lay), {"error": f"could not inspect the containers: {exc.message}"})
+        return None
+    for c in found:
+        if c.service:
+            write_text_atomic(container_log(lay, c.service), compose.logs([c.service], tail=100000) + "\n")
+    failure = docker.first_failure(found)
+    write_json_atomic(containers_record(lay), {
+        "first_failure": failure.model_dump(mode="json") if failure else None,
+        "containers": [c.model_dump(mode="json") for c in found]})
+    return failure

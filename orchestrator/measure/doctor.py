@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from orchestrator.backends import docker_engine
+from orchestrator.backends import docker
 from orchestrator.backends.process import run
 from orchestrator.errors import TestbedError
 
@@ -57,9 +57,9 @@ def _netem() -> str:
 def checks() -> list[Check]:
     py_ok = sys.version_info >= (3, 11)
     result = [Check("python", py_ok, sys.version.split()[0], "Python 3.11 or newer")]
-    engine = _probe("docker engine", docker_engine.engine_version, docker_engine.ENGINE_HINT)
+    engine = _probe("docker engine", docker.engine_version, docker.ENGINE_HINT)
     result.append(engine)
-    result.append(_probe("docker compose v2", docker_engine.compose_version, docker_engine.COMPOSE_HINT))
+    result.append(_probe("docker compose v2", docker.compose_version, docker.COMPOSE_HINT))
     if engine.ok:
         result.append(_probe("testbed images", _images, "testbed images build"))
     result.append(_probe("tshark (analysis)", _version_of(["tshark", "--version"]),

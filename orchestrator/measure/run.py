@@ -2,7 +2,8 @@
 
 up (fresh broker, capture, subscriber) -> capture running BEFORE any client connects -> subscriber
 subscribed -> publisher started -> wait by COUNTING received messages (or a timeout derived from
-N x interval) -> capture stopped with SIGINT (flushes) -> teardown (always, also on Ctrl-C) ->
+N x interval) -> capture stopped with SIGINT (flushes) -> verdict (naming the service that failed
+first) -> teardown (always, also on Ctrl-C; every container's log and state saved into logs/ first) ->
 analysis -> per_message.csv, packets.csv, metrics.json, cell.json in the run folder.
 """
 
@@ -12,13 +13,12 @@ import datetime as dt
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from orchestrator.backends import compose, docker_engine
+from orchestrator.backends import compose, docker
+from orchestrator.backends.docker import Container
 from orchestrator.backends.docker_stats import StatsSampler
 from orchestrator.backends.images import missing_images
 from orchestrator.backends.impairment import (
@@ -30,17 +30,18 @@ from orchestrator.backends.impairment import (
 )
 from orchestrator.backends.process import which
 from orchestrator.errors import TestbedError
-from orchestrator.lab.pki import Pki
 from orchestrator.lab.topology import running_lab, wait_for_messages
 from orchestrator.measure.analyse import analyse_run_dir
 from orchestrator.model.impairment import Impairment, load_impairment
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario, load_scenario
-from orchestrator.model.yamlfile import describe_validation_error
-from orchestrator.results.atomic import read_json, write_json_atomic, write_text_atomic
+from orchestrator.publishers import Publisher
+from orchestrator.publishers.virtual import VirtualPublisher
+from orchestrator.results.atomic import read_json, write_json_atomic
+from orchestrator.waiting import throttled
 
-SERVICES_FOR_RUN = ("broker", "capture", "subscriber", "publisher")
+SERVICES_FOR_RUN = compose.SERVICES
 
 
 @dataclass
@@ -50,14 +51,6 @@ class RunOutcome:
     received: int
     error: str | None
     metrics: dict[str, Any] | None
-
-
-def make_spec(**fields: Any) -> RunSpec:
-    """A RunSpec from user input; pydantic errors become one TestbedError naming the fields."""
-    try:
-        return RunSpec(**fields)
-    except ValidationError as exc:
-        raise TestbedError("invalid run parameters", evidence=describe_validation_error(exc, "run")) from exc
 
 
 def check_publisher_can_speak(scenario: Scenario, spec: RunSpec) -> None:
@@ -78,8 +71,8 @@ def preflight(scenario: Scenario, spec: RunSpec) -> Impairment:
     if which("tshark") is None:
         raise TestbedError("tshark is missing on this host (the analysis needs it)",
                            hint="apt-get install -y tshark")
-    docker_engine.engine_version()
-    docker_engine.compose_command()
+    docker.engine_version()
+    docker.compose_command()
     missing = missing_images(SERVICES_FOR_RUN)
     if missing:
         raise TestbedError(f"images not built: {', '.join(missing)}", hint="testbed images build")
@@ -93,10 +86,10 @@ def impairment_targets(impairment: Impairment) -> list[ImpairmentTarget]:
 
 
 @contextmanager
-def impairment_applied(impairment: Impairment, run_dir: Path) -> Iterator[None]:
+def impairment_applied(impairment: Impairment, lay: Layout) -> Iterator[None]:
     """Apply the profile for the block and ALWAYS clear it; tc/nft state before, during and after is
     written to impairment.json in the run folder."""
-    record_path = run_dir / "impairment.json"
+    record_path = lay.impairment
     if impairment.is_noop:
         write_json_atomic(record_path, {"profile": impairment.name, "applied": False,
                                         "note": "no impairment: nothing applied, nothing to clear"})
@@ -112,38 +105,43 @@ def impairment_applied(impairment: Impairment, run_dir: Path) -> Iterator[None]:
                                     **record.model_dump(mode="json")})
 
 
-def publisher_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec) -> list[str]:
-    args = ["--host", "broker", "--port", str(scenario.port),
-            "--transport", "tls" if scenario.is_tls else "plain",
-            "--payload", str(spec.payload), "--samples", str(spec.samples),
-            "--interval-ms", f"{spec.interval_ms:g}", "--qos", str(spec.qos), "--seed", str(spec.seed),
-            "--device-id", spec.device_id, "--client-id", "testbed-publisher",
-            "--send-log", lay.in_container(lay.publisher_log),
-            "--summary", lay.in_container(lay.publisher_summary)]
-    if scenario.tls is not None:
-        args += ["--ciphers", ",".join(scenario.client_cipher_iana()),
-                 "--ca", lay.in_container(lay.pki / "ca.crt"), "--server-name", "broker",
-                 "--keylog", lay.in_container(lay.keylogs / "publisher.keys")]
-        if scenario.tls.client_auth == "certificate":
-            args += ["--cert", lay.in_container(lay.pki / "publisher.crt"),
-                     "--key", lay.in_container(lay.pki / "publisher.key")]
-    if pki is not None and not scenario.anonymous and (scenario.tls is None
-                                                        or scenario.tls.client_auth == "password"):
-        args += ["--username", "publisher", "--password", pki.password_for("publisher")]
-    return args
-
-
 def utc_now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def _publisher_error(lay: Layout) -> str:
-    summary = read_json(lay.publisher_summary)
-    errors = summary.get("errors") if summary else None
-    if errors:
-        return "; ".join(str(e) for e in errors)
-    lines = [ln for ln in compose.logs(["publisher"], tail=20).splitlines() if ln.strip()]
-    return lines[-1] if lines else "publisher exited with an error and printed nothing"
+class CellRecord:
+    """cell.json as the run goes: what was asked, status, error, per-phase timings."""
+
+    def __init__(self, lay: Layout, info: dict[str, Any]) -> None:
+        self.lay = lay
+        self.info = info
+        self.timings: dict[str, float] = {}
+        self.info["timings"] = self.timings
+        self._mark = time.monotonic()
+
+    @property
+    def cell_id(self) -> str:
+        return str(self.info["cell_id"])
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.timings[f"{name}_s"] = round(now - self._mark, 3)
+        self._mark = now
+
+    def save(self, **fields: Any) -> None:
+        self.info.update(fields)
+        write_json_atomic(self.lay.cell, self.info)
+
+
+@dataclass
+class Observed:
+    """What one run saw before its teardown."""
+
+    received: int = 0
+    publisher_exit_code: int | None = None
+    resources: dict[str, Any] = field(default_factory=dict)
+    containers: list[Container] = field(default_factory=list)  # after the publisher, before the capture stops
+    error: str | None = None
 
 
 def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = None,
@@ -154,111 +152,113 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
     scenario = load_scenario(spec.scenario)
     impairment = preflight(scenario, spec)
     run_dir.mkdir(parents=True, exist_ok=True)
-    cell_info: dict[str, Any] = {
+    record = CellRecord(Layout(run_dir), {
         "cell_id": run_dir.name, "scenario": scenario.name, "payload": spec.payload,
         "impairment": spec.impairment, "repeat": 1, **(cell or {}),
-        "spec": spec.model_dump(), "status": "running", "error": None, "started_utc": utc_now()}
-    write_json_atomic(run_dir / "cell.json", cell_info)
-    received = 0
-    pub_code: int | None = None
-    resources: dict[str, Any] = {}
-    timings: dict[str, float] = {}
-    mark = [time.monotonic()]
-
-    def lap(name: str) -> None:
-        now = time.monotonic()
-        timings[f"{name}_s"] = round(now - mark[0], 3)
-        mark[0] = now
-
-    cell_info["timings"] = timings
+        "spec": spec.model_dump(), "status": "running", "error": None, "started_utc": utc_now()})
+    record.save()
     try:
-        status(f"{cell_info['cell_id']}: starting broker, capture and subscriber")
-        with running_lab(scenario, run_dir, qos=spec.qos) as (lay, pki, topo):
-            lap("up")
-            pub_topo = replace(topo, publisher_args=publisher_args(scenario, lay, pki, spec))
-            sampler = StatsSampler(compose.container_name("broker")).start()
-            status(f"{cell_info['cell_id']}: publishing {spec.samples} x {spec.payload} B")
-            compose.start_service(pub_topo, "publisher")
-            lap("publisher_start")
-
-            def something_died() -> bool:
-                state, code = compose.container_state("publisher")
-                if state == "exited" and code not in (0, None):
-                    return True
-                return compose.container_state("broker")[0] != "running"
-
-            with impairment_applied(impairment, run_dir):
-                lap("impair")
-                lay.publisher_go.touch()
-                received = _wait_counting(lay, spec, progress, something_died)
-                lap("publish")
-                broker_state = compose.container_state("broker")
-                pub_code = _wait_publisher_exit(timeout_s=15 if received >= spec.samples else 2)
-                time.sleep(0.3)  # let the last segments (ACKs, DISCONNECT) reach the capture
-                resources = sampler.stop()
-                if compose.container_state("capture")[0] == "running":
-                    compose.signal_service("capture", "SIGINT")
-                    compose.wait_service_exit("capture", timeout_s=20)
-            cell_info["impairment_state"] = read_json(run_dir / "impairment.json")
-            write_text_atomic(lay.logs / "publisher.stdout", compose.logs(["publisher"], tail=100000) + "\n")
-            pub_error = _publisher_error(lay) if pub_code not in (0,) else None
-            if broker_state[0] != "running":
-                pub_error = (f"the broker container stopped mid-run ({broker_state[0]}, exit code "
-                             f"{broker_state[1]}); publisher: {pub_error or 'ok'}")
-            lap("stop")
-        lap("teardown")
-        if pub_error is not None or received < spec.samples:
-            error = pub_error or (f"only {received} of {spec.samples} messages arrived within "
-                                  f"{spec.timeout_s():.0f} s")
-            cell_info.update(status="failed", error=error)
-        else:
-            cell_info.update(status="ok")
+        seen = measure(scenario, spec, impairment, record, progress, status)
     except KeyboardInterrupt:
-        cell_info.update(status="interrupted", error="interrupted by the user (SIGINT)", finished_utc=utc_now())
-        write_json_atomic(run_dir / "cell.json", cell_info)
+        record.save(status="interrupted", error="interrupted by the user (SIGINT)", finished_utc=utc_now())
         raise
     except TestbedError as exc:
-        cell_info.update(status="failed", error=exc.message, finished_utc=utc_now())
-        write_json_atomic(run_dir / "cell.json", cell_info)
+        record.save(status="failed", error=exc.message, finished_utc=utc_now())
         raise
-    metrics = None
-    if analyse and Layout(run_dir).capture.exists():
-        status(f"{cell_info['cell_id']}: analysing the capture")
-        try:
-            metrics = analyse_run_dir(run_dir, scenario, spec, resources)
-            lap("analysis")
-        except TestbedError as exc:
-            if cell_info["status"] == "ok":
-                cell_info.update(status="failed", error=f"analysis: {exc.message}")
-            else:
-                cell_info.setdefault("warnings", []).append(f"analysis: {exc.message}")
-    cell_info.update(received=received, publisher_exit_code=pub_code, finished_utc=utc_now())
-    write_json_atomic(run_dir / "cell.json", cell_info)
-    return RunOutcome(run_dir, cell_info["status"], received, cell_info["error"], metrics)
+    record.info.update(status="failed" if seen.error else "ok", error=seen.error)
+    metrics = analyse_capture(record, scenario, spec, seen.resources, status) if analyse else None
+    record.save(received=seen.received, publisher_exit_code=seen.publisher_exit_code, finished_utc=utc_now())
+    return RunOutcome(run_dir, record.info["status"], seen.received, record.info["error"], metrics)
 
 
-def _wait_counting(lay: Layout, spec: RunSpec, progress: Callable[[int, int], None],
-                   publisher_failed: Callable[[], bool]) -> int:
-    last_check = [0.0]
+def measure(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: CellRecord,
+            progress: Callable[[int, int], None], status: Callable[[str], None]) -> Observed:
+    """Up, publisher, impairment, count, stop, verdict; the teardown (which saves every container's log
+    and state into logs/) runs before this returns, also when it raises."""
+    status(f"{record.cell_id}: starting broker, capture and subscriber")
+    with running_lab(scenario, record.lay.root, qos=spec.qos) as (lay, pki, topo):
+        record.lap("up")
+        publisher = VirtualPublisher(scenario, lay, pki, spec)
+        sampler = StatsSampler(compose.container_name("broker")).start()
+        status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B")
+        publisher.start(topo)
+        record.lap("publisher_start")
+        with impairment_applied(impairment, lay):
+            record.lap("impair")
+            publisher.go()
+            seen = Observed(received=count_messages(lay, spec, progress))
+            record.lap("publish")
+            seen.publisher_exit_code = publisher.wait_exit(timeout_s=15 if seen.received >= spec.samples else 2)
+            seen.containers = compose.containers()
+            time.sleep(0.3)  # let the last segments (ACKs, DISCONNECT) reach the capture
+            seen.resources = sampler.stop()
+            stop_capture()
+        record.info["impairment_state"] = read_json(lay.impairment)
+        seen.error = verdict(seen, spec, publisher)
+        record.lap("stop")
+    record.lap("teardown")
+    return seen
 
-    def stop_early() -> bool:
-        now = time.monotonic()
-        if now - last_check[0] < 1.0:
-            return False
-        last_check[0] = now
-        return publisher_failed()
 
-    n = wait_for_messages(lay, spec.samples, spec.timeout_s(), lambda k: progress(k, spec.samples), stop_early)
+def count_messages(lay: Layout, spec: RunSpec, progress: Callable[[int, int], None]) -> int:
+    """Count until every message arrived, the timeout, or (checked once a second) a container failed."""
+    n = wait_for_messages(lay, spec.samples, spec.timeout_s(), lambda k: progress(k, spec.samples),
+                          throttled(lambda: run_broken(compose.containers()), 1.0))
     progress(n, spec.samples)
     return n
 
 
-def _wait_publisher_exit(timeout_s: float) -> int | None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        state, code = compose.container_state("publisher")
-        if state == "exited":
-            return code
-        if time.monotonic() > deadline:
-            return None
-        time.sleep(0.1)
+def run_broken(containers: list[Container]) -> bool:
+    """A container failed, or one the run needs (broker, capture, subscriber) is no longer running."""
+    return docker.first_failure(containers) is not None or bool(stopped_core(containers))
+
+
+def stopped_core(containers: list[Container]) -> list[Container]:
+    return [c for c in containers if c.service in compose.CORE_SERVICES and not c.state.running]
+
+
+def stop_capture() -> None:
+    """SIGINT makes dumpcap flush the pcapng; wait for it to exit."""
+    name = compose.container_name("capture")
+    c = docker.container(name)
+    if c is not None and c.state.running:
+        docker.kill(name, "SIGINT")
+        docker.wait_exited(name, timeout_s=20)
+
+
+def verdict(seen: Observed, spec: RunSpec, publisher: Publisher) -> str | None:
+    """None for a good run, else the error, naming the service that failed first."""
+    pub_error = publisher.error() if seen.publisher_exit_code != 0 else None
+    failure = docker.first_failure(seen.containers)
+    if failure is not None and failure.service == publisher.service:
+        return f"{failure.first()}: {pub_error}"
+    if failure is not None:
+        return f"{failure.first()}; publisher: {pub_error or 'ok'}"
+    stopped = stopped_core(seen.containers)
+    if stopped:
+        c = stopped[0]
+        return (f"the {c.service} container stopped mid-run ({c.state.status}, exit code {c.state.exit_code}); "
+                f"publisher: {pub_error or 'ok'}")
+    if pub_error is not None:
+        return pub_error
+    if seen.received < spec.samples:
+        return f"only {seen.received} of {spec.samples} messages arrived within {spec.timeout_s():.0f} s"
+    return None
+
+
+def analyse_capture(record: CellRecord, scenario: Scenario, spec: RunSpec, resources: dict[str, Any],
+                    status: Callable[[str], None]) -> dict[str, Any] | None:
+    """metrics.json and the tables from the capture; an analysis failure fails an ok run."""
+    if not record.lay.capture.exists():
+        return None
+    status(f"{record.cell_id}: analysing the capture")
+    try:
+        metrics = analyse_run_dir(record.lay.root, scenario, spec, resources)
+    except TestbedError as exc:
+        if record.info["status"] == "ok":
+            record.info.update(status="failed", error=f"analysis: {exc.message}")
+        else:
+            record.info.setdefault("warnings", []).append(f"analysis: {exc.message}")
+        return None
+    record.lap("analysis")
+    return metrics

@@ -4,9 +4,12 @@ analysed, checked against ground truth (RFC 7905's 21 B, the injected crash)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -87,7 +90,77 @@ def test_publisher_crash_marks_run_failed_and_keeps_logs(tmp_path):
     assert "run failed" in proc.stderr and "Traceback" not in proc.stderr
     cell = json.loads((out / "cell.json").read_text())
     assert cell["status"] == "failed" and 10 < cell["received"] < 400
+    assert cell["error"].startswith("publisher failed first (exited with code 137)"), cell["error"]
     assert (out / "logs" / "subscriber.csv").exists() and (out / "capture" / "capture.pcapng").exists()
+    states = evidence(out, ("broker", "capture", "subscriber", "publisher"))
+    assert states["publisher"]["exit_code"] == 137 and states["broker"]["status"] == "running"
+    assert owned("container") == []
+
+
+def evidence(out: Path, services: tuple[str, ...]) -> dict[str, dict]:
+    """logs/<service>.log of every container and logs/containers.json; each container's state."""
+    record = json.loads((out / "logs" / "containers.json").read_text())
+    states = {c["service"]: c["state"] for c in record["containers"]}
+    assert sorted(states) == sorted(services)
+    for service in services:
+        assert (out / "logs" / f"{service}.log").exists(), service
+    return states
+
+
+@contextmanager
+def read_only_folder(folder: Path) -> Iterator[None]:
+    """``folder`` read-only even for root in a container (a read-only bind mount over itself)."""
+    folder.mkdir(parents=True)
+    subprocess.run(["mount", "--bind", str(folder), str(folder)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(folder)], check=True)
+        yield
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a read-only bind mount needs root (CI runs as root)")
+def test_capture_that_cannot_write_fails_the_run_naming_capture_with_every_log_kept(tmp_path):
+    # what an unprivileged user saw: dumpcap could not write, `compose up --wait` exited 0 anyway, and the
+    # error blamed the subscriber (which never started) with an empty logs/ folder
+    run_testbed("down")
+    out = tmp_path / "ro"
+    with read_only_folder(out / "capture"):
+        proc = run_testbed("run", "--scenario", "tls", "--samples", "20", "--interval", "20ms", "--out", str(out))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "the testbed did not come up: capture failed first (exited with code 1)" in proc.stderr, proc.stderr
+    cell = json.loads((out / "cell.json").read_text())
+    assert cell["status"] == "failed" and "capture failed first" in cell["error"]
+    states = evidence(out, ("broker", "capture", "subscriber"))
+    assert states["capture"]["status"] == "exited" and states["subscriber"]["status"] == "created"
+    assert "Read-only file system" in (out / "logs" / "capture.log").read_text()
+    assert json.loads((out / "logs" / "containers.json").read_text())["first_failure"]["service"] == "capture"
+    assert owned("container") == []
+
+
+def test_capture_killed_mid_run_fails_the_run_naming_capture(tmp_path):
+    run_testbed("down")
+    out = tmp_path / "nocapture"
+
+    def kill_capture() -> None:
+        deadline = time.monotonic() + 60
+        log = out / "logs" / "subscriber.csv"
+        while time.monotonic() < deadline:
+            if log.exists() and log.read_text().count("\n") > 10:
+                subprocess.run(["docker", "kill", "testbed-capture-1"], capture_output=True, check=False)
+                return
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_capture)
+    killer.start()
+    proc = run_testbed("run", "--scenario", "plain", "--samples", "400", "--interval", "20ms", "--out", str(out))
+    killer.join()
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    cell = json.loads((out / "cell.json").read_text())
+    assert cell["status"] == "failed" and cell["error"].startswith("capture failed first (exited with code 137)")
+    assert cell["received"] < 400  # stopped early: nothing to gain from a run without its capture
+    states = evidence(out, ("broker", "capture", "subscriber", "publisher"))
+    assert states["capture"]["exit_code"] == 137
     assert owned("container") == []
 
 

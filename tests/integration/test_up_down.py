@@ -155,10 +155,17 @@ def test_up_failing_half_way_leaves_nothing(clean_testbed):
                 return
             time.sleep(0.05)
 
+    record = state_dir() / "session" / "logs" / "containers.json"
+    record.unlink(missing_ok=True)
     killer = threading.Thread(target=kill_broker_once_started)
     killer.start()
     proc = run_testbed("up", "--scenario", "tls", "--host-port", str(HOST_PORT))
     killer.join()
     assert proc.returncode == 1, proc.stdout
     assert "Traceback" not in proc.stderr
+    assert "broker failed first (exited with code 137)" in proc.stderr, proc.stderr
+    # the evidence was saved before the project went down
+    states = {c["service"]: c["state"] for c in json.loads(record.read_text())["containers"]}
+    assert states["broker"]["exit_code"] == 137
+    assert (record.parent / "broker.log").exists()
     assert owned("container") == [] and owned("network") == [] and owned("volume") == []

