@@ -21,10 +21,10 @@ from orchestrator.analysis.messages import PUBLISH, explode_mqtt, per_message_ta
 from orchestrator.analysis.nokeys import order_matched_publish
 from orchestrator.analysis.pcapfile import capture_format, scan_capture
 from orchestrator.errors import TestbedError
-from orchestrator.model.layout import Layout
+from orchestrator.model.layout import SCHEMA_VERSIONS, Layout
 from orchestrator.results.atomic import write_text_atomic
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = SCHEMA_VERSIONS["metrics"]
 ANALYSIS_VERSION = "1.0"
 
 

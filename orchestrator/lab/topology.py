@@ -25,16 +25,6 @@ from orchestrator.signals import sigint_deferred
 from orchestrator.waiting import poll, wait_until
 
 TOPIC = "testbed/sensors"
-CONTAINERS_RECORD = "containers.json"
-
-
-def container_log(lay: Layout, service: str) -> Path:
-    """logs/<service>.log: the service container's output, saved when the project goes down."""
-    return lay.logs / f"{service}.log"
-
-
-def containers_record(lay: Layout) -> Path:
-    return lay.logs / CONTAINERS_RECORD
 
 
 def prepare_run_dir(run_dir: Path, scenario: Scenario) -> tuple[Layout, Pki | None]:
@@ -57,7 +47,7 @@ def prepare_run_dir(run_dir: Path, scenario: Scenario) -> tuple[Layout, Pki | No
     elif not scenario.anonymous:
         pki = ensure_pki(lay.pki, "ecdsa-p256")  # only its passwords.txt is used
     # a container writes the capture as root; an earlier run's files must not be mistaken for this one's
-    evidence = [container_log(lay, s) for s in compose.SERVICES] + [containers_record(lay)]
+    evidence = [lay.container_log(s) for s in compose.SERVICES] + [lay.containers]
     for stale in (lay.capture, lay.subscriber_log, lay.subscriber_status, lay.publisher_go, *evidence):
         if stale.exists():
             stale.unlink()
@@ -166,13 +156,13 @@ def save_evidence(lay: Layout) -> Failure | None:
     try:
         found = compose.containers()
     except TestbedError as exc:  # the engine went away: say so where the evidence would be
-        write_json_atomic(containers_record(lay), {"error": f"could not inspect the containers: {exc.message}"})
+        write_json_atomic(lay.containers, {"error": f"could not inspect the containers: {exc.message}"})
         return None
     for c in found:
         if c.service:
-            write_text_atomic(container_log(lay, c.service), compose.logs([c.service], tail=100000) + "\n")
+            write_text_atomic(lay.container_log(c.service), compose.logs([c.service], tail=100000) + "\n")
     failure = docker.first_failure(found)
-    write_json_atomic(containers_record(lay), {
+    write_json_atomic(lay.containers, {
         "first_failure": failure.model_dump(mode="json") if failure else None,
         "containers": [c.model_dump(mode="json") for c in found]})
     return failure

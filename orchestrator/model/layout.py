@@ -18,6 +18,9 @@ from pathlib import Path
 
 DATA = "/data"
 
+# versions of the results formats: raised when a format changes (results/schema.py migrates older data)
+SCHEMA_VERSIONS = {"manifest": 1, "metrics": 1}
+
 # run folder: what the analysis writes, and the run's own records
 CELL = "cell.json"
 METRICS = "metrics.json"
@@ -26,6 +29,7 @@ PACKETS = "packets.csv"
 IMPAIRMENT = "impairment.json"
 RESOURCES = "resources.json"
 SCENARIO = "scenario.json"
+CONTAINERS = "containers.json"
 ANALYSIS_OUTPUTS = (PER_MESSAGE, PACKETS, METRICS)
 
 # bundle
@@ -113,6 +117,15 @@ class Layout:
     def publisher_go(self) -> Path:
         """Created by the orchestrator when the publisher may start (see compose/testbed.yml)."""
         return self.config / "publisher.go"
+
+    def container_log(self, service: str) -> Path:
+        """logs/<service>.log: the service container's output, saved when the project goes down."""
+        return self.logs / f"{service}.log"
+
+    @property
+    def containers(self) -> Path:
+        """logs/containers.json: every container's state (exit code, OOMKilled, health) and the first failure."""
+        return self.logs / CONTAINERS
 
     def in_container(self, path: Path) -> str:
         return f"{DATA}/{path.relative_to(self.root).as_posix()}"

@@ -4,7 +4,7 @@ Data of a newer version is refused (this testbed cannot know what changed); data
 version is brought up to the current one by the registered migrations, one version at a time,
 in memory (the file on disk is rewritten only when the writer saves it again, e.g. on --resume).
 
-To change a format: raise its version in SCHEMA_VERSION and register the step from the old
+To change a format: raise its version in model/layout.py SCHEMA_VERSIONS and register the step from the old
 version in MIGRATIONS[kind][old] (a function taking the data at ``old`` and returning it at
 ``old + 1``; the step's ``schema_version`` is set here).
 """
@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from orchestrator.errors import TestbedError
+from orchestrator.model.layout import SCHEMA_VERSIONS
 from orchestrator.results.atomic import read_json_strict
 
 Kind = Literal["manifest", "metrics"]
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
-SCHEMA_VERSION: dict[Kind, int] = {"manifest": 1, "metrics": 1}
+SCHEMA_VERSION = SCHEMA_VERSIONS  # defined in model/layout.py with the other names of the format
 MIGRATIONS: dict[Kind, dict[int, Migration]] = {"manifest": {}, "metrics": {}}
 
 

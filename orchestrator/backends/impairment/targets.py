@@ -1,7 +1,6 @@
 """Where to impair: targets found from the testbed's containers or from a multi-host lab inventory.
 
-The containers' state (pid, address) is read with ``docker inspect`` in ``_container_pid`` and
-``_container_ip`` only.
+The containers' state (pid, address) comes from the typed docker backend (backends/docker.py).
 """
 
 from __future__ import annotations
@@ -15,33 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from orchestrator.backends import docker
 from orchestrator.backends.impairment.models import Hook, ImpairmentTarget
 from orchestrator.backends.process import run
 from orchestrator.errors import TestbedError
 from orchestrator.model.impairment import Direction
 
 REQUIRED_GROUPS = ("broker", "router", "publisher")
-
-
-def _container_pid(container: str) -> int:
-    out = run(
-        ["docker", "inspect", "-f", "{{.State.Pid}}", container],
-        timeout=30,
-        hint="is the testbed up? (`testbed up`)",
-    ).stdout.strip()
-    if not out.isdigit() or int(out) == 0:
-        raise TestbedError(f"container {container} is not running (docker inspect gave pid {out!r})")
-    return int(out)
-
-
-def _container_ip(container: str) -> str:
-    out = run(
-        ["docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}", container],
-        timeout=30,
-    ).stdout.split()
-    if not out:
-        raise TestbedError(f"container {container} has no IP address on a Docker network")
-    return out[0]
 
 
 def targets_for_containers(direction: Direction, containers: Mapping[str, str],
@@ -55,10 +34,10 @@ def targets_for_containers(direction: Direction, containers: Mapping[str, str],
     retransmission, so the measured retransmission rate is the injected loss.
     """
     def netns(role: str) -> str:
-        return f"/proc/{_container_pid(containers[role])}/ns/net"
+        return f"/proc/{docker.container_pid(containers[role])}/ns/net"
 
     def ip(role: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-        return ipaddress.ip_address(_container_ip(containers[role]))
+        return ipaddress.ip_address(docker.container_ip(containers[role]))
 
     targets: list[ImpairmentTarget] = []
     try:
