@@ -14,7 +14,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -23,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from orchestrator.backends.process import run
+from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError, ToolError
 from orchestrator.waiting import poll
 
@@ -40,7 +39,7 @@ DEFAULT_HOST = "unix:///var/run/docker.sock"
 
 def engine_version() -> str:
     """The engine's version; TestbedError when the CLI is missing or no daemon answers."""
-    if shutil.which("docker") is None:
+    if which("docker") is None:
         raise TestbedError("the docker CLI is not installed", hint=ENGINE_HINT)
     try:
         proc = run(["docker", "version", "--format", "{{.Server.Version}}"], timeout=15)
@@ -53,7 +52,7 @@ def engine_version() -> str:
 def _compose_candidates() -> list[list[str]]:
     cands: list[list[str]] = [["docker", "compose"]]
     beside_python = Path(sys.executable).parent / "docker-compose"
-    for exe in (shutil.which("docker-compose"), str(beside_python) if beside_python.exists() else None):
+    for exe in (which("docker-compose"), str(beside_python) if beside_python.exists() else None):
         if exe and [exe] not in cands:
             cands.append([exe])
     return cands

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.backends.docker import inspect_image
-from orchestrator.backends.process import run
+from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError, ToolError
 from orchestrator.paths import cache_dir, repo_root
 
@@ -147,7 +147,7 @@ def resolve_base_image(progress: Callable[[str], None] = lambda _m: None, *, mir
 
 
 def build_local_base(mirror: str) -> None:
-    if shutil.which("debootstrap") is None:
+    if which("debootstrap") is None:
         raise TestbedError("no container registry is reachable and debootstrap is missing",
                            hint="apt-get install -y debootstrap (make does this as root)")
     if os.geteuid() != 0:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import configparser
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from orchestrator.backends.process import run
+from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError, ToolError
 
 GENERATED_HEADER = Path("include") / "testbed_generated.h"
@@ -100,7 +99,7 @@ def check_board(board: str, ini_text: str) -> str:
 def find_pio(search: Sequence[Path] | None = None) -> str:
     """The PlatformIO CLI: `pio` or `platformio` on PATH or next to this Python."""
     for name in ("pio", "platformio"):
-        found = shutil.which(name)
+        found = which(name)
         if found:
             return found
     for folder in search if search is not None else [Path(sys.executable).parent]:

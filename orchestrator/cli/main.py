@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
-from rich.table import Table
 
 from orchestrator import __version__
 from orchestrator.cli.console import err, out
@@ -45,17 +44,12 @@ def _root(debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")
 @app.command()
 def doctor() -> None:
     """Table of what works here and what is missing, each with the fix."""
+    from orchestrator.cli.render import doctor_table
     from orchestrator.measure.doctor import checks
 
-    table = Table(title="testbed doctor")
-    for col in ("check", "status", "detail", "fix"):
-        table.add_column(col)
-    failed = 0
-    for c in checks():
-        status = "[green]ok[/]" if c.ok else ("[red]MISSING[/]" if c.required else "[yellow]optional[/]")
-        failed += (not c.ok) and c.required
-        table.add_row(c.name, status, c.detail, c.fix)
-    out.print(table)
+    results = checks()
+    out.print(doctor_table(results))
+    failed = sum(1 for c in results if not c.ok and c.required)
     if failed:
         raise TestbedError(f"{failed} required check(s) failed; see the fix column")
 
@@ -95,18 +89,11 @@ def up(
 @app.command()
 def status() -> None:
     """The testbed's containers and their state."""
+    from orchestrator.cli.render import status_table
     from orchestrator.lab import session
 
     rows = session.status()
-    if not rows:
-        out.print("nothing running")
-        return
-    table = Table()
-    for col in ("service", "container", "state", "health", "ports"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(*r)
-    out.print(table)
+    out.print(status_table(rows) if rows else "nothing running")
 
 
 @app.command()

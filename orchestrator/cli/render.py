@@ -1,8 +1,9 @@
-"""Progress bars and summary tables for runs (rich), kept out of the command functions."""
+"""Everything the CLI draws (rich): progress bars, the run and sweep summaries, doctor and status tables."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from orchestrator.cli.console import err, out
+from orchestrator.measure.doctor import Check
 from orchestrator.measure.run import RunOutcome, execute_run
 from orchestrator.model.ciphers import by_code
 from orchestrator.model.layout import BundleLayout, Layout
@@ -118,3 +120,22 @@ def sweep_summary(bundle: Path) -> Table:
                   fmt((m.get("overhead_bytes") or {}).get("tls_overhead")),
                   fmt((m.get("throughput") or {}).get("wire_bps"), 1))
     return t
+
+
+def doctor_table(checks: Sequence[Check]) -> Table:
+    table = Table(title="testbed doctor")
+    for col in ("check", "status", "detail", "fix"):
+        table.add_column(col)
+    for c in checks:
+        status = "[green]ok[/]" if c.ok else ("[red]MISSING[/]" if c.required else "[yellow]optional[/]")
+        table.add_row(c.name, status, c.detail, c.fix)
+    return table
+
+
+def status_table(rows: Sequence[Sequence[str]]) -> Table:
+    table = Table()
+    for col in ("service", "container", "state", "health", "ports"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(*r)
+    return table

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from orchestrator.backends import docker
-from orchestrator.backends.process import run
+from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError
 
 
@@ -30,7 +29,7 @@ def _probe(name: str, fn: Callable[[], str], fix: str, required: bool = True) ->
 
 def _version_of(argv: list[str], pick: Callable[[str], str] = lambda s: s.splitlines()[0]) -> Callable[[], str]:
     def fn() -> str:
-        if shutil.which(argv[0]) is None:
+        if which(argv[0]) is None:
             raise TestbedError(f"{argv[0]} not found")
         proc = run(argv, timeout=20)
         return pick((proc.stdout or proc.stderr).strip())
