@@ -1,95 +1,28 @@
-"""The exported fields of a capture: what analysis asks for, the exporter it is handed, the parser.
+"""The exported fields of a capture, parsed into a table.
 
-Analysis never starts a program: it is handed a :class:`FieldExporter` (``backends/tshark.py``
-runs tshark) and reads the text it gives back. The text format is one line per frame, the fields
-in the order of :data:`FIELDS` separated by a tab, no header, no quoting, and EVERY occurrence of a
-field in the frame joined with :data:`AGGREGATOR`, because several MQTT messages (and TLS records)
-can share one TCP segment.
+Analysis never starts a program: it is handed a FieldExporter (orchestrator/model/export.py says what
+one is and the text format it gives; backends/tshark.py runs tshark) and parses the text here.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
+from collections.abc import Sequence
 
 import pandas as pd
 
-from orchestrator.errors import TestbedError, ToolError
-
-AGGREGATOR = "|"
-
-# (column, tshark field). Order = output column order.
-FIELDS: tuple[tuple[str, str], ...] = (
-    ("frame", "frame.number"),
-    ("time", "frame.time_epoch"),
-    ("frame_len", "frame.len"),
-    ("ip_src", "ip.src"),
-    ("ip_dst", "ip.dst"),
-    ("ipv6_src", "ipv6.src"),
-    ("ipv6_dst", "ipv6.dst"),
-    ("ip_hdr_len", "ip.hdr_len"),
-    ("stream", "tcp.stream"),
-    ("src_port", "tcp.srcport"),
-    ("dst_port", "tcp.dstport"),
-    ("tcp_hdr_len", "tcp.hdr_len"),
-    ("tcp_len", "tcp.len"),
-    ("tcp_seq", "tcp.seq"),
-    ("tcp_flags", "tcp.flags"),
-    ("retrans", "tcp.analysis.retransmission"),
-    ("fast_retrans", "tcp.analysis.fast_retransmission"),
-    ("tls_ctype", "tls.record.content_type"),
-    ("tls_opaque", "tls.record.opaque_type"),
-    ("tls_rec_len", "tls.record.length"),
-    ("tls_hs_type", "tls.handshake.type"),
-    ("tls_cipher", "tls.handshake.ciphersuite"),
-    ("tls_sup_ver", "tls.handshake.extensions.supported_version"),
-    ("tls_hs_ver", "tls.handshake.version"),
-    ("mqtt_type", "mqtt.msgtype"),
-    ("mqtt_len", "mqtt.len"),
-    ("mqtt_msg", "mqtt.msg"),
+from orchestrator.errors import TestbedError
+from orchestrator.model.export import (  # noqa: F401 - the analysis' names for them
+    AGGREGATOR,
+    FIELD_NAMES,
+    FIELDS,
+    ExportOutcome,
+    ExportRequest,
+    FieldExporter,
 )
-FIELD_NAMES: tuple[str, ...] = tuple(name for _, name in FIELDS)
+
 NUMERIC = ("frame", "time", "frame_len", "ip_hdr_len", "stream", "src_port", "dst_port", "tcp_hdr_len",
            "tcp_len", "tcp_seq")
-
-
-@dataclass(frozen=True)
-class ExportRequest:
-    """One export pass: the capture, where MQTT is (port, TLS or not), the key logs that decrypt it."""
-
-    pcap: Path
-    broker_port: int
-    tls: bool
-    keylogs: tuple[Path, ...] = ()
-    fields: tuple[str, ...] = FIELD_NAMES
-    aggregator: str = AGGREGATOR
-
-
-@dataclass
-class ExportOutcome:
-    """How the exporting program ended; its exit code is for the caller to judge."""
-
-    argv: list[str]
-    returncode: int
-    stderr: str
-
-    def error(self, pcap: Path) -> ToolError:
-        """The error to raise when the export failed."""
-        return ToolError([str(a) for a in self.argv], self.returncode, "", self.stderr,
-                         message=f"tshark could not read {pcap} (exit {self.returncode})")
-
-
-class FieldExporter(Protocol):
-    """Runs the export pass of ``request`` and gives its text to ``handle`` in whole-line chunks.
-
-    A missing program is a TestbedError and a timeout a ToolError; a non-zero exit is returned in
-    the outcome (a truncated capture exits non-zero after printing every complete packet).
-    """
-
-    def __call__(self, request: ExportRequest, handle: Callable[[str], None], /) -> ExportOutcome: ...
 
 
 def _empty_table(names: Sequence[str]) -> pd.DataFrame:

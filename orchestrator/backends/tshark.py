@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from orchestrator.analysis.fields import ExportOutcome, ExportRequest
 from orchestrator.backends.process import run, stream
 from orchestrator.errors import TestbedError
+from orchestrator.model.export import ExportOutcome, ExportRequest
 
 MQTT_PORT = 1883
 MQTTS_PORT = 8883

@@ -1,7 +1,7 @@
 """The project's own docs and comments name only files and modules that exist.
 
 Every path of ours named in a tracked text file (README, docs/, docstrings and comments, playbooks,
-Dockerfiles, the firmware) must exist, and every dotted `orchestrator.x.y` name must resolve to a module
+Dockerfiles, the firmware) must exist, and every dotted module name of ours (orchestrator.<package>.<module>) must resolve to a module
 (a last component may be an attribute of it). A move that forgets a doc fails here.
 """
 
