@@ -1,14 +1,15 @@
 """The project's own docs and comments name only files and modules that exist.
 
 Every path of ours named in a tracked text file (README, docs/, docstrings and comments, playbooks,
-Dockerfiles, the firmware) must exist, and every dotted module name of ours (orchestrator.<package>.<module>) must resolve to a module
-(a last component may be an attribute of it). A move that forgets a doc fails here.
+Dockerfiles, the firmware) must exist, and every dotted module name of ours (orchestrator.<package>.<module>)
+must resolve to a module (a last component may be an attribute of it). A move that forgets a doc fails here.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,23 +54,21 @@ def module_exists(dotted: str) -> bool:
     return False
 
 
-def test_every_named_path_exists() -> None:
+def names_that_do_not_exist(pattern: re.Pattern[str], exists: Callable[[str], bool]) -> list[str]:
+    """file:line: name, for every match of ``pattern`` in a tracked text file that ``exists`` refuses."""
     missing = []
     for path in tracked_text_files():
         text = path.read_text(encoding="utf-8", errors="replace")
         for lineno, line in enumerate(text.splitlines(), start=1):
-            for match in PATH_RE.findall(line):
-                if looks_like_ours(match) and not path_exists(match):
-                    missing.append(f"{path.relative_to(REPO)}:{lineno}: {match}")
+            missing += [f"{path.relative_to(REPO)}:{lineno}: {m}" for m in pattern.findall(line) if not exists(m)]
+    return missing
+
+
+def test_every_named_path_exists() -> None:
+    missing = names_that_do_not_exist(PATH_RE, lambda m: not looks_like_ours(m) or path_exists(m))
     assert missing == [], "names of files that do not exist:\n" + "\n".join(missing)
 
 
 def test_every_named_module_exists() -> None:
-    missing = []
-    for path in tracked_text_files():
-        text = path.read_text(encoding="utf-8", errors="replace")
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            for match in MODULE_RE.findall(line):
-                if not module_exists(match):
-                    missing.append(f"{path.relative_to(REPO)}:{lineno}: {match}")
+    missing = names_that_do_not_exist(MODULE_RE, module_exists)
     assert missing == [], "names of modules that do not exist:\n" + "\n".join(missing)
