@@ -36,6 +36,13 @@ def _version_of(argv: list[str], pick: Callable[[str], str] = lambda s: s.splitl
     return fn
 
 
+def _platformio() -> str:
+    """Found the way `testbed firmware` finds it (on PATH or beside this Python), so doctor agrees with it."""
+    from orchestrator.backends.platformio import find_pio
+
+    return _version_of([find_pio(), "--version"])()
+
+
 def _images() -> str:
     from orchestrator.backends.images import IMAGES, image_exists
     missing = [s.tag for s in IMAGES if not image_exists(s.tag)]
@@ -74,7 +81,7 @@ def checks() -> list[Check]:
                          required=False))
     result.append(_probe("g++/cmake (virtual ESP32 host build)", _version_of(["cmake", "--version"]),
                          "apt-get install -y g++ cmake libmbedtls-dev", required=False))
-    result.append(_probe("PlatformIO (real ESP32)", _version_of(["pio", "--version"]),
+    result.append(_probe("PlatformIO (real ESP32)", _platformio,
                          "pip install platformio (needs its registry to fetch the ESP32 toolchain)",
                          required=False))
     return result
