@@ -7,7 +7,8 @@ The run folder is mounted at /data in every container:
     config/   mosquitto.conf (+ openssl.cnf for TLS-1.2-only scenarios)
     pki/      throwaway CA, server (and client) certificates, passwords.txt  (secrets: 0600)
     capture/  capture.pcapng written by the sidecar
-    logs/     subscriber.csv, subscriber_status.json, publisher.csv, publisher_summary.json, broker.log
+    logs/     subscriber.csv, subscriber_status.json, publisher.csv, publisher_summary.json, <service>.log of
+              every container and containers.json (their state), saved when the project goes down
     keylogs/  NSS key logs of our clients, so the capture can be decrypted
 """
 
