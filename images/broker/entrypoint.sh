@@ -1,20 +1,26 @@
 #!/bin/sh
-# Copy the run's PKI and password list where the mosquitto user can read them (Mosquitto drops
-# privileges BEFORE it reads certificates), hash the passwords, then exec the broker.
+# Copy the run's PKI and password list where Mosquitto can read them, hash the passwords, then exec
+# the broker. The container runs as the user who runs testbed (compose/testbed.yml `user:`), so the
+# files it writes into /data are theirs. Started as root (a root user, or rootless Docker), Mosquitto
+# drops to the mosquitto user BEFORE it reads certificates: the copies are then given to that user.
 set -eu
 DATA=${TESTBED_DATA:-/data}
-mkdir -p /run/testbed/pki
+PRIV=/run/testbed
+umask 077
+mkdir -p "$PRIV/pki"
 if [ -d "$DATA/pki" ]; then
   for f in ca.crt server.crt server.key; do
-    [ -f "$DATA/pki/$f" ] && cp "$DATA/pki/$f" /run/testbed/pki/
+    [ -f "$DATA/pki/$f" ] && cp "$DATA/pki/$f" "$PRIV/pki/"
   done
   if [ -f "$DATA/pki/passwords.txt" ]; then
-    cp "$DATA/pki/passwords.txt" /run/testbed/passwords
-    mosquitto_passwd -U /run/testbed/passwords
+    cp "$DATA/pki/passwords.txt" "$PRIV/passwords"
+    mosquitto_passwd -U "$PRIV/passwords"
   fi
 fi
-chown -R mosquitto:mosquitto /run/testbed
-chmod 0600 /run/testbed/pki/*.key /run/testbed/passwords 2>/dev/null || true
+chmod 0644 "$PRIV/pki/"*.crt 2>/dev/null || true
+if [ "$(id -u)" = 0 ]; then
+  chown -R mosquitto:mosquitto "$PRIV"
+fi
 if [ -f "$DATA/config/openssl.cnf" ]; then
   export OPENSSL_CONF="$DATA/config/openssl.cnf"
 fi

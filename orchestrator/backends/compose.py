@@ -31,6 +31,7 @@ class Topology:
     subscriber_args: Sequence[str] = field(default_factory=list)
     publisher_args: Sequence[str] = field(default_factory=list)
     base_image: str = "debian:bookworm-slim"
+    user: str = "0:0"  # uid:gid the containers run as (docker.container_user())
 
 
 def compose_env(t: Topology) -> dict[str, str]:
@@ -42,6 +43,7 @@ def compose_env(t: Topology) -> dict[str, str]:
         "TESTBED_SUBSCRIBER_ARGS": shlex.join(t.subscriber_args) or "--help",
         "TESTBED_PUBLISHER_ARGS": shlex.join(t.publisher_args),
         "TESTBED_BASE_IMAGE": t.base_image,
+        "TESTBED_USER": t.user,
     }
 
 

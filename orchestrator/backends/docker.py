@@ -49,6 +49,22 @@ def engine_version() -> str:
     return proc.stdout.strip()
 
 
+@lru_cache(maxsize=1)
+def engine_is_rootless() -> bool:
+    """Rootless Docker (the engine runs in its user's user namespace: container uid 0 IS that user)."""
+    proc = run(["docker", "info", "--format", "{{json .SecurityOptions}}"], timeout=30)
+    return any("name=rootless" in str(o) for o in json.loads(proc.stdout or "[]") or [])
+
+
+def container_user() -> str:
+    """``uid:gid`` for every container we start, so whatever they write into a run folder belongs to the
+    user who runs testbed. Under rootless Docker that user is container root (other uids map to
+    subordinate ids the user cannot delete), so 0:0; on a host without uids (Windows) also 0:0."""
+    if not hasattr(os, "getuid") or engine_is_rootless():
+        return "0:0"
+    return f"{os.getuid()}:{os.getgid()}"
+
+
 def _compose_candidates() -> list[list[str]]:
     cands: list[list[str]] = [["docker", "compose"]]
     beside_python = Path(sys.executable).parent / "docker-compose"
@@ -131,6 +147,19 @@ class ContainerState(_Model):
         return self.status == "running"
 
 
+class HostConfig(_Model):
+    """The privileges a container was given (what the helper-container test checks)."""
+
+    cap_add: list[str] = Field(default_factory=list, alias="CapAdd")
+    cap_drop: list[str] = Field(default_factory=list, alias="CapDrop")
+    privileged: bool = Field(False, alias="Privileged")
+    pid_mode: str = Field("", alias="PidMode")
+    network_mode: str = Field("", alias="NetworkMode")
+    binds: list[str] = Field(default_factory=list, alias="Binds")
+
+    _lists = field_validator("cap_add", "cap_drop", "binds", mode="before")(lambda v: v or [])
+
+
 class Container(_Model):
     """What we read of one container's `docker inspect` object."""
 
@@ -141,6 +170,10 @@ class Container(_Model):
     state: ContainerState
     ips: list[str] = Field(default_factory=list)
     ports: list[str] = Field(default_factory=list)  # host_ip:host_port->container_port
+    labels: dict[str, str] = Field(default_factory=dict)
+    user: str = ""
+    host_config: HostConfig = Field(default_factory=lambda: HostConfig.model_validate({}))
+    mounts: list[str] = Field(default_factory=list)  # every mount's source (binds and volumes)
 
     @classmethod
     def from_inspect(cls, raw: Mapping[str, Any]) -> Container:
@@ -149,9 +182,12 @@ class Container(_Model):
         ports = [f"{b.get('HostIp')}:{b.get('HostPort')}->{cport.split('/')[0]}"
                  for cport, binds in (net.get("Ports") or {}).items() for b in (binds or [])]
         ips = [n["IPAddress"] for n in (net.get("Networks") or {}).values() if n.get("IPAddress")]
-        return cls(id=raw["Id"], name=str(raw["Name"]).lstrip("/"), service=(config.get("Labels") or {}).get(
-            SERVICE_LABEL), image=str(config.get("Image", "")), state=ContainerState.model_validate(raw["State"]),
-            ips=ips, ports=ports)
+        labels = config.get("Labels") or {}
+        return cls(id=raw["Id"], name=str(raw["Name"]).lstrip("/"), service=labels.get(SERVICE_LABEL),
+                   image=str(config.get("Image", "")), state=ContainerState.model_validate(raw["State"]),
+                   ips=ips, ports=ports, labels=labels, user=str(config.get("User") or ""),
+                   host_config=HostConfig.model_validate(raw.get("HostConfig") or {}),
+                   mounts=[str(m.get("Source") or m.get("Name") or "") for m in raw.get("Mounts") or []])
 
 
 class Image(_Model):
@@ -252,6 +288,18 @@ def container_ip(name: str) -> str:
     if c is None or not c.ips:
         raise TestbedError(f"container {name} has no IP address on a Docker network")
     return c.ips[0]
+
+
+def run_detached(image: str, name: str, *, options: Sequence[str] = (), command: Sequence[str] = ()) -> str:
+    """``docker run -d`` (a container we remove ourselves: no --rm, so a dead one can be inspected); its id."""
+    proc = run(["docker", "run", "-d", "--name", name, *options, image, *command], timeout=60)
+    return proc.stdout.strip()
+
+
+def remove(names: Sequence[str]) -> None:
+    """Force-remove containers; missing ones are fine."""
+    if names:
+        run(["docker", "rm", "-f", *names], check=False, timeout=60)
 
 
 def kill(name: str, signal: str) -> None:

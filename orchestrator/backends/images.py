@@ -47,6 +47,7 @@ IMAGES: tuple[ImageSpec, ...] = (
                              "pyproject.toml")),
     ImageSpec("publisher", ("images/publisher", "firmware/platformio/lib", "firmware/platformio/host",
                             "firmware/platformio/test")),
+    ImageSpec("netadmin", ("images/netadmin",)),  # the impairment helper (backends/impairment/helpers.py)
 )
 
 

@@ -1,7 +1,8 @@
 """The one way external programs are run: argv lists, never shell strings.
 
 ``run()`` waits for a program and returns its whole output; ``stream()`` hands its stdout over
-block by block WHILE it runs (for outputs worth processing as they come). Every failure becomes a
+block by block WHILE it runs (for outputs worth processing as they come). A program is looked up
+on PATH, then in the sbin folders (:data:`SBIN_DIRS`, off an ordinary user's PATH). Every failure becomes a
 :class:`~orchestrator.errors.ToolError` carrying argv, exit code, stdout and stderr; a missing
 program becomes a clear :class:`TestbedError`.
 """
@@ -26,8 +27,36 @@ from orchestrator.errors import TestbedError, ToolError
 DEFAULT_HINT = "run `testbed doctor` to see what is missing and how to install it"
 
 
+# Searched after PATH: tc, nft, ip, setcap (and dumpcap on some distributions) live here, and an
+# ordinary user's PATH on Debian does not include them.
+SBIN_DIRS: tuple[str, ...] = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+
+
 def which(program: str) -> str | None:
-    return shutil.which(program)
+    """The full path of ``program``: PATH first, then :data:`SBIN_DIRS`; None when neither has it."""
+    found = shutil.which(program)
+    if found is not None or os.sep in program:
+        return found
+    for folder in SBIN_DIRS:
+        found = shutil.which(program, path=folder)
+        if found is not None:
+            return found
+    return None
+
+
+def _executable(argv: Sequence[str], env: Mapping[str, str] | None) -> str | None:
+    """What to execute for ``argv`` when its program is found only in :data:`SBIN_DIRS`, else None.
+
+    The program is started through the PATH the child gets (as subprocess does) when it is there,
+    so argv and the behaviour for programs on PATH stay unchanged.
+    """
+    if not argv:
+        return None
+    program = argv[0]
+    if os.sep in program or shutil.which(program, path=os.pathsep.join(os.get_exec_path(env))):
+        return None
+    found = which(program)
+    return found if found is not None and os.path.isabs(found) else None
 
 
 def _full_env(env: Mapping[str, str] | None) -> dict[str, str] | None:
@@ -56,10 +85,11 @@ def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None
     TestbedError when the program does not exist.
     """
     argv = [str(a) for a in argv]
+    full_env = _full_env(env)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=_full_env(env),
-                              cwd=cwd, input=input_text, stdin=None if input_text is not None
-                              else subprocess.DEVNULL, check=False)
+        proc = subprocess.run(argv, executable=_executable(argv, full_env), capture_output=True, text=True,
+                              timeout=timeout, env=full_env, cwd=cwd, input=input_text,
+                              stdin=None if input_text is not None else subprocess.DEVNULL, check=False)
     except FileNotFoundError as exc:
         raise _not_found(argv, hint) from exc
     except subprocess.TimeoutExpired as exc:
@@ -146,8 +176,9 @@ def stream(argv: Sequence[str], *, check: bool = True, timeout: float | None = N
     argv = [str(a) for a in argv]
     with tempfile.TemporaryFile() as err:
         try:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                                    env=_full_env(env), cwd=cwd)
+            full_env = _full_env(env)
+            proc = subprocess.Popen(argv, executable=_executable(argv, full_env), stdout=subprocess.PIPE,
+                                    stderr=err, stdin=subprocess.DEVNULL, env=full_env, cwd=cwd)
         except FileNotFoundError as exc:
             raise _not_found(argv, hint) from exc
         out = OutputStream(argv, proc, timeout)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import socket
 import ssl
@@ -58,8 +59,19 @@ def tls_context(args: argparse.Namespace) -> ssl.SSLContext:
     if args.cert:
         ctx.load_cert_chain(args.cert, args.key)
     if args.keylog:
+        private_file(args.keylog)
         ctx.keylog_filename = args.keylog
     return ctx
+
+
+def private_file(path: str) -> None:
+    """Create ``path`` (or keep it) readable by its owner only: a TLS key log decrypts the capture.
+    OpenSSL appends to the file it finds, with the process umask otherwise (0644)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
 
 
 def read_password(path: str, user: str) -> str:

@@ -103,11 +103,10 @@ def _clear_session_impairment() -> list[str]:
         return []
     targets = [ImpairmentTarget.model_validate(t) for t in data.get("targets", [])]
     try:
-        clear(targets)
-    except TestbedError as exc:  # namespaces already gone: nothing of ours can remain in them
-        if not all(not Path(t.netns_path or "/").exists() for t in targets if t.netns_path):
-            raise TestbedError(f"could not clear impairment {data.get('profile')}: {exc.message}",
-                               evidence=exc.evidence) from exc
+        clear(targets)  # containers already gone are skipped: their namespaces went with them
+    except TestbedError as exc:
+        raise TestbedError(f"could not clear impairment {data.get('profile')}: {exc.message}",
+                           evidence=exc.evidence, hint=exc.hint) from exc
     _impairment_record().unlink(missing_ok=True)
     return [f"impairment {data.get('profile')} cleared"]
 

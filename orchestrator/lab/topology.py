@@ -46,7 +46,7 @@ def prepare_run_dir(run_dir: Path, scenario: Scenario) -> tuple[Layout, Pki | No
         pki = ensure_pki(lay.pki, scenario.tls.key_type, clients=scenario.tls.client_auth == "certificate")
     elif not scenario.anonymous:
         pki = ensure_pki(lay.pki, "ecdsa-p256")  # only its passwords.txt is used
-    # a container writes the capture as root; an earlier run's files must not be mistaken for this one's
+    # an earlier run's files must not be mistaken for this one's
     evidence = [lay.container_log(s) for s in compose.SERVICES] + [lay.containers]
     for stale in (lay.capture, lay.subscriber_log, lay.subscriber_status, lay.publisher_go, *evidence):
         if stale.exists():
@@ -76,7 +76,7 @@ def topology(scenario: Scenario, lay: Layout, *, host_port: int | None = None, e
     return Topology(run_dir=lay.root, port=scenario.port, host_port=host_port or scenario.port,
                     bind="0.0.0.0" if expose else "127.0.0.1",
                     subscriber_args=subscriber_args(scenario, lay, qos=qos),
-                    publisher_args=publisher_args or [])
+                    publisher_args=publisher_args or [], user=docker.container_user())
 
 
 def read_status(lay: Layout) -> dict[str, object]:

@@ -129,8 +129,48 @@ def test_show_lists_qdiscs_and_our_table() -> None:
 
 
 def test_netem_probe_uses_a_throwaway_namespace() -> None:
-    assert netem_probe_argv() == ["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", "netem",
-                                    "delay", "1ms"]
+    # an inventory host, as root: a namespace that vanishes with the command
+    assert netem_probe_argv(in_helper=False) == ["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root",
+                                                 "netem", "delay", "1ms"]
+    # this Docker host: a throwaway helper container with its own empty namespace and NET_ADMIN only
+    argv = netem_probe_argv()
+    assert argv[:3] == ["docker", "run", "--rm"] and argv[argv.index("--network") + 1] == "none"
+    assert argv[argv.index("--cap-drop") + 1] == "ALL" and argv.count("--cap-add") == 1
+    assert argv[argv.index("--cap-add") + 1] == "NET_ADMIN" and "--privileged" not in argv
+    assert argv[-10:] == ["tc", "testbed-netadmin:latest", "qdisc", "add", "dev", "lo", "root", "netem", "delay",
+                          "1ms"][-10:]
+
+
+CONTAINER_PUB = ImpairmentTarget(label="publisher", container="testbed-publisher-1", interface="eth0")
+
+
+def test_container_targets_run_in_their_helper_with_docker_exec() -> None:
+    assert CONTAINER_PUB.helper == "testbed-publisher-1-netadmin"
+    assert enter_argv(CONTAINER_PUB) == ["docker", "exec", "testbed-publisher-1-netadmin"]
+    assert apply_argvs(load_impairment("narrowband-250kbit"), CONTAINER_PUB)[0][:5] == [
+        "docker", "exec", "testbed-publisher-1-netadmin", "tc", "qdisc"]
+    plan = build_plan(load_impairment("narrowband-250kbit"), [CONTAINER_PUB])
+    assert plan["testbed_netem_probe"][:2] == ["docker", "run"]  # probed in a helper, not with unshare
+
+
+def test_a_container_target_cannot_also_name_a_namespace_or_host() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        ImpairmentTarget(label="publisher", container="testbed-publisher-1", netns_path=NS, interface="eth0")
+    with pytest.raises(ValueError, match="not both"):
+        ImpairmentTarget(label="publisher", container="testbed-publisher-1", host="router1", interface="eth0")
+    with pytest.raises(ValueError):
+        ImpairmentTarget(label="publisher", container="bad name;rm", interface="eth0")
+
+
+def test_helper_options_give_net_admin_and_nothing_more() -> None:
+    from orchestrator.backends.impairment.helpers import helper_options
+
+    opts = helper_options("testbed-broker-1")
+    assert opts[opts.index("--network") + 1] == "container:testbed-broker-1"
+    assert [opts[i + 1] for i, o in enumerate(opts) if o == "--cap-add"] == ["NET_ADMIN"]
+    assert opts[opts.index("--cap-drop") + 1] == "ALL"
+    for forbidden in ("--privileged", "--pid", "-v", "--volume", "--mount", "--userns"):
+        assert forbidden not in opts
 
 
 def test_loss_without_an_ingress_target_is_refused_before_anything_runs() -> None:

@@ -34,7 +34,10 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 def enter_argv(target: ImpairmentTarget) -> list[str]:
-    """Prefix that runs a command in the target's namespace (nothing for the host namespace)."""
+    """Prefix that runs a command in the target's namespace: `docker exec` in its helper container,
+    nsenter on an inventory host, nothing for the host namespace."""
+    if target.helper:
+        return ["docker", "exec", target.helper]
     return ["nsenter", f"--net={target.netns_path}"] if target.netns_path else []
 
 
@@ -218,6 +221,21 @@ def check_argvs(target: ImpairmentTarget) -> list[PlanCommand]:
     return [_command(target, ["ip", "link", "show", "dev", target.interface])]
 
 
-def netem_probe_argv() -> list[str]:
-    """Adds netem to the loopback of a throwaway namespace that vanishes when the command ends."""
-    return ["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"]
+HELPER_IMAGE = "testbed-netadmin:latest"
+NETEM_PROBE = ["qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"]
+
+
+def helper_probe_argv(tool: str, *args: str) -> list[str]:
+    """``tool args`` in a throwaway helper container with its own empty network namespace and
+    NET_ADMIN only, removed when the command ends: what the kernel the containers run on can do."""
+    return ["docker", "run", "--rm", "--network", "none", "--cap-drop", "ALL", "--cap-add", "NET_ADMIN",
+            "--security-opt", "no-new-privileges", "--read-only", "--user", "0:0", "--entrypoint", tool,
+            HELPER_IMAGE, *args]
+
+
+def netem_probe_argv(in_helper: bool = True) -> list[str]:
+    """Adds netem to the loopback of a throwaway namespace that vanishes when the command ends: in a
+    helper container (this Docker host), or with unshare (an inventory host, as root)."""
+    if in_helper:
+        return helper_probe_argv("tc", *NETEM_PROBE)
+    return ["unshare", "--net", "tc", *NETEM_PROBE]

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.backends.impairment import helpers
 from orchestrator.backends.impairment.argv import NETEM_MISSING
 from orchestrator.backends.impairment.models import LOCALHOST, ImpairmentRecord, ImpairmentTarget
 from orchestrator.backends.impairment.plan import build_plan, state_has_ours
@@ -186,24 +187,38 @@ def _apply_run(
 def apply(
     impairment: Impairment, targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None
 ) -> str:
-    """Clear leftovers of ours, apply ``impairment`` and return the state afterwards."""
+    """Clear leftovers of ours, apply ``impairment`` and return the state afterwards. Container targets'
+    helpers stay running with the impairment: `clear` removes them."""
+    containers = helpers.containers_of(targets)
     if inventory is None:
-        check_supported(impairment)
-    return _apply_run(impairment, targets, inventory)[1]
+        check_supported(impairment, in_containers=bool(containers))
+    build_plan(impairment, targets)  # bad targets fail before anything is touched
+    try:
+        helpers.start(containers)
+        return _apply_run(impairment, targets, inventory)[1]
+    except BaseException:
+        with sigint_deferred():
+            helpers.remove(containers)  # the playbook cleared what it applied
+        raise
 
 
 def clear(targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None) -> None:
-    """Remove our qdiscs and nft table from every target; safe when nothing is there."""
+    """Remove our qdiscs and nft table from every target, then the helpers; safe when nothing is there."""
     _clear_run(targets, inventory)
 
 
 def _clear_run(targets: Sequence[ImpairmentTarget], inventory: Path | None) -> tuple[str, str]:
-    """Clear; the state (before, after) clearing."""
-    if not targets:
-        return "", ""
-    plan = build_plan(_NONE, targets)
-    result = run_playbook("clear.yml", plan, inventory=inventory, cancellable=False)
-    _raise_failed(result, "clearing impairment")
+    """Clear (through helpers alive or started again), remove the helpers; the state (before, after)."""
+    containers = helpers.containers_of(targets)
+    try:
+        gone = set(helpers.revive(containers))  # no helper and no container: the namespace went with them
+        live = [t for t in targets if t.container not in gone]
+        if not live:
+            return "", ""
+        result = run_playbook("clear.yml", build_plan(_NONE, live), inventory=inventory, cancellable=False)
+        _raise_failed(result, "clearing impairment")
+    finally:
+        helpers.remove(containers)
     state = _render_state(result, "show state after clear")
     if state_has_ours(state):
         raise TestbedError("impairment still present after clear", evidence=state)
@@ -214,7 +229,14 @@ def show(targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None) 
     """``tc qdisc show`` and ``nft list table inet testbed_impair`` per target, as text."""
     if not targets:
         return ""
-    result = run_playbook("show.yml", build_plan(_NONE, targets), inventory=inventory)
+    containers = helpers.containers_of(targets)
+    started = helpers.dead(containers)
+    gone = set(helpers.revive(containers))
+    try:
+        live = [t for t in targets if t.container not in gone]
+        result = run_playbook("show.yml", build_plan(_NONE, live), inventory=inventory)
+    finally:
+        helpers.remove([c for c in started if c not in gone])  # only those started for this show
     _raise_failed(result, "showing impairment state")
     return _render_state(result, "show state")
 
@@ -223,18 +245,30 @@ def show(targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None) 
 def impaired(
     impairment: Impairment, targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None
 ) -> Iterator[ImpairmentRecord]:
-    """Apply ``impairment`` for the duration of the block; ALWAYS clear afterwards (also on Ctrl-C)."""
+    """Apply ``impairment`` for the duration of the block; ALWAYS clear afterwards (also on Ctrl-C).
+
+    The helpers of container targets live exactly as long: a helper found dead after the block fails
+    it (TestbedError), after its namespace was read and cleared through a fresh helper."""
+    containers = helpers.containers_of(targets)
     if inventory is None:
-        check_supported(impairment)
+        check_supported(impairment, in_containers=bool(containers))
     build_plan(impairment, targets)  # bad targets fail before anything is touched
     record: ImpairmentRecord | None = None
+    died: list[str] = []
     try:
+        helpers.start(containers)
         before, after = _apply_run(impairment, targets, inventory)
         record = ImpairmentRecord(impairment=impairment, targets=list(targets), before=before, after=after)
         yield record
+        died = helpers.dead(containers)
+        death = helpers.describe_death(died) if died else ""
     finally:
         with sigint_deferred():
             before_clear, state = _clear_run(targets, inventory)
         if record is not None:
             record.before_clear = before_clear
             record.after_clear = state
+    if died:
+        raise TestbedError(f"the impairment helper died during the cell: {death}",
+                           hint="the impairment may have been absent for part of the cell; it was cleared "
+                                "through a new helper and the cell is failed")

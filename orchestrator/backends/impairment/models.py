@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field, IPvAnyAddress, field_validator
+from pydantic import BaseModel, ConfigDict, Field, IPvAnyAddress, field_validator, model_validator
 
 from orchestrator.model.impairment import Direction, Impairment
 
 LOCALHOST = "localhost"
+HELPER_SUFFIX = "-netadmin"
+CONTAINER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,120}$"
 ROLE_DIRECTION = {"publisher": Direction.PUBLISHER_TO_BROKER, "broker": Direction.BROKER_TO_SUBSCRIBER}
 
 
@@ -22,13 +24,19 @@ class ImpairmentTarget(BaseModel):
 
     ``label`` is the sending side of the direction: ``publisher`` (publisher->broker traffic) or
     ``broker`` (broker->subscriber traffic, with ``peer_ip`` = the subscriber's address so the
-    broker's other traffic is untouched). ``netns_path`` None means the host's own namespace.
+    broker's other traffic is untouched).
+
+    Where the commands run: ``container`` names a container on this Docker host, and they run in a helper
+    container sharing its network namespace (``helper``, started by helpers.py; no root, no host view
+    of namespaces needed); else ``netns_path`` is entered with nsenter on the inventory host (a lab
+    router); neither means the host's own namespace.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     label: str
     netns_path: str | None = None
+    container: str | None = Field(default=None, pattern=CONTAINER_NAME)
     interface: str = Field(pattern=r"^[A-Za-z0-9_.:@-]{1,15}$")
     peer_ip: IPvAnyAddress | None = None
     source_ip: IPvAnyAddress | None = None  # ingress: only packets from this sender are dropped
@@ -49,15 +57,37 @@ class ImpairmentTarget(BaseModel):
             raise ValueError(f"must be an absolute path such as /proc/1234/ns/net (got {value!r})")
         return value
 
+    @model_validator(mode="after")
+    def _one_place(self) -> ImpairmentTarget:
+        if self.container is not None and (self.netns_path is not None or self.host != LOCALHOST):
+            raise ValueError("a container target runs on this Docker host, in the container's own namespace "
+                             "(give container, or host and netns_path, not both)")
+        return self
+
     @property
     def direction(self) -> Direction:
         return ROLE_DIRECTION[self.label]
 
+    @property
+    def helper(self) -> str | None:
+        """The helper container whose namespace is the target's (container targets only)."""
+        return helper_name(self.container) if self.container else None
+
+    @property
+    def namespace(self) -> str | None:
+        """What identifies the target's network namespace: the container, the netns path, None (host)."""
+        return f"container:{self.container}" if self.container else self.netns_path
+
     def describe(self) -> str:
-        where = self.netns_path or "host namespace"
+        where = f"container {self.container}" if self.container else self.netns_path or "host namespace"
         peer = f", peer {self.peer_ip}" if self.peer_ip else ""
         peer += f", from {self.source_ip}" if self.source_ip else ""
         return f"{self.label} {self.hook} {self.interface} ({self.host}: {where}{peer})"
+
+
+def helper_name(container: str) -> str:
+    """The name of the helper container that impairs ``container`` (one per impaired container)."""
+    return f"{container}{HELPER_SUFFIX}"
 
 
 class PlanCommand(BaseModel):

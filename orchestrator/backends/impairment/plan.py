@@ -28,11 +28,11 @@ def validate_targets(imp: Impairment, targets: Sequence[ImpairmentTarget]) -> No
     """Refuse target sets that would collide or leave part of the profile unapplied."""
     seen: set[tuple[str, str | None, str, Hook]] = set()
     for t in targets:
-        key = (t.host, t.netns_path, t.interface, t.hook)
+        key = (t.host, t.namespace, t.interface, t.hook)
         if key in seen:
             raise TestbedError(
                 f"two impairment targets share {t.hook} {t.interface} on {t.host} "
-                f"({t.netns_path or 'host namespace'})"
+                f"({t.namespace or 'host namespace'})"
             )
         seen.add(key)
     if imp.is_noop:
@@ -70,7 +70,8 @@ def build_plan(imp: Impairment, targets: Sequence[ImpairmentTarget]) -> dict[str
         "testbed_hosts": ",".join(sorted(hosts)),
         "testbed_profile": imp.name,
         "testbed_needs_netem": imp.needs_netem,
-        "testbed_netem_probe": netem_probe_argv(),
+        # container targets: the probe runs in a helper container on this Docker host, not on an inventory host
+        "testbed_netem_probe": netem_probe_argv(in_helper=any(t.container for t in targets)),
         "testbed_netem_missing": f"{NETEM_MISSING}: profile {imp.name} needs delay/jitter/correlated loss "
         f"and tc cannot add a netem qdisc (load or install the {NETEM_MODULE} "
         "kernel module); nothing was applied",

@@ -1,42 +1,96 @@
-"""Can this host apply a profile? The tools, root, and the kernel's netem, checked before anything starts."""
+"""Can this Docker host apply a profile? The helper image, and what the kernel the containers run on can
+do (netem, nftables), probed in a throwaway helper container, before anything starts. Nothing runs on
+the host itself: no root, no `unshare`, and it answers for Docker Desktop's VM kernel too."""
 
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 
-from orchestrator.backends.impairment.argv import NETEM_MISSING, NETEM_MODULE, netem_probe_argv
+from orchestrator.backends.docker import inspect_image
+from orchestrator.backends.impairment.argv import (
+    HELPER_IMAGE,
+    NETEM_MISSING,
+    NETEM_MODULE,
+    helper_probe_argv,
+    netem_probe_argv,
+)
 from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError
 from orchestrator.model.impairment import Impairment
 
+NFT_PROBE = ("add", "table", "inet", "testbed_probe")
+HELPER_HINT = "testbed images build"
+
+
+def _probe(argv: list[str]) -> tuple[bool, str]:
+    proc = run(argv, check=False, timeout=60)
+    return proc.returncode == 0, (proc.stderr or proc.stdout).strip()
+
+
+def helper_ready() -> None:
+    """TestbedError unless the docker CLI exists and the helper image is built."""
+    if which("docker") is None:
+        raise TestbedError("impairment needs the docker CLI on this host", hint="install Docker")
+    if inspect_image(HELPER_IMAGE) is None:
+        raise TestbedError(f"the impairment helper image {HELPER_IMAGE} is not built", hint=HELPER_HINT)
+
+
+@lru_cache(maxsize=1)
+def netem_probe() -> tuple[bool, str]:
+    """(can a helper add a netem qdisc, what tc said); the kernel does not change while we run."""
+    helper_ready()
+    return _probe(netem_probe_argv())
+
 
 def netem_available() -> bool:
-    """Probe this host's kernel: can tc add a netem qdisc in a throwaway namespace?"""
-    if which("unshare") is None or which("tc") is None:
+    """Can tc add a netem qdisc in a throwaway helper container's namespace?"""
+    try:
+        return netem_probe()[0]
+    except TestbedError:
         return False
-    return run(netem_probe_argv(), check=False, timeout=20).returncode == 0
 
 
-def check_supported(impairment: Impairment) -> None:
-    """Raise TestbedError, before anything starts, when this host cannot apply ``impairment``."""
+@lru_cache(maxsize=1)
+def nft_probe() -> tuple[bool, str]:
+    """(can a helper create an nftables table, what nft said)."""
+    helper_ready()
+    return _probe(helper_probe_argv("nft", *NFT_PROBE))
+
+
+def check_supported(impairment: Impairment, *, in_containers: bool = True) -> None:
+    """Raise TestbedError, before anything starts, when this Docker host cannot apply ``impairment`` to
+    containers (``in_containers=False``: to namespaces of this host, entered with nsenter as root)."""
     if impairment.is_noop:
         return
-    needed = ["tc", "nsenter", "ip"] + (["nft"] if impairment.loss_pct and not impairment.needs_netem else [])
-    missing = [p for p in needed if which(p) is None]
-    if missing:
-        raise TestbedError(
-            f"impairment {impairment.name} needs {', '.join(missing)} on this host",
-            hint="apt-get install iproute2 nftables util-linux",
-        )
-    if os.geteuid() != 0:
-        raise TestbedError(
-            f"impairment {impairment.name} needs root to enter network namespaces",
-            hint="run as root (sudo) or choose --impairment none",
-        )
-    if impairment.needs_netem and not netem_available():
+    if not in_containers:
+        check_host(impairment)
+        return
+    helper_ready()
+    if impairment.loss_pct and not impairment.needs_netem:
+        ok, said = nft_probe()
+        if not ok:
+            raise TestbedError(f"impairment {impairment.name} needs nftables, but a helper container cannot "
+                               f"create a table: {said}", hint="a kernel with nf_tables (CONFIG_NF_TABLES)")
+    if impairment.needs_netem and not netem_probe()[0]:
         raise TestbedError(
             f"{NETEM_MISSING}: profile {impairment.name} needs delay/jitter/correlated loss, "
             f"but tc cannot add a netem qdisc on this kernel (missing kernel module {NETEM_MODULE})",
             hint="`modprobe sch_netem` (on some distributions it ships in linux-modules-extra-$(uname -r)); "
             "loss-only and rate-only profiles (lossy-*, narrowband-*) work without it",
         )
+
+
+def check_host(impairment: Impairment) -> None:
+    """Namespaces of this host itself (a lab router reached with a local connection): tools and root."""
+    needed = ["tc", "nsenter", "ip"] + (["nft"] if impairment.loss_pct and not impairment.needs_netem else [])
+    missing = [p for p in needed if which(p) is None]
+    if missing:
+        raise TestbedError(f"impairment {impairment.name} needs {', '.join(missing)} on this host",
+                           hint="apt-get install iproute2 nftables util-linux")
+    if os.geteuid() != 0:
+        raise TestbedError(f"impairment {impairment.name} needs root to enter this host's network namespaces",
+                           hint="run as root, or impair containers (run/sweep/up) which needs no root")
+    if impairment.needs_netem and run(netem_probe_argv(in_helper=False), check=False, timeout=20).returncode:
+        raise TestbedError(f"{NETEM_MISSING}: profile {impairment.name} needs netem and this host's kernel "
+                           f"lacks {NETEM_MODULE}", hint="`modprobe sch_netem`")

@@ -25,7 +25,7 @@ REQUIRED_GROUPS = ("broker", "router", "publisher")
 
 def targets_for_containers(direction: Direction, containers: Mapping[str, str],
                            interface: str = "eth0") -> list[ImpairmentTarget]:
-    """Targets for the testbed's containers on this Docker host.
+    """Targets for the testbed's containers on this Docker host, impaired through helper containers.
 
     ``containers`` maps ``publisher``, ``broker`` and ``subscriber`` to container names. Delay,
     jitter and rate act on the sender's egress (the broker's limited to packets towards the
@@ -33,23 +33,21 @@ def targets_for_containers(direction: Direction, containers: Mapping[str, str],
     sender's address: the broker-side capture then sees every original segment and its
     retransmission, so the measured retransmission rate is the injected loss.
     """
-    def netns(role: str) -> str:
-        return f"/proc/{docker.container_pid(containers[role])}/ns/net"
-
     def ip(role: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
         return ipaddress.ip_address(docker.container_ip(containers[role]))
 
     targets: list[ImpairmentTarget] = []
     try:
         if direction.covers(Direction.PUBLISHER_TO_BROKER):
-            targets.append(ImpairmentTarget(label="publisher", netns_path=netns("publisher"), interface=interface))
-            targets.append(ImpairmentTarget(label="publisher", netns_path=netns("broker"), interface=interface,
+            targets.append(ImpairmentTarget(label="publisher", container=containers["publisher"],
+                                            interface=interface))
+            targets.append(ImpairmentTarget(label="publisher", container=containers["broker"], interface=interface,
                                             hook=Hook.INGRESS, source_ip=ip("publisher")))
         if direction.covers(Direction.BROKER_TO_SUBSCRIBER):
-            targets.append(ImpairmentTarget(label="broker", netns_path=netns("broker"), interface=interface,
+            targets.append(ImpairmentTarget(label="broker", container=containers["broker"], interface=interface,
                                             peer_ip=ip("subscriber")))
-            targets.append(ImpairmentTarget(label="broker", netns_path=netns("subscriber"), interface=interface,
-                                            hook=Hook.INGRESS, source_ip=ip("broker")))
+            targets.append(ImpairmentTarget(label="broker", container=containers["subscriber"],
+                                            interface=interface, hook=Hook.INGRESS, source_ip=ip("broker")))
     except KeyError as exc:
         raise TestbedError(f"impairment {direction}: container for {exc.args[0]} not given") from None
     except ValidationError as exc:

@@ -1,5 +1,8 @@
 // vdevice: the virtual ESP32. Runs the firmware's portable core on Linux with simulated sensors.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <sys/resource.h>
 
 #include <cerrno>
@@ -58,9 +61,16 @@ bool read_file(const std::string& path, const char* what, std::string* out, std:
 // Line-buffered file sink; remembers the first write error.
 class LineFile {
  public:
-  bool open(const std::string& path, const char* what, std::string* error) {
-    f_ = fopen(path.c_str(), "w");
+  // mode: for a new file (0600 for secrets such as the TLS key log); an existing one is set to it too
+  bool open(const std::string& path, const char* what, std::string* error, mode_t mode = 0644) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd >= 0 && fchmod(fd, mode) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+    f_ = fd >= 0 ? fdopen(fd, "w") : nullptr;
     if (f_ == nullptr) {
+      if (fd >= 0) ::close(fd);
       *error = std::string("cannot open ") + what + " " + path + ": " + strerror(errno);
       return false;
     }
@@ -229,7 +239,7 @@ int run(int argc, char** argv) {
     if (!send_file.open(o.send_log, "send log", &error)) return fail_config(o, "SendLog: " + error);
     send_file.line("seq,t_send_us,bytes");
   }
-  if (!o.keylog.empty() && !keylog_file.open(o.keylog, "key log", &error)) return fail_config(o, "Keylog: " + error);
+  if (!o.keylog.empty() && !keylog_file.open(o.keylog, "key log", &error, 0600)) return fail_config(o, "Keylog: " + error);
 
   install_signal_handlers();
   PosixClock clock(&g_stop);
