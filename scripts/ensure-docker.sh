@@ -70,6 +70,8 @@ if ! engine_answers; then
       apt-get install -y -q docker.io >/dev/null
     fi
     if ! docker version >/dev/null 2>&1; then
+      # the socket's group: docker-group users (the tests' unprivileged user too) reach the engine
+      getent group docker >/dev/null || groupadd --system docker
       echo "ensure-docker: starting dockerd (log: /var/log/testbed-dockerd.log)"
       setsid dockerd >/var/log/testbed-dockerd.log 2>&1 </dev/null &
       echo $! >/run/testbed-dockerd.pid

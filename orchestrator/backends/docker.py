@@ -38,12 +38,18 @@ DEFAULT_HOST = "unix:///var/run/docker.sock"
 # ----------------------------------------------------------------------------- engine and compose CLI
 
 def engine_version() -> str:
-    """The engine's version; TestbedError when the CLI is missing or no daemon answers."""
+    """The engine's version; TestbedError when the CLI is missing, the socket refuses this user, or no
+    daemon answers."""
     if which("docker") is None:
         raise TestbedError("the docker CLI is not installed", hint=ENGINE_HINT)
     try:
         proc = run(["docker", "version", "--format", "{{.Server.Version}}"], timeout=15)
     except ToolError as exc:
+        if "permission denied" in exc.stderr.lower():
+            from orchestrator.backends.docker_socket import SOCKET_HINT, denied_message
+
+            raise TestbedError(denied_message(exc.stderr, DEFAULT_HOST), hint=SOCKET_HINT,
+                               evidence=exc.evidence) from exc
         raise TestbedError("the Docker engine does not answer (is dockerd running?)", hint=ENGINE_HINT,
                            evidence=exc.evidence) from exc
     return proc.stdout.strip()
@@ -56,10 +62,16 @@ def engine_is_rootless() -> bool:
     return any("name=rootless" in str(o) for o in json.loads(proc.stdout or "[]") or [])
 
 
+USER_ENV = "TESTBED_CONTAINER_USER"
+
+
 def container_user() -> str:
     """``uid:gid`` for every container we start, so whatever they write into a run folder belongs to the
     user who runs testbed. Under rootless Docker that user is container root (other uids map to
-    subordinate ids the user cannot delete), so 0:0; on a host without uids (Windows) also 0:0."""
+    subordinate ids the user cannot delete), so 0:0; on a host without uids (Windows) also 0:0.
+    $TESTBED_CONTAINER_USER overrides it (a shared results folder owned by a group, say)."""
+    if os.environ.get(USER_ENV):
+        return os.environ[USER_ENV]
     if not hasattr(os, "getuid") or engine_is_rootless():
         return "0:0"
     return f"{os.getuid()}:{os.getgid()}"

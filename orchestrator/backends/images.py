@@ -152,7 +152,9 @@ def build_local_base(mirror: str) -> None:
         raise TestbedError("no container registry is reachable and debootstrap is missing",
                            hint="apt-get install -y debootstrap (make does this as root)")
     if os.geteuid() != 0:
-        raise TestbedError("building the offline base image with debootstrap needs root")
+        raise TestbedError("no container registry is reachable, and building the offline base image with "
+                           "debootstrap needs root", hint=f"once, as root: `sudo make images` (it builds {LOCAL_BASE}; "
+                           "every docker-group user can then use it), or make debian:bookworm-slim pullable")
     cache_dir().mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="testbed-rootfs-", dir=cache_dir()) as tmp:
         rootfs = Path(tmp) / "rootfs"

@@ -42,16 +42,22 @@ def _root(debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")
 
 
 @app.command()
-def doctor() -> None:
-    """Table of what works here and what is missing, each with the fix."""
+def doctor(
+    out_dir: Annotated[Path | None, typer.Option("--out", help="folder run folders are written to, which the "
+                                                  "smoke capture must be able to write (default results/runs)")
+                       ] = None,
+) -> None:
+    """What works here for you and what is missing, each with the fix: proven with a smoke capture and a
+    helper container."""
     from orchestrator.cli.render import doctor_table
-    from orchestrator.measure.doctor import checks
+    from orchestrator.measure.doctor import checks, failed_required
 
-    results = checks()
+    results = checks(out_dir)
     out.print(doctor_table(results))
-    failed = sum(1 for c in results if not c.ok and c.required)
+    failed = failed_required(results)
     if failed:
-        raise TestbedError(f"{failed} required check(s) failed; see the fix column")
+        raise TestbedError(f"{len(failed)} required check(s) failed: {', '.join(c.name for c in failed)}; "
+                           "see the fix column")
 
 
 @images_app.command("build")

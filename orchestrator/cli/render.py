@@ -125,10 +125,12 @@ def sweep_summary(bundle: Path) -> Table:
 def doctor_table(checks: Sequence[Check]) -> Table:
     table = Table(title="testbed doctor")
     for col in ("check", "status", "detail", "fix"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")  # paths and commands in full, never cut with an ellipsis
     for c in checks:
         status = "[green]ok[/]" if c.ok else ("[red]MISSING[/]" if c.required else "[yellow]optional[/]")
-        table.add_row(c.name, status, c.detail, c.fix)
+        if c.skipped:
+            status = "[red]SKIPPED[/]" if c.required else "[yellow]skipped[/]"
+        table.add_row(c.name, status, c.detail, "" if c.ok else c.fix)
     return table
 
 

@@ -22,6 +22,7 @@ from orchestrator.backends.docker import Container
 from orchestrator.backends.docker_stats import StatsSampler
 from orchestrator.backends.images import missing_images
 from orchestrator.backends.impairment import (
+    ImpairmentRecord,
     ImpairmentTarget,
     check_supported,
     dropped_packets,
@@ -96,13 +97,17 @@ def impairment_applied(impairment: Impairment, lay: Layout) -> Iterator[None]:
         yield
         return
     targets = impairment_targets(impairment)
-    with impaired(impairment, targets) as record:
-        write_json_atomic(record_path, {"profile": impairment.name, "applied": True,
-                                        **record.model_dump(mode="json")})
-        yield
-    write_json_atomic(record_path, {"profile": impairment.name, "applied": True,
-                                    "dropped_packets": dropped_packets(record.before_clear or ""),
-                                    **record.model_dump(mode="json")})
+    record: ImpairmentRecord | None = None
+    try:
+        with impaired(impairment, targets) as record:
+            write_json_atomic(record_path, {"profile": impairment.name, "applied": True,
+                                            **record.model_dump(mode="json")})
+            yield
+    finally:  # also after Ctrl-C or a failed cell: the state at the end and after the clear are kept
+        if record is not None:
+            write_json_atomic(record_path, {"profile": impairment.name, "applied": True,
+                                            "dropped_packets": dropped_packets(record.before_clear or ""),
+                                            **record.model_dump(mode="json")})
 
 
 def utc_now() -> str:

@@ -1,7 +1,8 @@
-"""Impairment of real containers entered from the host: targets from `docker inspect`, apply, clear.
+"""Impairment of real containers through helper containers: targets from `docker inspect`, apply, clear.
 
-The containers get no NET_ADMIN: tc and nft run on the host inside their network namespaces
-(nsenter); the nft drop sits at the receiver's ingress, inside its namespace.
+The containers get no NET_ADMIN: tc and nft run in a helper container per impaired container that
+shares its network namespace (NET_ADMIN only); the nft drop sits at the receiver's ingress, inside its
+namespace. What is applied is read independently, from the host with nsenter (the test runs as root).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 
 from orchestrator.backends import impairment as b
 from orchestrator.backends.impairment import Hook
+from orchestrator.errors import TestbedError
 from orchestrator.model.impairment import Direction, Impairment
 
 IMAGE = "testbed-base:bookworm"
@@ -26,7 +28,7 @@ def docker(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def containers() -> Iterator[dict[str, str]]:
     if os.geteuid() != 0:
-        pytest.skip("needs root to enter the containers' network namespaces")
+        pytest.skip("needs root to read the containers' namespaces independently, with nsenter")
     if docker("image", "inspect", IMAGE, check=False).returncode:
         pytest.skip(f"image {IMAGE} not built (make images)")
     tag = f"tbimp{os.getpid()}"
@@ -46,7 +48,11 @@ def _ns_text(pid: str, *argv: str) -> str:
                           timeout=30, check=True).stdout
 
 
-def test_containers_are_impaired_from_the_host_and_cleared(containers: dict[str, str]) -> None:
+def _helpers() -> list[str]:
+    return docker("ps", "-aq", "--filter", "label=io.testbed.helper").stdout.split()
+
+
+def test_containers_are_impaired_through_helpers_and_cleared(containers: dict[str, str]) -> None:
     targets = b.targets_for_containers(Direction.BOTH, containers)
     ips = {role: docker("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
                         name).stdout.strip() for role, name in containers.items()}
@@ -54,16 +60,17 @@ def test_containers_are_impaired_from_the_host_and_cleared(containers: dict[str,
             for role, name in containers.items()}
     sub_ip = ips["subscriber"]
     by_key = {(t.label, t.hook): t for t in targets}
-    assert by_key[("publisher", Hook.EGRESS)].netns_path == f"/proc/{pids['publisher']}/ns/net"
+    assert by_key[("publisher", Hook.EGRESS)].container == containers["publisher"]
     assert str(by_key[("broker", Hook.EGRESS)].peer_ip) == sub_ip
     # loss sits at the receiver's ingress, inside its namespace, filtered on the sender's address
     pub_in = by_key[("publisher", Hook.INGRESS)]
-    assert pub_in.netns_path == f"/proc/{pids['broker']}/ns/net" and str(pub_in.source_ip) == ips["publisher"]
+    assert pub_in.container == containers["broker"] and str(pub_in.source_ip) == ips["publisher"]
     sub_in = by_key[("broker", Hook.INGRESS)]
-    assert sub_in.netns_path == f"/proc/{pids['subscriber']}/ns/net" and str(sub_in.source_ip) == ips["broker"]
+    assert sub_in.container == containers["subscriber"] and str(sub_in.source_ip) == ips["broker"]
 
     imp = Impairment(name="both-ways", loss_pct=2, rate_kbit=1000, direction="both")
     with b.impaired(imp, targets) as record:
+        assert len(_helpers()) == 3  # one per impaired container
         assert "qdisc tbf 7e57: root" in _ns_text(pids["publisher"], "tc", "qdisc", "show", "dev", "eth0")
         broker_qdiscs = _ns_text(pids["broker"], "tc", "qdisc", "show", "dev", "eth0")
         assert "qdisc htb 7e57: root" in broker_qdiscs and "qdisc tbf 7e59: parent 7e57:1" in broker_qdiscs
@@ -74,3 +81,29 @@ def test_containers_are_impaired_from_the_host_and_cleared(containers: dict[str,
         assert " 7e5" not in _ns_text(pids[role], "tc", "qdisc", "show", "dev", "eth0")
         assert "testbed_impair" not in _ns_text(pids[role], "nft", "list", "tables")
     assert not b.state_has_ours(record.after_clear or "")
+    assert _helpers() == []  # the helpers live exactly as long as the impairment
+
+
+def test_a_helper_that_dies_mid_block_fails_it_and_the_impairment_is_still_cleared(
+        containers: dict[str, str]) -> None:
+    targets = b.targets_for_containers(Direction.PUBLISHER_TO_BROKER, containers)
+    pids = {role: docker("inspect", "-f", "{{.State.Pid}}", name).stdout.strip()
+            for role, name in containers.items()}
+    imp = Impairment(name="lossy", loss_pct=3)
+    with pytest.raises(TestbedError, match="impairment helper died during the cell") as err:
+        with b.impaired(imp, targets) as record:
+            docker("kill", f"{containers['broker']}-netadmin")
+    assert f"{containers['broker']}-netadmin (exited" in err.value.message
+    # read and cleared through a fresh helper: the drop rule's counters are in the record, nothing remains
+    assert "numgen random mod 100 < 3" in (record.before_clear or "")
+    assert "testbed_impair" not in _ns_text(pids["broker"], "nft", "list", "tables")
+    assert _helpers() == []
+
+
+def test_a_target_that_is_not_running_is_refused_before_anything_is_applied(containers: dict[str, str]) -> None:
+    targets = b.targets_for_containers(Direction.PUBLISHER_TO_BROKER, containers)
+    docker("stop", "-t", "0", containers["publisher"])
+    with pytest.raises(TestbedError, match="is not running"):
+        with b.impaired(Impairment(name="narrow", rate_kbit=500), targets):
+            pass
+    assert _helpers() == []

@@ -1,4 +1,7 @@
-"""Impairment through `testbed run` / `up` / `down`, measured from the capture against what was injected."""
+"""Impairment through `testbed run` / `up` / `down`, measured from the capture against what was injected.
+
+The loss and rate runs are made as our users make them: an unprivileged user in the docker group, from a
+clone it owns (the `docker_user` fixture)."""
 
 from __future__ import annotations
 
@@ -13,17 +16,19 @@ from scipy.stats import binom
 from orchestrator.paths import state_dir
 
 from .conftest import TESTBED, owned, run_testbed
+from .docker_user import DockerUser
 
 
 def _binomial_99(n: int, p: float) -> tuple[int, int]:
     return int(binom.ppf(0.005, n, p)), int(binom.ppf(0.995, n, p))
 
 
-def test_lossy_5pct_retransmission_rate_matches_the_injected_loss(tmp_path):
+def test_lossy_5pct_retransmission_rate_matches_the_injected_loss(docker_user: DockerUser):
     run_testbed("down")
-    out = tmp_path / "lossy"
-    proc = run_testbed("run", "--scenario", "plain", "--samples", "800", "--interval", "8ms",
-                       "--impairment", "lossy-5pct", "--out", str(out))
+    out = docker_user.work / "runs" / "lossy"
+    docker_user.mkdir(out.parent)
+    proc = docker_user.testbed("run", "--scenario", "plain", "--samples", "800", "--interval", "8ms",
+                               "--impairment", "lossy-5pct", "--out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     m = json.loads((out / "metrics.json").read_text())
     loss = m["loss"]
@@ -43,11 +48,12 @@ def test_lossy_5pct_retransmission_rate_matches_the_injected_loss(tmp_path):
     assert cell["impairment_state"]["profile"] == "lossy-5pct"
 
 
-def test_narrowband_250kbit_never_exceeds_the_rate_by_10pct(tmp_path):
+def test_narrowband_250kbit_never_exceeds_the_rate_by_10pct(docker_user: DockerUser):
     run_testbed("down")
-    out = tmp_path / "narrow"
-    proc = run_testbed("run", "--scenario", "plain", "--payload", "1024", "--samples", "300", "--interval", "5ms",
-                       "--impairment", "narrowband-250kbit", "--out", str(out))
+    out = docker_user.work / "runs" / "narrow"
+    docker_user.mkdir(out.parent)
+    proc = docker_user.testbed("run", "--scenario", "plain", "--payload", "1024", "--samples", "300",
+                               "--interval", "5ms", "--impairment", "narrowband-250kbit", "--out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     pk = pd.read_csv(out / "packets.csv")
     up = pk[pk["leg"] == "publisher->broker"]

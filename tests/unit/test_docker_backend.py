@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -203,3 +204,55 @@ def test_same_endpoint_as_the_docker_cli(config, extra_env):
     theirs = json.loads(proc.stdout)[0]
     assert theirs["Name"] == ours.context
     assert theirs["Endpoints"]["docker"]["Host"] == ours.host
+
+
+# ----------------------------------------------------------------------------- privileges and the user
+
+def test_helper_host_config_parsed():
+    helper = docker.parse_containers((FIXTURES / "inspect_helper.json").read_text())[0]
+    hc = helper.host_config
+    assert hc.cap_add == ["CAP_NET_ADMIN"] and hc.cap_drop == ["ALL"] and not hc.privileged  # as the engine writes it
+    assert hc.network_mode.startswith("container:") and hc.pid_mode == "" and hc.binds == [] and helper.mounts == []
+    assert helper.user == "0:0" and helper.labels["io.testbed.helper"] == "tgt2"
+
+
+def _fake_info(monkeypatch, security_options: list[str]) -> list[list[str]]:
+    calls: list[list[str]] = []
+
+    def fake_run(argv, **_kw):
+        calls.append(list(argv))
+        return subprocess.CompletedProcess(argv, 0, json.dumps(security_options) + "\n", "")
+
+    docker.engine_is_rootless.cache_clear()
+    monkeypatch.setattr(docker, "run", fake_run)
+    monkeypatch.delenv(docker.USER_ENV, raising=False)
+    return calls
+
+
+def test_containers_run_as_the_user_on_a_rootful_engine(monkeypatch):
+    # recorded here: `docker info --format '{{json .SecurityOptions}}'` on engine 20.10.24 (rootful)
+    calls = _fake_info(monkeypatch, ["name=seccomp,profile=default"])
+    try:
+        assert docker.container_user() == f"{os.getuid()}:{os.getgid()}"
+        assert calls == [["docker", "info", "--format", "{{json .SecurityOptions}}"]]
+    finally:
+        docker.engine_is_rootless.cache_clear()
+
+
+def test_containers_run_as_container_root_under_rootless_docker(monkeypatch):
+    # what a rootless engine lists (docs.docker.com/engine/security/rootless: `docker info` shows "rootless")
+    _fake_info(monkeypatch, ["name=seccomp,profile=builtin", "name=rootless", "name=cgroupns"])
+    try:
+        assert docker.engine_is_rootless()
+        assert docker.container_user() == "0:0"  # container root IS the user; other uids map to subuids
+    finally:
+        docker.engine_is_rootless.cache_clear()
+
+
+def test_the_container_user_can_be_set_explicitly(monkeypatch):
+    _fake_info(monkeypatch, ["name=seccomp,profile=default"])
+    monkeypatch.setenv(docker.USER_ENV, "1234:100")
+    try:
+        assert docker.container_user() == "1234:100"
+    finally:
+        docker.engine_is_rootless.cache_clear()

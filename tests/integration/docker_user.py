@@ -1,0 +1,142 @@
+"""An unprivileged user in the docker group, with a clone of this checkout it owns and its own venv.
+
+CI runs as root, but our users do not: tests that matter to them run the CLI as this user (not root,
+no /usr/sbin on PATH, its own Python from the system's python3). The user's venv installs from a
+wheelhouse built by root from this venv's packages, kept in /var/cache/testbed (a cache between runs on
+the same machine; rebuilt when missing or when the package list changes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+NAME = "testbed-user"
+CACHE = Path("/var/cache/testbed")
+USER_PATH = "/usr/local/bin:/usr/bin:/bin"  # an ordinary Debian user's PATH: no sbin folders
+SKIP_IN_USER_VENV = ("mypy", "ruff", "platformio", "pytest", "types-", "pyshark", "lxml", "librt",
+                     "ast_serialize", "iniconfig", "pluggy")
+
+
+def sh(*argv: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), check=True, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True)
+class DockerUser:
+    name: str
+    uid: int
+    gid: int
+    home: Path
+    clone: Path
+    work: Path  # emptied when the fixture starts: the tests' output folders go here
+
+    @property
+    def testbed_exe(self) -> str:
+        return str(self.clone / ".venv" / "bin" / "testbed")
+
+    def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = {"HOME": str(self.home), "USER": self.name, "LOGNAME": self.name, "PATH": USER_PATH,
+               "LANG": "C.UTF-8", "TERM": "dumb", "COLUMNS": "200"}
+        env.update(extra or {})
+        return env
+
+    def argv(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` as this user, with its groups (docker) from /etc/group."""
+        return ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups", "--", *argv]
+
+    def run(self, argv: Sequence[str], *, timeout: float = 600, env: Mapping[str, str] | None = None,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.argv(argv), capture_output=True, text=True, timeout=timeout, check=False,
+                              env=self.env(env), cwd=cwd or self.clone)
+
+    def testbed(self, *args: str, timeout: float = 600,
+                env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return self.run([self.testbed_exe, *args], timeout=timeout, env=env)
+
+    def popen(self, *args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
+        return subprocess.Popen(self.argv([self.testbed_exe, *args]), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=self.env(env), cwd=self.clone)
+
+    def mkdir(self, path: Path) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        os.chown(path, self.uid, self.gid)
+        return path
+
+
+def ensure_account() -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(NAME)
+    except KeyError:
+        sh("useradd", "--create-home", "--shell", "/bin/bash", "--groups", "docker", NAME)
+        return pwd.getpwnam(NAME)
+
+
+def make_clone(dest: Path, uid: int, gid: int) -> None:
+    """A git clone of this checkout, plus what the working tree changed (a developer's uncommitted
+    edits; none in CI), owned by the user."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    sh("git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(dest))
+    changed = sh("git", "-C", str(REPO), "ls-files", "--modified", "--others", "--exclude-standard", "-z").stdout
+    for rel in filter(None, changed.split("\0")):
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    deleted = sh("git", "-C", str(REPO), "ls-files", "--deleted", "-z").stdout
+    for rel in filter(None, deleted.split("\0")):
+        (dest / rel).unlink(missing_ok=True)
+    sh("chown", "-R", f"{uid}:{gid}", str(dest))
+
+
+def wheelhouse() -> tuple[Path, Path]:
+    """(wheelhouse, requirements) readable by everyone: this venv's packages, less the dev tools."""
+    frozen = sh(sys.executable, "-m", "pip", "freeze", "--exclude-editable").stdout.splitlines()
+    req = sorted(line for line in frozen if line and not line.lower().startswith(SKIP_IN_USER_VENV))
+    digest = hashlib.sha256("\n".join(req).encode()).hexdigest()[:12]
+    wh = CACHE / f"user-wheelhouse-{digest}"
+    req_file = wh / "requirements.txt"
+    if not (wh / ".complete").exists():
+        wh.mkdir(parents=True, exist_ok=True)
+        req_file.write_text("\n".join(req) + "\n")
+        pip = [sys.executable, "-m", "pip"]
+        sh(*pip, "wheel", "-q", "-r", str(req_file), "-w", str(wh), timeout=900)
+        sh(*pip, "download", "-q", "--only-binary=:all:", "-d", str(wh), "setuptools>=77", "wheel", timeout=300)
+        (wh / ".complete").touch()
+    sh("chmod", "-R", "a+rX", str(CACHE))
+    return wh, req_file
+
+
+def make_venv(user: DockerUser) -> None:
+    """The user's own venv, from the system's python3, installed from the wheelhouse (no index)."""
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if python is None:
+        raise RuntimeError("no system python3 for the unprivileged user (apt-get install python3-venv)")
+    wh, req = wheelhouse()
+    pip = [str(user.clone / ".venv" / "bin" / "pip"), "install", "-q", "--no-index", "--find-links", str(wh)]
+    for step in ([python, "-m", "venv", str(user.clone / ".venv")], [*pip, "-U", "setuptools", "wheel"],
+                 [*pip, "-r", str(req)], [*pip, "--no-deps", "-e", str(user.clone)]):
+        proc = user.run(step, timeout=900)
+        if proc.returncode != 0:
+            raise RuntimeError(f"user venv: {' '.join(step)} failed:\n{proc.stdout}\n{proc.stderr}")
+
+
+def create() -> DockerUser:
+    """The user, its clone and its venv (the account is reused when it exists)."""
+    account = ensure_account()
+    home = Path(account.pw_dir)
+    user = DockerUser(NAME, account.pw_uid, account.pw_gid, home, home / "testbed", home / "work")
+    shutil.rmtree(user.work, ignore_errors=True)
+    user.mkdir(user.work)
+    make_clone(user.clone, user.uid, user.gid)
+    make_venv(user)
+    return user

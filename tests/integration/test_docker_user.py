@@ -1,0 +1,167 @@
+"""As our users run it: an unprivileged user in the docker group, from a clone it owns, runs a sweep with
+impairment. Every cell ok, every file of the bundle theirs (secrets 0600), the bundle deletable without
+root, every helper container NET_ADMIN only; and the same after a Ctrl-C in an impaired cell."""
+
+from __future__ import annotations
+
+import json
+import signal
+import stat
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import owned
+from .docker_user import DockerUser
+
+IMPAIRED = ["--impairments", "none,lossy-1pct,narrowband-250kbit"]
+SECRETS = ("*.key", "*.keys", "passwords.txt")
+
+
+class HelperWatch:
+    """Every helper container that exists while the block runs, inspected once (its HostConfig)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, dict] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            ids = subprocess.run(["docker", "ps", "-q", "--no-trunc", "--filter", "label=io.testbed.helper"],
+                                 capture_output=True, text=True, check=False).stdout.split()
+            for cid in (i for i in ids if i not in self.seen):
+                out = subprocess.run(["docker", "inspect", cid], capture_output=True, text=True, check=False)
+                if out.returncode == 0:
+                    self.seen[cid] = json.loads(out.stdout)[0]
+            time.sleep(0.1)
+
+    def __enter__(self) -> HelperWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def _bundle(out: Path) -> Path:
+    found = [p for p in out.iterdir() if p.is_dir()]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _not_theirs(root: Path, uid: int) -> list[str]:
+    return [str(p) for p in [root, *root.rglob("*")] if p.lstat().st_uid != uid]
+
+
+def _assert_owned_and_deletable(user: DockerUser, bundle: Path) -> None:
+    assert _not_theirs(bundle, user.uid) == []
+    secrets = [p for pattern in SECRETS for p in bundle.rglob(pattern)]
+    loose = {str(p): oct(stat.S_IMODE(p.stat().st_mode)) for p in secrets if stat.S_IMODE(p.stat().st_mode) != 0o600}
+    assert loose == {}
+    rm = user.run(["rm", "-r", str(bundle)])
+    assert rm.returncode == 0, rm.stderr
+    assert not bundle.exists()
+
+
+def _assert_helpers_net_admin_only(seen: dict[str, dict]) -> None:
+    for cid, c in seen.items():
+        hc = c["HostConfig"]
+        # `--cap-add NET_ADMIN`, which the engine records as CAP_NET_ADMIN
+        assert [cap.removeprefix("CAP_") for cap in hc["CapAdd"]] == ["NET_ADMIN"], (cid, hc["CapAdd"])
+        assert hc["CapDrop"] == ["ALL"], (cid, hc["CapDrop"])
+        assert hc["Privileged"] is False
+        assert hc["PidMode"] in ("", "private"), hc["PidMode"]
+        assert hc["NetworkMode"].startswith("container:"), hc["NetworkMode"]
+        assert not hc.get("Binds") and not c.get("Mounts"), (hc.get("Binds"), c.get("Mounts"))
+        assert not hc.get("Devices") and hc.get("IpcMode") != "host" and hc.get("UsernsMode") != "host"
+
+
+@pytest.fixture(scope="module")
+def user_sweep(docker_user: DockerUser) -> tuple[Path, dict[str, dict], subprocess.CompletedProcess[str]]:
+    out = docker_user.mkdir(docker_user.work / "results-acceptance")
+    docker_user.testbed("down")
+    with HelperWatch() as watch:
+        proc = docker_user.testbed("sweep", "--payloads", "65", "--samples", "100", "--interval", "50ms",
+                                   *IMPAIRED, "--out", str(out), timeout=900)
+    return out, watch.seen, proc
+
+
+def test_sweep_as_docker_user_every_cell_ok(docker_user: DockerUser, user_sweep) -> None:
+    out, _seen, proc = user_sweep
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    bundle = _bundle(out)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    cells = manifest["cells"]
+    assert len(cells) == 6 and all(c["status"] == "ok" for c in cells.values()), cells
+    lossy = json.loads((bundle / "runs" / "plain-65B-lossy-1pct-r1" / "impairment.json").read_text())
+    assert lossy["applied"] and "testbed_impair {" not in lossy["after_clear"]
+    assert "docker exec testbed-broker-1-netadmin nft" in lossy["after"]  # applied through the helper
+    # the nft rule's own drop counter against the lost segments counted in the capture
+    loss = json.loads((bundle / "runs" / "plain-65B-lossy-1pct-r1" / "metrics.json").read_text())["loss"]
+    lost = loss["tcp_segments_lost_to_broker"]
+    assert lossy["dropped_packets"] is not None and lost <= lossy["dropped_packets"] <= lost + 3, (lost, lossy)
+    assert owned("container") == [] and owned("network") == []
+
+
+def test_every_helper_container_has_net_admin_and_nothing_more(user_sweep) -> None:
+    _out, seen, proc = user_sweep
+    assert proc.returncode == 0
+    # lossy-1pct: publisher (egress is not needed) ... each impaired cell starts at least one helper
+    targets = {c["Config"]["Labels"]["io.testbed.helper"] for c in seen.values()}
+    assert {"testbed-publisher-1", "testbed-broker-1"} <= targets, targets
+    assert len(seen) >= 4, list(seen)  # 2 impaired profiles x 2 scenarios, each with a fresh helper
+    _assert_helpers_net_admin_only(seen)
+
+
+def test_bundle_is_theirs_and_deletable_without_root(docker_user: DockerUser, user_sweep) -> None:
+    out, _seen, proc = user_sweep
+    assert proc.returncode == 0
+    _assert_owned_and_deletable(docker_user, _bundle(out))
+
+
+def _wait_for_impaired_traffic(cell: Path, proc: subprocess.Popen[str], timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    log = cell / "logs" / "subscriber.csv"
+    while time.monotonic() < deadline and proc.poll() is None:
+        applied = (cell / "impairment.json").exists() and json.loads((cell / "impairment.json").read_text()).get(
+            "applied")
+        if applied and log.exists() and log.read_text().count("\n") > 50:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the impaired cell never got going (exit {proc.poll()})")
+
+
+def test_sigint_in_an_impaired_cell_leaves_nothing_and_keeps_the_files_theirs(docker_user: DockerUser) -> None:
+    out = docker_user.mkdir(docker_user.work / "results-sigint")
+    docker_user.testbed("down")
+    proc = docker_user.popen("sweep", "--scenarios", "plain", "--payloads", "65", "--samples", "3000",
+                             "--interval", "10ms", "--impairments", "lossy-1pct", "--out", str(out))
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not list(out.glob("*/runs/*")):
+            time.sleep(0.1)
+        cell = next(out.glob("*/runs/*"))
+        _wait_for_impaired_traffic(cell, proc)
+        helpers = subprocess.run(["docker", "ps", "-q", "--filter", "label=io.testbed.helper"], capture_output=True,
+                                 text=True, check=True).stdout.split()
+        assert helpers, "the impaired cell runs without a helper"
+        proc.send_signal(signal.SIGINT)
+        _stdout, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr[-3000:]
+    assert "Traceback" not in stderr
+    assert json.loads((cell / "cell.json").read_text())["status"] == "interrupted"
+    record = json.loads((cell / "impairment.json").read_text())
+    assert record["applied"] and record["after_clear"] is not None and "testbed_impair {" not in record["after_clear"]
+    assert "7e57:" not in record["after_clear"]
+    assert owned("container") == [] and owned("network") == []  # helpers carry the owned label too
+    host_tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True, check=False).stdout
+    assert "testbed_impair" not in host_tables
+    _assert_owned_and_deletable(docker_user, _bundle(out))
