@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.netns
+pytestmark: pytest.MarkDecorator | list[pytest.MarkDecorator] = pytest.mark.netns
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "images" / "netadmin" / "delayline"
 PORT = 5011
