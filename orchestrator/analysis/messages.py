@@ -133,7 +133,7 @@ PER_MESSAGE_INT = ("t_send_us", "t_recv_us", "broker_in_us", "broker_out_us", "r
                    "out_frame", "msgs_in_frame", "payload_len", "mqtt_len", "tls_record_len", "tcp_payload_len",
                    "frame_len", "out_tls_record_len", "out_frame_len", "out_msgs_in_frame", "payload_t_send_us")
 PER_MESSAGE_COLUMNS = ("seq", "t_send_us", "t_send_source", "t_recv_us", "recv_count", "dup", "delay_ms",
-                       "broker_in_us", "broker_out_us", "broker_transit_ms", "payload_len", "mqtt_len",
+                       "broker_in_us", "broker_out_us", "broker_transit_ms", "uplink_ms", "payload_len", "mqtt_len",
                        "tls_record_len", "tls_overhead", "tcp_payload_len", "frame_len", "msgs_in_frame",
                        "in_frame", "out_frame", "out_msgs_in_frame", "out_tls_record_len", "out_frame_len",
                        "payload_t_send_us")
@@ -222,5 +222,7 @@ def per_message_table(inb: pd.DataFrame, outb: pd.DataFrame, pub_log: pd.DataFra
     pm["recv_count"] = pm["recv_count"].fillna(0)
     pm["delay_ms"] = (pm["t_recv_us"] - pm["t_send_us"]).astype("Float64") / 1000
     pm["broker_transit_ms"] = (pm["broker_out_us"] - pm["broker_in_us"]).astype("Float64") / 1000
+    # the first copy of the PUBLISH's segment the broker-side capture saw, minus the payload's send time
+    pm["uplink_ms"] = (pm["broker_in_us"] - pm["t_send_us"]).astype("Float64") / 1000
     pm["tls_overhead"] = pm["tls_record_len"] + TLS_RECORD_HEADER - pm["mqtt_len"]
     return pm[list(PER_MESSAGE_COLUMNS)]

@@ -18,6 +18,9 @@ DEFINITIONS: dict[str, str] = {
                 "of each seq; only when the clocks are shared or synchronised; negative values kept, counted",
     "broker_transit_ms": "capture time of the PUBLISH leaving the broker to the subscriber - capture time "
                          "of the same PUBLISH arriving from the publisher (one clock: the capture's)",
+    "uplink_ms": "broker-side capture time of the first copy of the segment carrying a PUBLISH - its "
+                 "t_send (publisher log, else the payload's t); the publisher->broker link alone, only when "
+                 "the clocks are shared or synchronised; robust_spread = MAD x 1.4826",
     "jitter_ms": "mean |d(i+1) - d(i)| over delays in sequence order; std = sample std of delay",
     "throughput": "wire bytes (every frame, all headers) of the publisher->broker direction between the "
                   "first and the last PUBLISH of the run (inclusive) x 8 / that window; goodput: payload "
@@ -65,6 +68,12 @@ def describe(values: np.ndarray | pd.Series) -> dict[str, Any]:
         "negative_count": int((v < 0).sum()),
     })
     return out
+
+
+def robust_spread(values: np.ndarray | pd.Series) -> float | None:
+    """Median absolute deviation x 1.4826: the standard deviation of a normal sample, robust to outliers."""
+    v = np.asarray(pd.Series(values, dtype="float64").dropna(), dtype="float64")
+    return float(np.median(np.abs(v - np.median(v))) * 1.4826) if v.size else None
 
 
 def unavailable_stats(reason: str) -> dict[str, Any]:

@@ -223,7 +223,7 @@ def analyse_run(inputs: RunInputs, exporter: FieldExporter) -> RunAnalysis:
 
 def _timing(inputs: RunInputs, pm: pd.DataFrame, pub_log: pd.DataFrame | None,
             warnings: list[str]) -> dict[str, Any]:
-    """The delay_ms, broker_transit_ms and jitter_ms blocks."""
+    """The delay_ms, broker_transit_ms, uplink_ms and jitter_ms blocks."""
     if not inputs.clocks_shared:
         delay = metrics.unavailable_stats("publisher and subscriber clocks are not shared or synchronised")
     elif pm["delay_ms"].notna().any():
@@ -238,7 +238,17 @@ def _timing(inputs: RunInputs, pm: pd.DataFrame, pub_log: pd.DataFrame | None,
     if not transit["available"]:
         transit["reason"] = "no PUBLISH seen on both legs of the broker"
     jit = metrics.jitter(pm) if delay["available"] else {"mean_abs_diff": None, "std": None, "n": 0}
-    return {"delay_ms": delay, "broker_transit_ms": transit, "jitter_ms": jit}
+    return {"delay_ms": delay, "broker_transit_ms": transit, "uplink_ms": _uplink(inputs, pm), "jitter_ms": jit}
+
+
+def _uplink(inputs: RunInputs, pm: pd.DataFrame) -> dict[str, Any]:
+    if not inputs.clocks_shared:
+        return metrics.unavailable_stats("the publisher's and the capture's clocks are not shared or synchronised")
+    up = metrics.describe(pm["uplink_ms"])
+    if not up["available"]:
+        return metrics.unavailable_stats("no PUBLISH has both a send time and a broker-side capture time")
+    up["robust_spread"] = metrics.robust_spread(pm["uplink_ms"])
+    return up
 
 
 def _loss(inputs: RunInputs, packets: pd.DataFrame, inbound: pd.DataFrame, outbound: pd.DataFrame,

@@ -56,6 +56,7 @@ def summary_table(m: dict[str, Any], title: str) -> Table:
         ("delay median / p95 (ms)", f"{fmt(d.get('median'))} / {fmt(d.get('p95'))}"),
         ("delay mean [95% CI] (ms)", f"{fmt(d.get('mean'))} [{fmt(d.get('ci95_low'))}, {fmt(d.get('ci95_high'))}]"),
         ("broker transit median (ms)", fmt((m.get("broker_transit_ms") or {}).get("median"))),
+        ("uplink median (ms)", fmt((m.get("uplink_ms") or {}).get("median"))),
         ("jitter (ms)", fmt((m.get("jitter_ms") or {}).get("mean_abs_diff"))),
         ("throughput / goodput (bit/s)", f"{fmt((m.get('throughput') or {}).get('wire_bps'), 1)} / "
                                          f"{fmt((m.get('throughput') or {}).get('goodput_bps'), 1)}"),

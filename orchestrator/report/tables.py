@@ -72,6 +72,8 @@ SUMMARY_METRICS: tuple[tuple[str, str], ...] = (
     ("delay_negative_count", "delay_ms.negative_count"),
     ("broker_transit_mean_ms", "broker_transit_ms.mean"),
     ("broker_transit_median_ms", "broker_transit_ms.median"),
+    ("uplink_median_ms", "uplink_ms.median"),
+    ("uplink_robust_spread_ms", "uplink_ms.robust_spread"),
     ("jitter_mean_abs_diff_ms", "jitter_ms.mean_abs_diff"),
     ("jitter_std_ms", "jitter_ms.std"),
     ("loss_pct", "loss.loss_pct"),
