@@ -10,7 +10,8 @@ set -euo pipefail
 MODE=${1:-test}
 DEMO_PKGS=(tshark debootstrap)
 TEST_PKGS=(g++ cmake make libmbedtls-dev mosquitto mosquitto-clients openssl iproute2 nftables procps kmod
-           util-linux passwd python3-venv)  # passwd (useradd), python3-venv: the tests' unprivileged user
+           util-linux passwd python3-venv gcc pkg-config libnetfilter-queue-dev iptables)
+# passwd (useradd), python3-venv: the tests' unprivileged user; gcc..iptables: the delay line (images/netadmin/delayline)
 case $MODE in
   demo|test) ;;
   *) echo "ensure-system: unknown mode '$MODE' (demo or test)" >&2; exit 2 ;;

@@ -242,7 +242,7 @@ def test_floor_adds_at_most_0_3_ms_median(pair: Pair, delayline: Path, tmp_path:
     added = statistics.median(lined["rtt_ms"]) - statistics.median(bare)
     p99 = float(np.percentile(lined["rtt_ms"], 99) - np.percentile(bare, 99))
     print(f"floor: median RTT {statistics.median(bare):.3f} ms bare, "
-          f"{statistics.median(lined['rtt_ms']):.3f} ms through the line: +{added:.3f} ms (p99 +{p99:.3f})")
+          f"{statistics.median(lined['rtt_ms']):.3f} ms through the line: {added:+.3f} ms (p99 {p99:+.3f})")
     assert lined["lost"] == 0
     assert added <= 0.3
     assert_invariant(final)

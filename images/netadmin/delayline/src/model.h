@@ -1,5 +1,5 @@
 /* The delay line's model: pseudo-random numbers, netem's delay distributions and loss models,
- * and the queue of held packets. No netfilter here, so tests/test_model.c runs it without root.
+ * and the queue of held packets. No netfilter here, so test/test_model.c runs it without root.
  *
  * Delay (netem's tabledist(), net/sched/sch_netem.c): with jitter sigma and a table,
  *     t = table[rnd % size];  x = (sigma % 8192) * t, rounded half away from zero when / 8192;
