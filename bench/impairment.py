@@ -297,6 +297,8 @@ def main() -> int:
     if os.geteuid() != 0:
         print("bench/impairment.py needs root (network namespaces, iptables)", file=sys.stderr)
         return 2
+    # SIGTERM (a killed bench) unwinds like Ctrl-C, so the namespaces and the line are always removed
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     with tempfile.TemporaryDirectory(prefix="bench-delayline-") as tmp:
         work = Path(tmp)
         binary = build(work)
@@ -311,4 +313,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("interrupted: namespaces and the line removed", file=sys.stderr)
+        sys.exit(130)
