@@ -17,7 +17,8 @@ from orchestrator.paths import compose_file
 PROJECT = "testbed"
 OWNED_LABEL = "io.testbed.owned=true"
 CORE_SERVICES = ("broker", "capture", "subscriber")
-SERVICES = (*CORE_SERVICES, "publisher")  # every service of compose/testbed.yml
+SERVICES = (*CORE_SERVICES, "publisher")  # every service of compose/testbed.yml run from our images
+ROUTER = "router"  # the forwarding hop of the userspace delay line (image testbed-netadmin)
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class Topology:
     publisher_args: Sequence[str] = field(default_factory=list)
     base_image: str = "debian:bookworm-slim"
     user: str = "0:0"  # uid:gid the containers run as (docker.container_user())
+    publisher_network: str = "lab"  # "uplink": behind the router (the delay line's forwarding hop)
 
 
 def compose_env(t: Topology) -> dict[str, str]:
@@ -44,6 +46,7 @@ def compose_env(t: Topology) -> dict[str, str]:
         "TESTBED_PUBLISHER_ARGS": shlex.join(t.publisher_args),
         "TESTBED_BASE_IMAGE": t.base_image,
         "TESTBED_USER": t.user,
+        "TESTBED_PUBLISHER_NETWORK": t.publisher_network,
     }
 
 

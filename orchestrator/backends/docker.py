@@ -181,6 +181,7 @@ class Container(_Model):
     image: str
     state: ContainerState
     ips: list[str] = Field(default_factory=list)
+    addresses: dict[str, str] = Field(default_factory=dict)  # network name -> "ip/prefix length"
     ports: list[str] = Field(default_factory=list)  # host_ip:host_port->container_port
     labels: dict[str, str] = Field(default_factory=dict)
     user: str = ""
@@ -198,6 +199,8 @@ class Container(_Model):
         return cls(id=raw["Id"], name=str(raw["Name"]).lstrip("/"), service=labels.get(SERVICE_LABEL),
                    image=str(config.get("Image", "")), state=ContainerState.model_validate(raw["State"]),
                    ips=ips, ports=ports, labels=labels, user=str(config.get("User") or ""),
+                   addresses={k: f"{n['IPAddress']}/{n.get('IPPrefixLen') or 32}"
+                              for k, n in (net.get("Networks") or {}).items() if n.get("IPAddress")},
                    host_config=HostConfig.model_validate(raw.get("HostConfig") or {}),
                    mounts=[str(m.get("Source") or m.get("Name") or "") for m in raw.get("Mounts") or []])
 

@@ -13,6 +13,7 @@ import typer
 from orchestrator import __version__
 from orchestrator.cli.console import err, out
 from orchestrator.errors import TestbedError
+from orchestrator.model.impairment import DelayMechanism
 from orchestrator.model.layout import BundleLayout
 from orchestrator.model.run import Publisher, QoS, RunSpec, parse_interval
 from orchestrator.model.sweep import SweepPlan
@@ -26,6 +27,8 @@ images_app = typer.Typer(no_args_is_help=True, help="Build the testbed's Docker 
 app.add_typer(images_app, name="images")
 
 _state = {"debug": False}
+DELAY_MECHANISM_HELP = ("how delay/jitter are made: auto (netem where the kernel has it, else the userspace queue), "
+                        "netem, queue")
 
 
 def _version(value: bool) -> None:
@@ -120,6 +123,7 @@ def run_cmd(
     qos: Annotated[QoS, typer.Option(help="MQTT QoS 0 or 1")] = 0,
     seed: Annotated[int, typer.Option(help="seed of the simulated sensors")] = 1,
     impairment: Annotated[str, typer.Option(help="impairment profile name or YAML file")] = "none",
+    delay_mechanism: Annotated[DelayMechanism, typer.Option(help=DELAY_MECHANISM_HELP)] = "auto",
     out_dir: Annotated[Path | None, typer.Option("--out", help="run folder (default results/runs/<time>-...)")
                        ] = None,
 ) -> None:
@@ -128,7 +132,7 @@ def run_cmd(
 
     with user_input("run parameters"):
         spec = RunSpec(scenario=scenario, payload=payload, samples=samples, interval_ms=parse_interval(interval),
-                       qos=qos, seed=seed, impairment=impairment)
+                       qos=qos, seed=seed, impairment=impairment, delay_mechanism=delay_mechanism)
     try:
         outcome = run_with_progress(spec, out_dir)
     except KeyboardInterrupt:
@@ -157,6 +161,7 @@ def sweep(
     interval: Annotated[str, typer.Option(help="time between messages, e.g. 250ms")] = "250ms",
     qos: Annotated[QoS, typer.Option(help="MQTT QoS 0 or 1")] = 0,
     impairments: Annotated[str, typer.Option(help="comma list of impairment profiles")] = "none",
+    delay_mechanism: Annotated[DelayMechanism, typer.Option(help=DELAY_MECHANISM_HELP)] = "auto",
     publisher: Annotated[Publisher, typer.Option(help="virtual or esp32")] = "virtual",
     seed: Annotated[int, typer.Option(help="seed for cell order, sensors and bootstrap")] = 1,
     baseline: Annotated[str, typer.Option(help="scenario the others are compared with")] = "plain",
@@ -179,8 +184,8 @@ def sweep(
             plan = SweepPlan(payloads=_csv(payloads, "payloads", int), samples=samples,
                              scenarios=_csv(scenarios, "scenarios", str), repeat=repeat,
                              interval_ms=parse_interval(interval), qos=qos,
-                             impairments=_csv(impairments, "impairments", str), publisher=publisher, seed=seed,
-                             baseline=baseline)
+                             impairments=_csv(impairments, "impairments", str),
+                             delay_mechanism=delay_mechanism, publisher=publisher, seed=seed, baseline=baseline)
         job = sw.start_sweep(plan, out_root, name, argv_for_display())
         err.print(f"bundle: {job.bundle}  ({len(job.cells)} cells, seed {plan.seed})")
     with sweep_bar() as bar:

@@ -16,6 +16,7 @@ from orchestrator.measure.run import RunOutcome, execute_run
 from orchestrator.model.ciphers import by_code
 from orchestrator.model.layout import BundleLayout, Layout
 from orchestrator.model.run import RunSpec
+from orchestrator.report.impairment import mechanism_label
 from orchestrator.results.atomic import read_json
 
 
@@ -32,9 +33,18 @@ def run_with_progress(spec: RunSpec, out_dir: Path | None) -> RunOutcome:
         outcome = execute_run(spec, run_dir, progress=lambda n, total: bar.update(task, completed=n),
                               status=lambda m: bar.console.print(f"[dim]{m}[/]"))
     if outcome.metrics:
-        out.print(summary_table(outcome.metrics, title=f"{spec.scenario}, {spec.payload} B x {spec.samples}"))
+        out.print(run_summary(spec, outcome.metrics, outcome.run_dir))
     out.print(f"run folder: {outcome.run_dir}  status: {outcome.status}")
     return outcome
+
+
+def run_summary(spec: RunSpec, metrics: dict[str, Any], run_dir: Path) -> Table:
+    """The run's headline metrics; an impaired run also says what made its delay (from its cell.json)."""
+    table = summary_table(metrics, title=f"{spec.scenario}, {spec.payload} B x {spec.samples}")
+    if spec.impairment != "none":
+        state = read_json(Layout(run_dir).cell).get("impairment_state")
+        table.add_row(f"delay mechanism ({spec.impairment})", mechanism_label(state))
+    return table
 
 
 def fmt(value: Any, digits: int = 3) -> str:
@@ -104,7 +114,7 @@ def sweep_bar() -> Progress:
 
 def sweep_summary(bundle: Path) -> Table:
     t = Table(title=f"sweep {bundle.name}")
-    for col in ("cell", "status", "suite", "delay median ms", "loss %", "TLS B/msg", "wire bit/s"):
+    for col in ("cell", "status", "suite", "delay median ms", "loss %", "TLS B/msg", "wire bit/s", "delay mech"):
         t.add_column(col, no_wrap=col == "cell")
     layout = BundleLayout(bundle)
     order = read_json(layout.manifest).get("cell_order") or []
@@ -119,8 +129,15 @@ def sweep_summary(bundle: Path) -> Table:
                   suite.openssl if suite else ("plaintext" if m else "n/a"),
                   fmt((m.get("delay_ms") or {}).get("median")), fmt((m.get("loss") or {}).get("loss_pct"), 2),
                   fmt((m.get("overhead_bytes") or {}).get("tls_overhead")),
-                  fmt((m.get("throughput") or {}).get("wire_bps"), 1))
+                  fmt((m.get("throughput") or {}).get("wire_bps"), 1), _mechanism(cell))
     return t
+
+
+def _mechanism(cell: dict[str, Any]) -> str:
+    """The cell's delay mechanism as its impairment.json recorded it; '-' for a cell without impairment."""
+    if cell.get("impairment", "none") == "none":
+        return "-"
+    return mechanism_label(cell.get("impairment_state"))
 
 
 def doctor_table(checks: Sequence[Check]) -> Table:

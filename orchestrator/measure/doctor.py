@@ -101,9 +101,11 @@ CAPTURE_CHECK = "capture can write a run folder"
 HELPER_CHECK = "impairment helper lists qdiscs"
 NETEM_CHECK = "netem (delay/jitter), in a helper"
 NFT_CHECK = "nft (loss without netem), in a helper"
+DELAY_CHECK = "delay mechanism (auto)"
+NEEDS_HELPER = (NETEM_CHECK, NFT_CHECK, DELAY_CHECK)
 # what needs the engine, and whether `testbed run` (default impairment: none) needs it
-NEEDS_ENGINE = ((IMAGES_CHECK, True), (CAPTURE_CHECK, True), (HELPER_CHECK, False), (NETEM_CHECK, False),
-                (NFT_CHECK, False))
+NEEDS_ENGINE = ((IMAGES_CHECK, True), (CAPTURE_CHECK, True), (HELPER_CHECK, False),
+                *((name, False) for name in NEEDS_HELPER))
 
 
 def _container_checks(engine: Check, out: Path) -> list[Check]:
@@ -114,11 +116,11 @@ def _container_checks(engine: Check, out: Path) -> list[Check]:
               _probe(CAPTURE_CHECK, lambda: doctor_probes.capture_writes_run_folder(out), ""),
               _probe(HELPER_CHECK, doctor_probes.helper_lists_qdiscs, "", required=False)]
     if not result[-1].ok:
-        return result + [skip(NETEM_CHECK, "needs a working impairment helper", required=False),
-                         skip(NFT_CHECK, "needs a working impairment helper", required=False)]
+        return result + [skip(name, "needs a working impairment helper", required=False) for name in NEEDS_HELPER]
     return result + [
         _probe(NETEM_CHECK, doctor_probes.netem, "modprobe sch_netem (on the engine's host)", required=False),
-        _probe(NFT_CHECK, doctor_probes.nft, "a kernel with nf_tables", required=False)]
+        _probe(NFT_CHECK, doctor_probes.nft, "a kernel with nf_tables", required=False),
+        _probe(DELAY_CHECK, doctor_probes.delay_mechanism, "", required=False)]
 
 
 def _host_checks() -> list[Check]:

@@ -143,8 +143,9 @@ def netem() -> str:
     if ok:
         return "a helper can add a netem qdisc"
     if NETEM_UNKNOWN in said.lower():
-        raise TestbedError(f"kernel lacks {NETEM_MODULE}: delay/jitter profiles unavailable (loss and rate "
-                           "still work)", hint=f"on the engine's host: modprobe {NETEM_MODULE}")
+        raise TestbedError(f"kernel lacks {NETEM_MODULE}: --delay-mechanism netem unavailable; delay/jitter "
+                           "profiles use the userspace delay line (auto, queue); loss and rate still work",
+                           hint=f"on the engine's host: modprobe {NETEM_MODULE}")
     raise TestbedError(f"a helper cannot add a netem qdisc: {_last_line(said)}",
                        hint=f"on the engine's host: modprobe {NETEM_MODULE}")
 
@@ -156,3 +157,18 @@ def nft() -> str:
         return "a helper can create an nftables table"
     raise TestbedError(f"a helper cannot create an nftables table: {_last_line(said)}; loss-only profiles "
                        "(lossy-*) unavailable", hint="a kernel with nf_tables (CONFIG_NF_TABLES)")
+
+
+QUEUE_DETAIL = "queue: userspace delay line ({why}); floor measured by bench/impairment.py"
+
+
+def delay_mechanism() -> str:
+    """What ``--delay-mechanism auto`` makes delay and jitter with on the engine's kernel: the choice
+    probe.resolve_mechanism makes (netem where a helper can add a netem qdisc, else the queue)."""
+    probe.helper_ready()  # without a helper netem_available() is False: that is no answer, not "queue"
+    if probe.netem_available():
+        return f"netem ({NETEM_MODULE} available)"
+    said = probe.netem_probe()[1]
+    why = (f"kernel lacks {NETEM_MODULE}" if NETEM_UNKNOWN in said.lower()
+           else f"a helper cannot add a netem qdisc: {_last_line(said)}")
+    return QUEUE_DETAIL.format(why=why)

@@ -13,20 +13,25 @@ import datetime as dt
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from orchestrator.backends import compose, docker
+from orchestrator.backends.compose import Topology
 from orchestrator.backends.docker import Container
 from orchestrator.backends.docker_stats import StatsSampler
 from orchestrator.backends.images import missing_images
 from orchestrator.backends.impairment import (
     ImpairmentRecord,
     ImpairmentTarget,
+    PlanCommand,
     check_supported,
     dropped_packets,
     impaired,
+    line_health,
+    resolve_mechanism,
+    router,
     targets_for_containers,
 )
 from orchestrator.backends.process import which
@@ -65,7 +70,7 @@ def preflight(scenario: Scenario, spec: RunSpec) -> Impairment:
     """Everything that can be checked before a container starts; the run's impairment profile."""
     check_publisher_can_speak(scenario, spec)
     impairment = load_impairment(spec.impairment)
-    check_supported(impairment)  # e.g. a delay profile on a kernel without netem fails here
+    check_supported(impairment, mechanism=spec.delay_mechanism)  # e.g. netem asked on a kernel without it
     if spec.publisher != "virtual":
         raise TestbedError("--publisher esp32 is not wired into `testbed run` yet",
                            hint="flash the board with `testbed firmware upload` and use `testbed up --expose`")
@@ -80,29 +85,49 @@ def preflight(scenario: Scenario, spec: RunSpec) -> Impairment:
     return impairment
 
 
-def impairment_targets(impairment: Impairment) -> list[ImpairmentTarget]:
-    """Where the profile acts: the publisher's link, the broker->subscriber link, or both."""
-    names = {role: compose.container_name(role) for role in ("publisher", "broker", "subscriber")}
-    return targets_for_containers(impairment.direction, names)
+def impairment_targets(impairment: Impairment,
+                       mechanism: str | None = None) -> tuple[list[ImpairmentTarget], list[PlanCommand]]:
+    """Where the profile acts: the publisher's link, the broker->subscriber link, or both; with the
+    userspace delay line (``queue``) the publisher's link through the router, and the routes to it."""
+    names = {role: compose.container_name(role) for role in ("publisher", "broker", "subscriber", "router")}
+    if mechanism == "queue":
+        path = router.router_path(names["publisher"], names["broker"], names["router"])
+        targets = router.queue_targets(path, correlated_loss=bool(impairment.loss_correlation_pct))
+        return targets, router.route_setup(path)
+    return targets_for_containers(impairment.direction, names), []
+
+
+class LineWatch:
+    """The delay line's health while the cell runs (queue mechanism); the first problem it saw."""
+
+    def __init__(self, impairment: Impairment, targets: list[ImpairmentTarget]) -> None:
+        self.impairment, self.targets = impairment, targets
+        self.problem: str | None = None
+
+    def broken(self) -> bool:
+        if self.problem is None:
+            self.problem = line_health(self.impairment, self.targets)
+        return self.problem is not None
 
 
 @contextmanager
-def impairment_applied(impairment: Impairment, lay: Layout) -> Iterator[None]:
+def impairment_applied(impairment: Impairment, lay: Layout, mechanism: str | None = None,
+                       seed: int = 1) -> Iterator[LineWatch]:
     """Apply the profile for the block and ALWAYS clear it; tc/nft state before, during and after is
-    written to impairment.json in the run folder."""
+    written to impairment.json in the run folder (with the delay mechanism and the line's stats)."""
     record_path = lay.impairment
     if impairment.is_noop:
-        write_json_atomic(record_path, {"profile": impairment.name, "applied": False,
+        write_json_atomic(record_path, {"profile": impairment.name, "applied": False, "delay_mechanism": None,
                                         "note": "no impairment: nothing applied, nothing to clear"})
-        yield
+        yield LineWatch(impairment, [])
         return
-    targets = impairment_targets(impairment)
+    targets, setup = impairment_targets(impairment, mechanism)
     record: ImpairmentRecord | None = None
     try:
-        with impaired(impairment, targets) as record:
+        with impaired(impairment, targets, mechanism=mechanism or "netem", seed=seed, setup=setup) as record:
             write_json_atomic(record_path, {"profile": impairment.name, "applied": True,
                                             **record.model_dump(mode="json")})
-            yield
+            yield LineWatch(impairment, targets)
     finally:  # also after Ctrl-C or a failed cell: the state at the end and after the clear are kept
         if record is not None:
             write_json_atomic(record_path, {"profile": impairment.name, "applied": True,
@@ -183,32 +208,49 @@ def measure(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: C
     status(f"{record.cell_id}: starting broker, capture and subscriber")
     with running_lab(scenario, record.lay.root, qos=spec.qos) as (lay, pki, topo):
         record.lap("up")
-        publisher = VirtualPublisher(scenario, lay, pki, spec)
+        mechanism = resolve_mechanism(impairment, spec.delay_mechanism)
+        topo, host = place_publisher(topo, mechanism)
+        publisher = VirtualPublisher(scenario, lay, pki, spec, host=host)
         sampler = StatsSampler(compose.container_name("broker")).start()
         status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B")
         publisher.start(topo)
         record.lap("publisher_start")
-        with impairment_applied(impairment, lay):
+        with impairment_applied(impairment, lay, mechanism, spec.seed) as watch:
             record.lap("impair")
             publisher.go()
-            seen = Observed(received=count_messages(lay, spec, progress))
+            seen = Observed(received=count_messages(lay, spec, progress, watch))
             record.lap("publish")
             seen.publisher_exit_code = publisher.wait_exit(timeout_s=15 if seen.received >= spec.samples else 2)
             seen.containers = compose.containers()
             time.sleep(0.3)  # let the last segments (ACKs, DISCONNECT) reach the capture
             seen.resources = sampler.stop()
             stop_capture()
-        record.info["impairment_state"] = read_json(lay.impairment)
-        seen.error = verdict(seen, spec, publisher)
+        record.info["impairment_state"] = state = read_json(lay.impairment)
+        seen.error = verdict(seen, spec, publisher, watch.problem or (state or {}).get("line_problem"))
         record.lap("stop")
     record.lap("teardown")
     return seen
 
 
-def count_messages(lay: Layout, spec: RunSpec, progress: Callable[[int, int], None]) -> int:
-    """Count until every message arrived, the timeout, or (checked once a second) a container failed."""
+def place_publisher(topo: Topology, mechanism: str | None) -> tuple[Topology, str]:
+    """Where the publisher sits and what it connects to: the lab network and `broker`, or, for the
+    userspace delay line, behind the router (network uplink) to the broker's lab address."""
+    if mechanism != "queue":
+        return topo, "broker"
+    topo = replace(topo, publisher_network="uplink")
+    compose.start_service(topo, compose.ROUTER)
+    return topo, router.broker_address(compose.container_name("broker"))
+
+
+def count_messages(lay: Layout, spec: RunSpec, progress: Callable[[int, int], None],
+                   watch: LineWatch | None = None) -> int:
+    """Count until every message arrived, the timeout, or (checked once a second) a container failed or
+    the delay line broke."""
+    def broken() -> bool:
+        return run_broken(compose.containers()) or (watch is not None and watch.broken())
+
     n = wait_for_messages(lay, spec.samples, spec.timeout_s(), lambda k: progress(k, spec.samples),
-                          throttled(lambda: run_broken(compose.containers()), 1.0))
+                          throttled(broken, 1.0))
     progress(n, spec.samples)
     return n
 
@@ -231,8 +273,10 @@ def stop_capture() -> None:
         docker.wait_exited(name, timeout_s=20)
 
 
-def verdict(seen: Observed, spec: RunSpec, publisher: Publisher) -> str | None:
-    """None for a good run, else the error, naming the service that failed first."""
+def verdict(seen: Observed, spec: RunSpec, publisher: Publisher, line_problem: str | None = None) -> str | None:
+    """None for a good run, else the error, naming the service that failed first (or the delay line)."""
+    if line_problem:
+        return f"impairment: {line_problem}"
     pub_error = publisher.error() if seen.publisher_exit_code != 0 else None
     failure = docker.first_failure(seen.containers)
     if failure is not None and failure.service == publisher.service:

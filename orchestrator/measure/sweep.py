@@ -63,7 +63,7 @@ def validate_plan(plan: SweepPlan) -> None:
         scenario = load_scenario(name)
         check_publisher_can_speak(scenario, plan.run_spec(plan.cells()[0]))
     for name in plan.impairments:
-        check_supported(load_impairment(name))
+        check_supported(load_impairment(name), mechanism=plan.delay_mechanism)
     if plan.baseline not in plan.scenarios:
         raise TestbedError(f"baseline scenario {plan.baseline!r} is not in --scenarios "
                            f"({', '.join(plan.scenarios)})", hint="add it or choose --baseline")

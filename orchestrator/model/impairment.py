@@ -11,6 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
@@ -19,6 +20,12 @@ from orchestrator.errors import TestbedError
 from orchestrator.model.yamlfile import describe_validation_error, read_yaml
 
 PROFILE_PACKAGE = "orchestrator.impairments"
+
+
+DelayMechanism = Literal["auto", "netem", "queue"]
+"""How delay and jitter are made: netem (the kernel's qdisc), queue (our userspace delay line through
+NFQUEUE, at a forwarding hop), auto (netem where the kernel has it, else the queue)."""
+DELAY_MECHANISMS: tuple[str, ...] = ("auto", "netem", "queue")
 
 
 class Distribution(StrEnum):

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from orchestrator.model.impairment import DelayMechanism
+
 MAX_PAYLOAD = 4096  # the firmware core's fixed buffer (payload.h kMaxPayload)
 TIMESTAMP_DIGITS = 16
 DEVICE_ID = "v1"
@@ -32,6 +34,7 @@ class RunSpec(BaseModel):
     interval_ms: float = Field(default=250.0, gt=0, le=3_600_000)
     qos: QoS = 0
     impairment: str = "none"
+    delay_mechanism: DelayMechanism = "auto"  # absent in specs recorded before it existed: auto
     publisher: Publisher = "virtual"
     seed: int = 1
     device_id: str = Field(default=DEVICE_ID, pattern=r"^[A-Za-z0-9_.-]{1,32}$")

@@ -6,6 +6,7 @@ import random
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.model.impairment import DelayMechanism
 from orchestrator.model.run import DEVICE_ID, MAX_PAYLOAD, Publisher, QoS, RunSpec, payload_min_size
 
 
@@ -34,6 +35,7 @@ class SweepPlan(BaseModel):
     interval_ms: float = Field(default=250.0, gt=0, le=3_600_000)
     qos: QoS = 0
     impairments: list[str] = Field(default_factory=lambda: ["none"], min_length=1)
+    delay_mechanism: DelayMechanism = "auto"  # absent in plans recorded before it existed: auto
     publisher: Publisher = "virtual"
     seed: int = 1
     baseline: str = "plain"
@@ -71,4 +73,5 @@ class SweepPlan(BaseModel):
     def run_spec(self, cell: Cell) -> RunSpec:
         return RunSpec(scenario=cell.scenario, payload=cell.payload, samples=self.samples,
                        interval_ms=self.interval_ms, qos=self.qos, impairment=cell.impairment,
-                       publisher=self.publisher, seed=self.seed + cell.repeat - 1, device_id=DEVICE_ID)
+                       delay_mechanism=self.delay_mechanism, publisher=self.publisher,
+                       seed=self.seed + cell.repeat - 1, device_id=DEVICE_ID)

@@ -19,9 +19,11 @@ from orchestrator.results.atomic import read_json
 SERVICE = "publisher"
 
 
-def publisher_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec) -> list[str]:
-    """vdevice's command line for one run."""
-    args = ["--host", "broker", "--port", str(scenario.port),
+def publisher_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec,
+                   host: str = "broker") -> list[str]:
+    """vdevice's command line for one run (``host``: the broker's address behind the router; the TLS
+    server name stays `broker`)."""
+    args = ["--host", host, "--port", str(scenario.port),
             "--transport", "tls" if scenario.is_tls else "plain",
             "--payload", str(spec.payload), "--samples", str(spec.samples),
             "--interval-ms", f"{spec.interval_ms:g}", "--qos", str(spec.qos), "--seed", str(spec.seed),
@@ -48,9 +50,10 @@ class VirtualPublisher:
     pki: Pki | None
     spec: RunSpec
     service: str = SERVICE
+    host: str = "broker"  # where it connects: the broker's lab address when it sits behind the router
 
     def start(self, topo: Topology) -> None:
-        args = publisher_args(self.scenario, self.lay, self.pki, self.spec)
+        args = publisher_args(self.scenario, self.lay, self.pki, self.spec, self.host)
         compose.start_service(replace(topo, publisher_args=args), self.service)
 
     def go(self) -> None:

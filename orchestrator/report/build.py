@@ -15,6 +15,7 @@ from orchestrator.model.layout import BundleLayout
 from orchestrator.report import sections
 from orchestrator.report.document import Block, Bullets, Figure, Heading, render_html, render_markdown
 from orchestrator.report.figures import make_figures
+from orchestrator.report.impairment import impairment_section
 from orchestrator.report.loader import Bundle, load_bundle
 from orchestrator.report.options import ReportOptions, report_options
 from orchestrator.report.order import cell_sort_key, scenario_order
@@ -45,6 +46,7 @@ def build_document(
         Heading(2, "What the numbers mean"),
         Bullets(tuple(sections.explanations(bundle))),
         *sections.cells_section(bundle, all_cells, options),
+        *impairment_section(all_cells),
         *sections.comparisons_section(comparisons, ok, options.baseline),
         *sections.grades_section(ok, options),
         *sections.study_section(study, load_study()),

@@ -42,6 +42,7 @@ class CellRecord(BaseModel):
     repeat: int = Field(default=1, ge=1)
     status: str
     error: str | None = None
+    impairment_state: dict[str, Any] | None = None  # the run's impairment.json, as the sweep copied it
 
 
 @dataclass

@@ -50,13 +50,14 @@ def test_every_run_option_reaches_the_run_spec(tmp_path: Path, monkeypatch: pyte
 
     monkeypatch.setattr(render, "run_with_progress", fake_run)
     args = ["run", "--scenario", "tls13-chacha20", "--payload", "100", "--samples", "50", "--interval", "40ms",
-            "--qos", "1", "--seed", "9", "--impairment", "lossy-1pct", "--out", str(tmp_path / "run")]
+            "--qos", "1", "--seed", "9", "--impairment", "lossy-1pct", "--delay-mechanism", "queue",
+            "--out", str(tmp_path / "run")]
     assert _given(args) == _options("run")
 
     _invoke(args)
 
     assert calls == [(RunSpec(scenario="tls13-chacha20", payload=100, samples=50, interval_ms=40.0, qos=1, seed=9,
-                              impairment="lossy-1pct"), tmp_path / "run")]
+                              impairment="lossy-1pct", delay_mechanism="queue"), tmp_path / "run")]
 
 
 def _grading_tables(tmp_path: Path) -> list[Path]:
@@ -103,18 +104,19 @@ def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest
     tables = _grading_tables(tmp_path)
     args = ["sweep", "--payloads", "70,90", "--samples", "50", "--scenarios", "tls,tls13-chacha20",
             "--repeat", "3", "--interval", "0.04s", "--qos", "1", "--impairments", "lossy-1pct,wifi-good",
-            "--publisher", "esp32", "--seed", "9", "--baseline", "tls", "--out", str(tmp_path / "out"),
-            "--name", "mine", "--grading", str(tables[0]), "--grading", str(tables[1])]
+            "--delay-mechanism", "netem", "--publisher", "esp32", "--seed", "9", "--baseline", "tls",
+            "--out", str(tmp_path / "out"), "--name", "mine", "--grading", str(tables[0]), "--grading", str(tables[1])]
     assert _given(args) | {"--resume"} == _options("sweep")
 
     _invoke(args)
 
     expected = SweepPlan(payloads=[70, 90], samples=50, scenarios=["tls", "tls13-chacha20"], repeat=3,
-                         interval_ms=40.0, qos=1, impairments=["lossy-1pct", "wifi-good"], publisher="esp32",
-                         seed=9, baseline="tls")
+                         interval_ms=40.0, qos=1, impairments=["lossy-1pct", "wifi-good"], delay_mechanism="netem",
+                         publisher="esp32", seed=9, baseline="tls")
     [(plan, out_root, name, command)] = calls.started
     assert (plan, out_root, name, command[0]) == (expected, tmp_path / "out", "mine", "testbed")
     assert calls.ran == [sw.Sweep(calls.bundle, expected, expected.cells())]
+    assert {expected.run_spec(c).delay_mechanism for c in expected.cells()} == {"netem"}
     assert calls.derived == [(calls.bundle, "tls", tables)]
     assert calls.resumed == []
 
@@ -171,3 +173,12 @@ def test_impossible_parameters_are_one_line(capsys: pytest.CaptureFixture[str], 
     assert code == 1, err
     assert err.splitlines()[0].startswith(message), err
     assert "Traceback" not in err and "internal error" not in err
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_an_unknown_delay_mechanism_is_a_usage_error(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    from orchestrator.cli.main import main
+
+    assert main([command, "--delay-mechanism", "tc"]) == 2
+    err = capsys.readouterr().err
+    assert "Invalid value for '--delay-mechanism'" in err and "'tc'" in err and "Traceback" not in err

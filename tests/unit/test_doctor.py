@@ -245,7 +245,8 @@ def test_a_kernel_without_netem_is_named(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(probe, "netem_probe", lambda: (False, "Error: Specified qdisc kind is unknown."))
     with pytest.raises(TestbedError) as err:
         doctor_probes.netem()
-    assert err.value.message.startswith("kernel lacks sch_netem: delay/jitter profiles unavailable")
+    assert err.value.message.startswith("kernel lacks sch_netem: --delay-mechanism netem unavailable; delay/jitter "
+                                        "profiles use the userspace delay line")
 
 
 def test_without_a_helper_netem_and_nft_are_skipped_not_guessed(tmp_path: Path,
@@ -263,7 +264,7 @@ def test_without_a_helper_netem_and_nft_are_skipped_not_guessed(tmp_path: Path,
     helper = rows[doctor.HELPER_CHECK]
     assert not helper.ok and not helper.required and helper.fix == "testbed images build"
     assert helper.detail == "the impairment helper image testbed-netadmin:latest is not built"
-    for name in (doctor.NETEM_CHECK, doctor.NFT_CHECK):
+    for name in (doctor.NETEM_CHECK, doctor.NFT_CHECK, doctor.DELAY_CHECK):
         assert rows[name].skipped and not rows[name].required
 
 

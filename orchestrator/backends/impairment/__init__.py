@@ -24,10 +24,11 @@ a plan file. Only our own objects are touched: qdisc handles ``7e57:``-``7e59:``
 ``inet testbed_impair``.
 """
 
-from orchestrator.backends.impairment.driver import apply, clear, impaired, show
-from orchestrator.backends.impairment.models import Hook, ImpairmentRecord, ImpairmentTarget
+from orchestrator.backends.impairment import router
+from orchestrator.backends.impairment.driver import apply, clear, impaired, line_health, show
+from orchestrator.backends.impairment.models import Hook, ImpairmentRecord, ImpairmentTarget, PlanCommand
 from orchestrator.backends.impairment.plan import dropped_packets, state_has_ours
-from orchestrator.backends.impairment.probe import check_supported, netem_available
+from orchestrator.backends.impairment.probe import check_supported, netem_available, resolve_mechanism
 from orchestrator.backends.impairment.targets import (
     LabInventory,
     load_inventory,
@@ -45,8 +46,12 @@ __all__ = [
     "clear",
     "dropped_packets",
     "impaired",
+    "line_health",
     "load_inventory",
     "netem_available",
+    "PlanCommand",
+    "resolve_mechanism",
+    "router",
     "show",
     "state_has_ours",
     "targets_for_containers",

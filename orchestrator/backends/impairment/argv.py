@@ -10,6 +10,7 @@ import ipaddress
 import math
 from collections.abc import Sequence
 
+from orchestrator.backends.impairment import queue
 from orchestrator.backends.impairment.models import Hook, ImpairmentTarget, PlanCommand
 from orchestrator.model.impairment import Distribution, Impairment
 
@@ -151,9 +152,10 @@ def _peer_egress_argvs(pre: list[str], interface: str, peer: IPAddress, netem: l
     return cmds
 
 
-def egress_argvs(imp: Impairment, target: ImpairmentTarget) -> list[list[str]]:
-    """tc commands for an egress target: netem and/or tbf, optionally only towards ``peer_ip``."""
-    netem = netem_options(imp) if uses_netem(imp) else []
+def egress_argvs(imp: Impairment, target: ImpairmentTarget, mechanism: str = "netem") -> list[list[str]]:
+    """tc commands for an egress target: netem and/or tbf, optionally only towards ``peer_ip``. With the
+    ``queue`` mechanism the delay is the line's (queue.py) and only tbf stays here."""
+    netem = netem_options(imp) if uses_netem(imp) and mechanism == "netem" else []
     if not netem and imp.rate_kbit is None:
         return []
     pre = enter_argv(target)
@@ -162,10 +164,14 @@ def egress_argvs(imp: Impairment, target: ImpairmentTarget) -> list[list[str]]:
     return _peer_egress_argvs(pre, target.interface, target.peer_ip, netem, imp.rate_kbit)
 
 
-def ingress_argvs(imp: Impairment, target: ImpairmentTarget) -> list[list[str]]:
-    """nft commands for an ingress target: random drop of arriving packets (loss without netem)."""
-    if uses_netem(imp) or not imp.loss_pct:
+def ingress_argvs(imp: Impairment, target: ImpairmentTarget, mechanism: str = "netem",
+                  seed: int = 1) -> list[list[str]]:
+    """nft commands for an ingress target: random drop of arriving packets (loss without netem); with the
+    ``queue`` mechanism correlated loss is the delay line's Gilbert model at that same place."""
+    if (uses_netem(imp) and mechanism == "netem") or not imp.loss_pct:
         return []
+    if imp.loss_correlation_pct and target.line:
+        return queue.apply_argvs(imp, target, seed)
     pre = enter_argv(target)
     chain = f"{target.label}_{target.interface}".replace(".", "_").replace("-", "_").replace(":", "_")
     peer: list[str] = []
@@ -182,13 +188,17 @@ def ingress_argvs(imp: Impairment, target: ImpairmentTarget) -> list[list[str]]:
     ]
 
 
-def apply_argvs(imp: Impairment, target: ImpairmentTarget) -> list[list[str]]:
+def apply_argvs(imp: Impairment, target: ImpairmentTarget, mechanism: str = "netem",
+                seed: int = 1) -> list[list[str]]:
     """Everything to run on ``target`` for ``imp`` (after clearing); empty when it does not apply."""
     if not applies_to(imp, target):
         return []
+    if target.hook is Hook.FORWARD:
+        return queue.apply_argvs(imp, target, seed) if mechanism == "queue" and (imp.delay_ms or imp.jitter_ms) \
+            else []
     if target.hook is Hook.EGRESS:
-        return egress_argvs(imp, target)
-    return ingress_argvs(imp, target)
+        return egress_argvs(imp, target, mechanism)
+    return ingress_argvs(imp, target, mechanism, seed)
 
 
 def _command(target: ImpairmentTarget, argv: list[str], tolerate: Sequence[str] = ()) -> PlanCommand:
@@ -198,6 +208,8 @@ def _command(target: ImpairmentTarget, argv: list[str], tolerate: Sequence[str] 
 
 def clear_argvs(target: ImpairmentTarget) -> list[PlanCommand]:
     """Remove only our root qdisc (by handle) and our nft table; each step is safe when absent."""
+    if target.hook is Hook.FORWARD:
+        return queue.clear_commands(target)
     cmds = [_command(target, ["tc", "qdisc", "del", "dev", target.interface, "root", "handle", ROOT_HANDLE],
                      ABSENT_QDISC)]
     if target.hook is Hook.INGRESS:
@@ -206,11 +218,16 @@ def clear_argvs(target: ImpairmentTarget) -> list[PlanCommand]:
             _command(target, ["nft", "add", "table", NFT_FAMILY, NFT_TABLE], ABSENT_TABLE),
             _command(target, ["nft", "delete", "table", NFT_FAMILY, NFT_TABLE], ABSENT_TABLE),
         ]
+        if target.line:  # a Gilbert-loss line there (queue mechanism)
+            cmds += queue.clear_commands(target)
     return cmds
 
 
 def show_argvs(target: ImpairmentTarget) -> list[PlanCommand]:
-    return [
+    if target.hook is Hook.FORWARD:
+        return queue.show_commands(target)
+    lines = queue.show_commands(target) if target.line else []
+    return lines + [
         _command(target, ["tc", "qdisc", "show", "dev", target.interface], ABSENT_DEVICE),
         _command(target, ["nft", "list", "table", NFT_FAMILY, NFT_TABLE], ABSENT_TABLE),
     ]

@@ -18,9 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.backends.impairment import helpers
+from orchestrator.backends.impairment import helpers, queue
 from orchestrator.backends.impairment.argv import NETEM_MISSING
-from orchestrator.backends.impairment.models import LOCALHOST, ImpairmentRecord, ImpairmentTarget
+from orchestrator.backends.impairment.models import LOCALHOST, Hook, ImpairmentRecord, ImpairmentTarget, PlanCommand
 from orchestrator.backends.impairment.plan import build_plan, state_has_ours
 from orchestrator.backends.impairment.probe import check_supported
 from orchestrator.errors import TestbedError
@@ -176,9 +176,9 @@ def _render_state(result: PlaybookResult, task_name: str) -> str:
 
 
 def _apply_run(
-    impairment: Impairment, targets: Sequence[ImpairmentTarget], inventory: Path | None
+    impairment: Impairment, targets: Sequence[ImpairmentTarget], inventory: Path | None, **how: Any
 ) -> tuple[str, str]:
-    plan = build_plan(impairment, targets)
+    plan = build_plan(impairment, targets, **how)
     result = run_playbook("impair.yml", plan, inventory=inventory)
     _raise_failed(result, f"applying impairment {impairment.name}")
     return _render_state(result, "show state before"), _render_state(result, "show state after")
@@ -241,34 +241,58 @@ def show(targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None) 
     return _render_state(result, "show state")
 
 
+def line_targets(impairment: Impairment, targets: Sequence[ImpairmentTarget]) -> list[ImpairmentTarget]:
+    """The targets where a userspace delay line runs for ``impairment`` (queue mechanism)."""
+    return [t for t in targets if (t.hook is Hook.FORWARD and (impairment.delay_ms or impairment.jitter_ms))
+            or (t.line and t.hook is Hook.INGRESS and impairment.loss_correlation_pct)]
+
+
+def line_health(impairment: Impairment, targets: Sequence[ImpairmentTarget], *, final: bool = False) -> str | None:
+    """The first problem of a delay line of this impairment (dead, unhealthy, packets unaccounted), or None."""
+    for t in line_targets(impairment, targets):
+        problem = queue.line_problem(t, final=final)
+        if problem:
+            return problem
+    return None
+
+
 @contextmanager
 def impaired(
-    impairment: Impairment, targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None
+    impairment: Impairment, targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None,
+    mechanism: str = "netem", seed: int = 1, setup: Sequence[PlanCommand] = (),
 ) -> Iterator[ImpairmentRecord]:
     """Apply ``impairment`` for the duration of the block; ALWAYS clear afterwards (also on Ctrl-C).
 
     The helpers of container targets live exactly as long: a helper found dead after the block fails
-    it (TestbedError), after its namespace was read and cleared through a fresh helper."""
+    it (TestbedError), after its namespace was read and cleared through a fresh helper. A delay line
+    (queue mechanism) that died, overflowed or left packets unaccounted is named in the record's
+    ``line_problem``: the caller fails its cell (and keeps what it measured)."""
     containers = helpers.containers_of(targets)
     if inventory is None:
-        check_supported(impairment, in_containers=bool(containers))
-    build_plan(impairment, targets)  # bad targets fail before anything is touched
+        check_supported(impairment, in_containers=bool(containers), mechanism=mechanism)
+    how: dict[str, Any] = {"mechanism": mechanism, "seed": seed, "setup": setup}
+    build_plan(impairment, targets, **how)  # bad targets fail before anything is touched
     record: ImpairmentRecord | None = None
     died: list[str] = []
+    broken: str | None = None
     try:
         helpers.start(containers)
-        before, after = _apply_run(impairment, targets, inventory)
-        record = ImpairmentRecord(impairment=impairment, targets=list(targets), before=before, after=after)
+        before, after = _apply_run(impairment, targets, inventory, **how)
+        record = ImpairmentRecord(impairment=impairment, targets=list(targets), before=before, after=after,
+                                  delay_mechanism=mechanism if impairment.needs_netem else None)
         yield record
         died = helpers.dead(containers)
         death = helpers.describe_death(died) if died else ""
+        broken = None if died else line_health(impairment, targets, final=True)
     finally:
         with sigint_deferred():
             before_clear, state = _clear_run(targets, inventory)
         if record is not None:
             record.before_clear = before_clear
             record.after_clear = state
+            record.line_problem = broken
     if died:
         raise TestbedError(f"the impairment helper died during the cell: {death}",
                            hint="the impairment may have been absent for part of the cell; it was cleared "
                                 "through a new helper and the cell is failed")
+

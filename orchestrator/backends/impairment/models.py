@@ -17,6 +17,7 @@ ROLE_DIRECTION = {"publisher": Direction.PUBLISHER_TO_BROKER, "broker": Directio
 class Hook(StrEnum):
     EGRESS = "egress"
     INGRESS = "ingress"
+    FORWARD = "forward"  # a router's forwarding path: the userspace delay line (queue.py)
 
 
 class ImpairmentTarget(BaseModel):
@@ -41,6 +42,7 @@ class ImpairmentTarget(BaseModel):
     peer_ip: IPvAnyAddress | None = None
     source_ip: IPvAnyAddress | None = None  # ingress: only packets from this sender are dropped
     hook: Hook = Hook.EGRESS
+    line: bool = False  # the userspace delay line may run here (queue mechanism; always for FORWARD)
     host: str = LOCALHOST
 
     @field_validator("label")
@@ -59,6 +61,8 @@ class ImpairmentTarget(BaseModel):
 
     @model_validator(mode="after")
     def _one_place(self) -> ImpairmentTarget:
+        if (self.hook is Hook.FORWARD or self.line) and self.container is None:
+            raise ValueError("the userspace delay line runs in a container target's helper (give container)")
         if self.container is not None and (self.netns_path is not None or self.host != LOCALHOST):
             raise ValueError("a container target runs on this Docker host, in the container's own namespace "
                              "(give container, or host and netns_path, not both)")
@@ -107,7 +111,9 @@ class ImpairmentRecord(BaseModel):
 
     impairment: Impairment
     targets: list[ImpairmentTarget]
+    delay_mechanism: str | None = None  # netem | queue (the userspace delay line) | None: no delay
     before: str
     after: str
     before_clear: str | None = None  # at the end of the block: nft counters hold the packets dropped
     after_clear: str | None = None
+    line_problem: str | None = None  # queue mechanism: what went wrong with a delay line (fails the cell)

@@ -19,12 +19,12 @@ from orchestrator.backends.impairment.argv import (
     show_argvs,
     uses_netem,
 )
-from orchestrator.backends.impairment.models import Hook, ImpairmentTarget, PlanCommand
+from orchestrator.backends.impairment.models import LOCALHOST, Hook, ImpairmentTarget, PlanCommand
 from orchestrator.errors import TestbedError
 from orchestrator.model.impairment import Direction, Impairment
 
 
-def validate_targets(imp: Impairment, targets: Sequence[ImpairmentTarget]) -> None:
+def validate_targets(imp: Impairment, targets: Sequence[ImpairmentTarget], mechanism: str = "netem") -> None:
     """Refuse target sets that would collide or leave part of the profile unapplied."""
     seen: set[tuple[str, str | None, str, Hook]] = set()
     for t in targets:
@@ -41,8 +41,15 @@ def validate_targets(imp: Impairment, targets: Sequence[ImpairmentTarget]) -> No
         if not imp.direction.covers(direction):
             continue
         ours = [t for t in targets if t.direction is direction]
-        needs_egress = uses_netem(imp) or imp.rate_kbit is not None
-        needs_ingress = not uses_netem(imp) and imp.loss_pct > 0
+        queue = mechanism == "queue" and uses_netem(imp)
+        needs_egress = (uses_netem(imp) and not queue) or imp.rate_kbit is not None
+        needs_ingress = (queue or not uses_netem(imp)) and imp.loss_pct > 0
+        if queue and (imp.delay_ms or imp.jitter_ms) and not any(t.hook is Hook.FORWARD for t in ours):
+            raise TestbedError(f"impairment {imp.name}: the delay line needs a forwarding hop for {direction} "
+                               "(the router container)")
+        if queue and imp.loss_correlation_pct and not any(t.hook is Hook.INGRESS and t.line for t in ours):
+            raise TestbedError(f"impairment {imp.name}: correlated loss without netem needs the delay line at the "
+                               f"receiver's ingress for {direction}")
         if needs_egress and not any(t.hook is Hook.EGRESS for t in ours):
             raise TestbedError(
                 f"impairment {imp.name}: no egress target for {direction} "
@@ -56,20 +63,27 @@ def validate_targets(imp: Impairment, targets: Sequence[ImpairmentTarget]) -> No
             )
 
 
-def build_plan(imp: Impairment, targets: Sequence[ImpairmentTarget]) -> dict[str, Any]:
-    """Extra vars for the playbooks: per inventory host, the argv lists of each step."""
-    validate_targets(imp, targets)
+def build_plan(imp: Impairment, targets: Sequence[ImpairmentTarget], *, mechanism: str = "netem", seed: int = 1,
+               setup: Sequence[PlanCommand] = ()) -> dict[str, Any]:
+    """Extra vars for the playbooks: per inventory host, the argv lists of each step. ``mechanism`` makes
+    the delay (netem, or the userspace ``queue``); ``setup`` runs first in the apply step (the router's
+    routes)."""
+    validate_targets(imp, targets, mechanism)
     hosts: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for t in targets:
         h = hosts.setdefault(t.host, {"check": [], "clear": [], "apply": [], "show": []})
         h["check"] += [c.model_dump() for c in check_argvs(t)]
         h["clear"] += [c.model_dump() for c in clear_argvs(t)]
         h["show"] += [c.model_dump() for c in show_argvs(t)]
-        h["apply"] += [PlanCommand(label=t.label, argv=a).model_dump() for a in apply_argvs(imp, t)]
+        h["apply"] += [PlanCommand(label=t.label, argv=a).model_dump() for a in apply_argvs(imp, t, mechanism, seed)]
+    if setup:
+        first = hosts.setdefault(LOCALHOST, {"check": [], "clear": [], "apply": [], "show": []})
+        first["apply"][:0] = [c.model_dump() for c in setup]
     return {
         "testbed_hosts": ",".join(sorted(hosts)),
         "testbed_profile": imp.name,
-        "testbed_needs_netem": imp.needs_netem,
+        "testbed_needs_netem": imp.needs_netem and mechanism == "netem",
+        "testbed_delay_mechanism": mechanism if imp.needs_netem else None,
         # container targets: the probe runs in a helper container on this Docker host, not on an inventory host
         "testbed_netem_probe": netem_probe_argv(in_helper=any(t.container for t in targets)),
         "testbed_netem_missing": f"{NETEM_MISSING}: profile {imp.name} needs delay/jitter/correlated loss "
@@ -80,8 +94,10 @@ def build_plan(imp: Impairment, targets: Sequence[ImpairmentTarget]) -> dict[str
 
 
 def dropped_packets(state: str) -> int | None:
-    """Packets our nft drop rules dropped, summed over the state text of `show`; None without rules."""
+    """Packets our nft drop rules and delay lines dropped, summed over the state text of `show`; None
+    without either."""
     counts = [int(n) for n in re.findall(r"counter packets (\d+) bytes \d+ drop", state)]
+    counts += [int(n) for n in re.findall(r'"dropped": (\d+)', state)]
     return sum(counts) if counts else None
 
 
@@ -90,6 +106,6 @@ def state_has_ours(state: str) -> bool:
     for line in state.splitlines():
         if line.startswith("qdisc ") and any(f" {h} " in f"{line} " for h in OUR_HANDLES):
             return True
-        if line.startswith(f"table {NFT_FAMILY} {NFT_TABLE}"):
+        if line.startswith(f"table {NFT_FAMILY} {NFT_TABLE}") or line.startswith("-N TESTBED_Q"):
             return True
     return False

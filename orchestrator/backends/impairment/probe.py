@@ -17,7 +17,7 @@ from orchestrator.backends.impairment.argv import (
 )
 from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError
-from orchestrator.model.impairment import Impairment
+from orchestrator.model.impairment import Direction, Impairment
 
 NFT_PROBE = ("add", "table", "inet", "testbed_probe")
 HELPER_HINT = "testbed images build"
@@ -58,7 +58,20 @@ def nft_probe() -> tuple[bool, str]:
     return _probe(helper_probe_argv("nft", *NFT_PROBE))
 
 
-def check_supported(impairment: Impairment, *, in_containers: bool = True) -> None:
+def resolve_mechanism(impairment: Impairment, requested: str = "auto") -> str | None:
+    """What makes the profile's delay, jitter and correlated loss: ``netem`` or ``queue`` (the userspace
+    delay line at a forwarding hop); None when the profile has none of them (loss-only and rate-only
+    profiles use nft and tbf whatever was asked). ``auto``: netem where the kernel has it, else the queue."""
+    if not impairment.needs_netem:
+        return None
+    if requested == "auto":
+        return "netem" if netem_available() else "queue"
+    if requested not in ("netem", "queue"):
+        raise TestbedError(f"unknown delay mechanism {requested!r}: auto, netem or queue")
+    return requested
+
+
+def check_supported(impairment: Impairment, *, in_containers: bool = True, mechanism: str = "auto") -> None:
     """Raise TestbedError, before anything starts, when this Docker host cannot apply ``impairment`` to
     containers (``in_containers=False``: to namespaces of this host, entered with nsenter as root)."""
     if impairment.is_noop:
@@ -72,12 +85,17 @@ def check_supported(impairment: Impairment, *, in_containers: bool = True) -> No
         if not ok:
             raise TestbedError(f"impairment {impairment.name} needs nftables, but a helper container cannot "
                                f"create a table: {said}", hint="a kernel with nf_tables (CONFIG_NF_TABLES)")
-    if impairment.needs_netem and not netem_probe()[0]:
+    resolved = resolve_mechanism(impairment, mechanism)
+    if resolved == "queue" and impairment.direction.covers(Direction.BROKER_TO_SUBSCRIBER):
+        raise TestbedError(f"profile {impairment.name}: the userspace delay line acts on publisher->broker only "
+                           f"(its forwarding hop sits on that link), and {impairment.direction} was asked",
+                           hint="use a publisher->broker profile, or a kernel with sch_netem (--delay-mechanism netem)")
+    if resolved == "netem" and not netem_probe()[0]:
         raise TestbedError(
             f"{NETEM_MISSING}: profile {impairment.name} needs delay/jitter/correlated loss, "
             f"but tc cannot add a netem qdisc on this kernel (missing kernel module {NETEM_MODULE})",
-            hint="`modprobe sch_netem` (on some distributions it ships in linux-modules-extra-$(uname -r)); "
-            "loss-only and rate-only profiles (lossy-*, narrowband-*) work without it",
+            hint="`--delay-mechanism queue` (or auto) uses the userspace delay line instead; or `modprobe "
+            "sch_netem` (on some distributions it ships in linux-modules-extra-$(uname -r))",
         )
 
 

@@ -137,14 +137,20 @@ static void write_stats(dl_line *L, int64_t now)
     L->next_stats_ns = now + (int64_t)L->c->stats_interval_ms * 1000000;
 }
 
+/* Sleeping until a packet's release time wakes the line late: a timer wake-up in a container on a busy
+ * host came 0.3-0.5 ms after the hrtimer (measured: +0.4 ms on every quantile of a 5 ms line, against
+ * +0.15 ms at 0 ms). So the line sleeps until SPIN_NS before the next release and spins on the clock
+ * for the rest: at most 0.5 ms of one CPU per release, nothing while no packet is held. */
+#define SPIN_NS 500000LL
+
 static struct timespec timeout_until(const dl_line *L, int64_t now)
 {
     const dl_held *top = dl_heap_top(&L->held);
     int64_t until = L->next_stats_ns;
     if (L->c->stats_path == NULL)
         until = now + 1000000000LL; /* wake once a second anyway */
-    if (top && top->release_ns < until)
-        until = top->release_ns;
+    if (top && top->release_ns - SPIN_NS < until)
+        until = top->release_ns - SPIN_NS;
     int64_t wait = until > now ? until - now : 0;
     struct timespec ts = {.tv_sec = wait / 1000000000LL, .tv_nsec = wait % 1000000000LL};
     return ts;
@@ -207,6 +213,12 @@ static int loop(dl_line *L, const sigset_t *during_wait)
     struct pollfd pfd = {.fd = L->fd, .events = POLLIN};
     while (!stop_requested) {
         int64_t now = dl_now_ns();
+        const dl_held *top = dl_heap_top(&L->held);
+        if (top && top->release_ns > now && top->release_ns - now <= SPIN_NS) {
+            int64_t due = top->release_ns;
+            while ((now = dl_now_ns()) < due) {
+            }
+        }
         release_until(L, now);
         if (L->c->stats_path && now >= L->next_stats_ns)
             write_stats(L, now);

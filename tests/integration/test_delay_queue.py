@@ -1,0 +1,105 @@
+"""Delay without netem: the userspace delay line at the router, measured from the broker-side capture.
+
+As our users run it (the unprivileged docker-group user, from its own clone): wifi-good (5 ms +/- 2 ms,
+normal) through `--delay-mechanism queue` against the unimpaired cell, uplink = capture arrival of the
+PUBLISH's first copy minus its send time; and a delay line killed mid-cell fails that cell, naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from .conftest import owned
+from .docker_user import DockerUser
+
+FAST = ["--scenario", "plain", "--samples", "500", "--interval", "20ms"]
+
+
+def _uplink(run_dir: Path) -> np.ndarray:
+    pm = pd.read_csv(run_dir / "per_message.csv")
+    return pm["uplink_ms"].dropna().to_numpy(dtype=float)
+
+
+def _run(user: DockerUser, name: str, *args: str) -> Path:
+    out = user.work / "queue" / name
+    user.mkdir(out.parent)
+    proc = user.testbed("run", *FAST, "--out", str(out), *args, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def wifi_good(docker_user: DockerUser) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+    """Uplinks of: the unimpaired cell (direct path), the same path through the router with the line at
+    ~0 ms (its floor: the forwarding hop and the line's own latency), and wifi-good through the line."""
+    docker_user.testbed("down")
+    base = _uplink(_run(docker_user, "none"))
+    floor_profile = docker_user.work / "floor.yaml"
+    floor_profile.write_text("description: the delay line's floor\ndelay_ms: 0.01\n")
+    floor = _uplink(_run(docker_user, "floor", "--impairment", str(floor_profile), "--delay-mechanism", "queue"))
+    run = _run(docker_user, "wifi-good", "--impairment", "wifi-good", "--delay-mechanism", "queue")
+    return base, floor, _uplink(run), json.loads((run / "impairment.json").read_text())
+
+
+def test_wifi_good_through_the_queue_adds_5ms_with_a_2ms_spread(wifi_good) -> None:
+    base, _floor, up, record = wifi_good
+    assert len(up) >= 495 and len(base) >= 495
+    added = float(np.median(up) - np.median(base))
+    spread = float(stats.median_abs_deviation(up, scale="normal"))
+    print(f"uplink median {np.median(base):.3f} -> {np.median(up):.3f} ms (+{added:.3f}), robust spread {spread:.3f}")
+    assert 4.5 <= added <= 5.5, added
+    assert 1.5 <= spread <= 2.5, spread
+    assert record["delay_mechanism"] == "queue" and record["line_problem"] is None
+    line = json.loads(record["before_clear"].split("cat /dev/shm/testbed-delayline-7357.json\n", 1)[1]
+                      .split("\n$ ", 1)[0])
+    assert line["queued"] == line["accepted"] + line["dropped"] and line["overflows"] == 0
+    assert line["params"]["delay_ms"] == 5 and line["distribution"] == "normal"
+
+
+def test_wifi_good_uplink_follows_the_configured_distribution(wifi_good) -> None:
+    """Two-sample KS: the measured uplink against netem's normal(5 ms, 2 ms) clamped at 0, each draw
+    added to a draw of the path's own share. That share is the floor path's (router + line at ~0 ms): the
+    forwarding hop and the line add 0.15-0.3 ms, so against the direct unimpaired cell KS rejects
+    (p < 1e-4 seen) although the median rises by 5 +/- 0.5 ms."""
+    base, floor, up, _record = wifi_good
+    rng = np.random.default_rng(1)
+    model = np.clip(rng.normal(5.0, 2.0, 20000), 0, None) + rng.choice(floor, 20000)
+    p = stats.ks_2samp(up, model).pvalue
+    print(f"floor path median {np.median(floor):.3f} ms (direct {np.median(base):.3f}); KS p = {p:.4f}")
+    assert p > 0.01, p
+
+
+def test_a_killed_delay_line_fails_its_cell_naming_it_and_the_next_cell_is_ok(docker_user: DockerUser) -> None:
+    docker_user.testbed("down")
+    out = docker_user.mkdir(docker_user.work / "queue-kill")
+    proc = docker_user.popen("sweep", "--scenarios", "plain", "--payloads", "65", "--samples", "600", "--interval",
+                             "20ms", "--impairments", "wifi-good,none", "--delay-mechanism", "queue",
+                             "--seed", "3", "--out", str(out))
+    killed = False
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None and not killed:
+        logs = list(out.glob("*/runs/plain-65B-wifi-good-r1/logs/subscriber.csv"))
+        if logs and logs[0].read_text().count("\n") > 100:
+            kill = subprocess.run(["docker", "exec", "testbed-router-1-netadmin", "sh", "-c",
+                                   "kill -KILL $(sed -n 's/.*\"pid\": *\\([0-9]*\\).*/\\1/p' "
+                                   "/dev/shm/testbed-delayline-7357.json)"], capture_output=True, text=True)
+            assert kill.returncode == 0, kill.stderr
+            killed = True
+        time.sleep(0.2)
+    stdout, stderr = proc.communicate(timeout=600)
+    assert killed, stdout + stderr
+    bundle = next(p for p in out.iterdir() if p.is_dir())
+    cells = json.loads((bundle / "manifest.json").read_text())["cells"]
+    bad = json.loads((bundle / "runs" / "plain-65B-wifi-good-r1" / "cell.json").read_text())
+    assert bad["status"] == "failed" and "delay line" in bad["error"] and "not running" in bad["error"], bad
+    assert cells["plain-65B-none-r1"]["status"] == "ok", cells
+    assert proc.returncode == 1 and "Traceback" not in stderr
+    assert owned("container") == [] and owned("network") == []
