@@ -132,6 +132,7 @@ def impairment_applied(impairment: Impairment, lay: Layout, mechanism: str | Non
         if record is not None:
             write_json_atomic(record_path, {"profile": impairment.name, "applied": True,
                                             "dropped_packets": dropped_packets(record.before_clear or ""),
+                                            "delay_line": router.line_stats(record.before_clear or ""),
                                             **record.model_dump(mode="json")})
 
 

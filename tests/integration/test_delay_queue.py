@@ -103,3 +103,20 @@ def test_a_killed_delay_line_fails_its_cell_naming_it_and_the_next_cell_is_ok(do
     assert cells["plain-65B-none-r1"]["status"] == "ok", cells
     assert proc.returncode == 1 and "Traceback" not in stderr
     assert owned("container") == [] and owned("network") == []
+
+
+def _kernel_has_netem() -> bool:
+    from orchestrator.backends.impairment import netem_available
+
+    return netem_available()
+
+
+def test_queue_and_netem_give_the_same_uplink_median_where_the_kernel_has_netem(docker_user: DockerUser) -> None:
+    if not _kernel_has_netem():
+        pytest.skip("this kernel lacks sch_netem: --delay-mechanism netem cannot run here to compare with")
+    docker_user.testbed("down")
+    medians = {}
+    for mechanism in ("netem", "queue"):
+        run = _run(docker_user, f"same-{mechanism}", "--impairment", "wifi-good", "--delay-mechanism", mechanism)
+        medians[mechanism] = float(np.median(_uplink(run)))
+    assert abs(medians["netem"] - medians["queue"]) <= 0.3, medians

@@ -113,6 +113,21 @@ def show_commands(target: ImpairmentTarget) -> list[PlanCommand]:
                         tolerate=ABSENT_RULE)]
 
 
+def line_stats(state: str) -> dict[str, dict]:
+    """The delay lines' stats (by queue number) out of a show() text, e.g. the record's ``before_clear``."""
+    found: dict[str, dict] = {}
+    for queue in (DELAY_QUEUE, LOSS_QUEUE):
+        head = f"cat {stats_path(queue)}\n"
+        if head not in state:
+            continue
+        body = state.split(head, 1)[1].split("\n$ ", 1)[0]
+        try:
+            found[str(queue)] = json.loads(body)
+        except ValueError:
+            continue  # "(absent: ...)": no line ran there
+    return found
+
+
 def line_problem(target: ImpairmentTarget, *, final: bool = False) -> str | None:
     """What is wrong with the target's line, or None: its stats file, its process, overflows, and at the
     end of the cell (``final``) every queued packet verdicted (accepted + dropped = queued)."""

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from orchestrator.backends import docker
 from orchestrator.backends.compose import PROJECT
 from orchestrator.backends.impairment.models import Hook, ImpairmentTarget, PlanCommand, helper_name
+from orchestrator.backends.impairment.queue import line_stats
+
+__all__ = ["RouterPath", "broker_address", "line_stats", "queue_targets", "route_setup", "router_path"]
 from orchestrator.errors import TestbedError
 
 LAB = f"{PROJECT}_lab"
