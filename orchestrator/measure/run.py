@@ -98,16 +98,21 @@ def impairment_targets(impairment: Impairment,
 
 
 class LineWatch:
-    """The delay line's health while the cell runs (queue mechanism); the first problem it saw."""
+    """The delay line's health while the cell runs (queue mechanism); the first problem it saw. Checked
+    every ``every_s``: each check is a `docker exec`, whose CPU the line would otherwise lose on a small
+    host (its releases came later with a check every second)."""
 
-    def __init__(self, impairment: Impairment, targets: list[ImpairmentTarget]) -> None:
+    def __init__(self, impairment: Impairment, targets: list[ImpairmentTarget], every_s: float = 5.0) -> None:
         self.impairment, self.targets = impairment, targets
         self.problem: str | None = None
+        self._check = throttled(self._look, every_s)
+
+    def _look(self) -> bool:
+        self.problem = line_health(self.impairment, self.targets)
+        return self.problem is not None
 
     def broken(self) -> bool:
-        if self.problem is None:
-            self.problem = line_health(self.impairment, self.targets)
-        return self.problem is not None
+        return self.problem is not None or self._check()
 
 
 @contextmanager

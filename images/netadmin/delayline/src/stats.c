@@ -91,6 +91,7 @@ static int render(char *b, size_t len, const dl_config *c, const dl_counters *n,
         "\"bound\": %s, \"healthy\": %s, \"uptime_s\": %.3f, \"time_unix\": %lld.%06ld, \"queue\": %d,\n"
         " \"queued\": %llu, \"accepted\": %llu, \"dropped\": %llu, \"in_flight\": %llu, "
         "\"max_in_flight\": %llu, \"overflows\": %llu, \"verdict_errors\": %llu,\n"
+        " \"release_late_us\": {\"mean\": %.3f, \"max\": %.3f},\n"
         " \"kernel\": %s,\n \"order\": \"%s\", \"distribution\": \"%s\",\n"
         " \"params\": {\"delay_ms\": %.6g, \"jitter_ms\": %.6g, \"dist_file\": %s, \"loss\": %s, "
         "\"seed\": %llu, \"max_queue\": %u, \"rcvbuf_bytes\": %d, \"gso\": %s, \"fail_open\": false}}\n",
@@ -99,7 +100,9 @@ static int render(char *b, size_t len, const dl_config *c, const dl_counters *n,
         (double)(now_ns - n->start_ns) / 1e9, (long long)wall.tv_sec, wall.tv_nsec / 1000, c->queue,
         (unsigned long long)n->queued, (unsigned long long)n->accepted, (unsigned long long)n->dropped,
         (unsigned long long)n->in_flight, (unsigned long long)n->max_in_flight,
-        (unsigned long long)n->overflows, (unsigned long long)n->verdict_errors, kq,
+        (unsigned long long)n->overflows, (unsigned long long)n->verdict_errors,
+        n->late_count ? (double)n->late_sum_ns / (double)n->late_count / 1e3 : 0.0, (double)n->late_max_ns / 1e3,
+        kq,
         dl_order_name(c->order), dl_dist_name(c->dist), c->delay_ms, c->jitter_ms, dist_file, loss,
         (unsigned long long)c->seed, c->max_queue, c->rcvbuf, c->gso ? "true" : "false");
 }

@@ -14,6 +14,8 @@ typedef struct {
     uint64_t in_flight, max_in_flight;
     uint64_t overflows;      /* recv() said ENOBUFS: the kernel lost messages for us */
     uint64_t verdict_errors; /* a verdict the kernel did not take */
+    uint64_t late_count;     /* packets released after a hold, and how late after their due time */
+    int64_t late_sum_ns, late_max_ns;
     int64_t start_ns;        /* CLOCK_MONOTONIC at start */
     bool bound;              /* the queue is ours (false: binding failed, nothing was delayed) */
     bool exited;             /* the last write of an orderly exit */
