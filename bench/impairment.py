@@ -29,7 +29,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,60 +43,7 @@ NS = {"a": f"{TAG}-a", "r": f"{TAG}-r", "b": f"{TAG}-b"}
 IF = {"a": f"{TAG}a", "ra": f"{TAG}ra", "rb": f"{TAG}rb", "b": f"{TAG}b"}
 B_IP = "10.96.2.2"
 
-TOOL = textwrap.dedent("""
-    import json, socket, struct, sys, time
-    HDR = struct.Struct("!IQ")
-    mode, args = sys.argv[1], sys.argv[2:]
-    if mode == "echo":                    # PORT
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", int(args[0])))
-        print("ready", flush=True)
-        while True:
-            data, peer = s.recvfrom(2048); s.sendto(data, peer)
-    elif mode == "rtt":                   # HOST PORT COUNT
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect((args[0], int(args[1])))
-        s.settimeout(1.0); rtts = []
-        for i in range(int(args[2])):
-            t = time.perf_counter_ns(); s.send(HDR.pack(i, 0))
-            try:
-                while HDR.unpack(s.recv(2048)[:12])[0] != i:
-                    pass
-                rtts.append((time.perf_counter_ns() - t) / 1e6)
-            except socket.timeout:
-                pass
-        print(json.dumps(rtts))
-    elif mode == "flood":                 # HOST PORT SECONDS PPS (0: as fast as possible)
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect((args[0], int(args[1])))
-        seconds, pps = float(args[2]), float(args[3]); payload = bytes(32); n = 0
-        t0 = time.perf_counter(); end = t0 + seconds
-        while True:
-            now = time.perf_counter()
-            if now >= end:
-                break
-            if pps and n >= (now - t0) * pps:
-                time.sleep(min(0.0005, max(0.0, t0 + n / pps - now))); continue
-            try:
-                s.send(payload); n += 1
-            except OSError:
-                pass
-        print(json.dumps({"sent": n, "seconds": time.perf_counter() - t0}))
-    elif mode == "sink":                  # PORT: TCP, bytes and seconds from accept to EOF
-        srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        srv.bind(("0.0.0.0", int(args[0]))); srv.listen(1); print("ready", flush=True)
-        conn, _ = srv.accept(); t0 = time.perf_counter(); total = 0
-        while True:
-            data = conn.recv(1 << 16)
-            if not data:
-                break
-            total += len(data)
-        t1 = time.perf_counter(); conn.sendall(b"ok"); conn.close()
-        print(json.dumps({"bytes": total, "seconds": t1 - t0}))
-    elif mode == "bulk":                  # HOST PORT BYTES
-        s = socket.create_connection((args[0], int(args[1])), timeout=120); left = int(args[2])
-        chunk = bytes(1 << 16)
-        while left > 0:
-            s.sendall(chunk[:min(left, len(chunk))]); left -= len(chunk)
-        s.shutdown(socket.SHUT_WR); s.recv(2); s.close()
-""")
+TOOL = Path(__file__).resolve().parents[1] / "images" / "netadmin" / "delayline" / "test" / "traffic.py"
 
 
 def sh(*argv: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -206,9 +152,9 @@ def floor(binary: Path, tool: Path, work: Path, count: int) -> None:
     rtt = [sys.executable, str(tool), "rtt", B_IP, str(PORT), str(count)]
     with server(tool, "b", "echo", PORT):
         sh(*inside("a", *rtt[:-1], "200"))  # warm up
-        bare = json.loads(sh(*inside("a", *rtt)).stdout)
+        bare = json.loads(sh(*inside("a", *rtt)).stdout)["rtt_ms"]
         with delay_line(binary, "sender", work, "--delay-ms", 0) as stats:
-            lined = json.loads(sh(*inside("a", *rtt)).stdout)
+            lined = json.loads(sh(*inside("a", *rtt)).stdout)["rtt_ms"]
             health = read_stats(stats)
     for name, values in (("no rule", bare), ("0 ms line", lined)):
         print(f"    {name:<10} median {statistics.median(values):.3f} ms  p99 {pct(values, 99):.3f} ms  "
@@ -302,8 +248,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-delayline-") as tmp:
         work = Path(tmp)
         binary = build(work)
-        tool = work / "tool.py"
-        tool.write_text(TOOL)
+        tool = TOOL
         print(f"testbed-delayline built in {binary.parent}; kernel {os.uname().release}, {os.cpu_count()} CPUs")
         with lab():
             floor(binary, tool, work, args.round_trips)

@@ -18,7 +18,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -53,49 +52,7 @@ def sh(*argv: str, check: bool = True, timeout: float = 120) -> subprocess.Compl
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=check)
 
 
-# One script for every traffic role, run inside a namespace. Packets carry (seq, CLOCK_REALTIME ns).
-TOOL = textwrap.dedent("""
-    import json, socket, struct, sys, time
-    HDR = struct.Struct("!IQ")
-    mode, args = sys.argv[1], sys.argv[2:]
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    if mode == "echo":                       # PORT: echo every datagram
-        s.bind(("0.0.0.0", int(args[0]))); print("ready", flush=True)
-        while True:
-            data, peer = s.recvfrom(2048); s.sendto(data, peer)
-    elif mode == "rtt":                      # HOST PORT COUNT TIMEOUT_S: sequential round trips
-        s.connect((args[0], int(args[1]))); s.settimeout(float(args[3])); rtts, lost = [], 0
-        for i in range(int(args[2])):
-            t = time.perf_counter_ns(); s.send(HDR.pack(i, 0))
-            try:
-                while HDR.unpack(s.recv(2048)[:12])[0] != i:
-                    pass
-                rtts.append((time.perf_counter_ns() - t) / 1e6)
-            except socket.timeout:
-                lost += 1
-        print(json.dumps({"rtt_ms": rtts, "lost": lost}))
-    elif mode == "recv":                     # PORT IDLE_S: (seq, sent ns, received ns) until idle
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-        s.setsockopt(socket.SOL_SOCKET, 35, 1)  # SO_TIMESTAMPNS: the kernel's receive time
-        s.bind(("0.0.0.0", int(args[0]))); s.settimeout(60); rows = []; print("ready", flush=True)
-        try:
-            while True:
-                data, anc, _, _ = s.recvmsg(2048, 64)
-                sec, nsec = struct.unpack("qq", anc[0][2][:16]) if anc else divmod(time.time_ns(), 10**9)
-                rows.append((*HDR.unpack(data[:12]), sec * 10**9 + nsec)); s.settimeout(float(args[1]))
-        except socket.timeout:
-            pass
-        print(json.dumps(rows))
-    elif mode == "send":                     # HOST PORT COUNT INTERVAL_S: paced by deadlines
-        s.connect((args[0], int(args[1]))); count, interval = int(args[2]), float(args[3])
-        pad = bytes(20); t0 = time.perf_counter()
-        for i in range(count):
-            ahead = t0 + i * interval - time.perf_counter()
-            if ahead > 0:
-                time.sleep(ahead)
-            s.send(HDR.pack(i, time.time_ns()) + pad)
-        print(json.dumps({"sent": count, "seconds": time.perf_counter() - t0}))
-""")
+TOOL = Path(__file__).resolve().parents[2] / "images" / "netadmin" / "delayline" / "test" / "traffic.py"
 
 
 @pytest.fixture(scope="module")
@@ -143,8 +100,7 @@ class Pair:
 
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[Pair]:
-    tool = tmp_path / "udp_tool.py"
-    tool.write_text(TOOL)
+    tool = TOOL
     pair = Pair(tag=f"dl{os.getpid() % 10000}{next(_counter)}", tool=tool)
     b_if = f"{pair.tag}b"
     steps = [("netns", "add", pair.a), ("netns", "add", pair.b),
