@@ -22,7 +22,7 @@ from orchestrator.model.export import (  # noqa: F401 - the analysis' names for 
 )
 
 NUMERIC = ("frame", "time", "frame_len", "ip_hdr_len", "stream", "src_port", "dst_port", "tcp_hdr_len",
-           "tcp_len", "tcp_seq")
+           "tcp_len", "tcp_seq", "tcp_ack")
 
 
 def _empty_table(names: Sequence[str]) -> pd.DataFrame:

@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from orchestrator.analysis import segments
+
 # One definition per metric (MEASUREMENT.md), written into metrics.json so reports quote this source.
 DEFINITIONS: dict[str, str] = {
     "delay_ms": "t_recv (subscriber log) - t_send (publisher log, else the payload's t), first arrival "
@@ -149,41 +151,22 @@ def loss(sub_log: pd.DataFrame | None, samples_expected: int, *,
 
 
 def resent(packets: pd.DataFrame) -> pd.Series:
-    """Data segments carrying bytes already seen in their direction of their stream.
+    """Data segments carrying bytes an earlier segment of the same direction of their stream carried.
 
     Our own rule, not tshark's label: tshark calls a resend that follows its predecessor within
     its out-of-order threshold (3 ms, or the handshake RTT) "out-of-order", and on a LAN-speed
-    link a fast retransmission nearly always does. Valid where the capture sees the sender's
-    originals (the broker-side capture with loss injected at the broker's ingress).
+    link a fast retransmission nearly always does. The bytes seen so far are kept as a union of
+    ranges, so an original overtaken by later segments (a delay that reorders) is not a resend.
+    Valid where the capture sees the sender's originals (the broker-side capture with loss
+    injected at the broker's ingress).
     """
     data = packets[(packets["tcp_len"] > 0) & packets["tcp_seq"].notna()].sort_values("frame")
-    end = data["tcp_seq"] + data["tcp_len"]
-    keys = [data["stream"], data["src_port"]]
-    prior_end = end.groupby(keys).cummax().groupby(keys).shift(1)
-    flag = data["tcp_seq"] < prior_end
-    return flag.reindex(packets.index, fill_value=False).astype(bool)
-
-
-def resent_later(packets: pd.DataFrame, again: pd.Series) -> pd.Series:
-    """Data transmissions whose first byte was sent again by a later segment of the same direction:
-    lost on the way (or resent spuriously). Unlike a count of resends, this counts each lost segment
-    once even when the sender coalesced several lost segments into one retransmission."""
-    out = pd.Series(False, index=packets.index)
-    data = packets[(packets["tcp_len"] > 0) & packets["tcp_seq"].notna()]
-    resends = data[again.reindex(data.index, fill_value=False)]
-    if resends.empty:
-        return out
-    for key, group in data.groupby([data["stream"], data["src_port"]]):
-        mine = resends[(resends["stream"] == key[0]) & (resends["src_port"] == key[1])]
-        if mine.empty:
-            continue
-        seq = group["tcp_seq"].to_numpy()
-        frame = group["frame"].to_numpy()
-        hit = np.zeros(len(group), dtype=bool)
-        for r_seq, r_len, r_frame in mine[["tcp_seq", "tcp_len", "frame"]].itertuples(index=False):
-            hit |= (frame < r_frame) & (seq >= r_seq) & (seq < r_seq + r_len)
-        out.loc[group.index[hit]] = True
-    return out
+    flag = pd.Series(False, index=packets.index)
+    for _key, group in data.groupby([data["stream"], data["src_port"]], sort=False):
+        seen = segments.ByteRanges()
+        hits = [seen.add(s, s + n) for s, n in zip(group["tcp_seq"], group["tcp_len"], strict=True)]
+        flag.loc[group.index] = hits
+    return flag.astype(bool)
 
 
 def retransmissions(packets: pd.DataFrame, streams: set[int], broker_port: int) -> dict[str, Any]:
@@ -191,11 +174,14 @@ def retransmissions(packets: pd.DataFrame, streams: set[int], broker_port: int) 
     data = sel & (packets["tcp_len"] > 0)
     to_broker = sel & (packets["dst_port"] == broker_port)
     again = resent(packets)
-    lost = resent_later(packets[sel], again[sel]).reindex(packets.index, fill_value=False)
+    fates = segments.broker_losses(packets, streams, broker_port)
     return {
-        # data transmissions towards the broker (first sends + resends) that were sent again later
-        "tcp_segments_lost_to_broker": int((data & to_broker & lost).sum()),
-        "tcp_transmissions_to_broker": int((data & to_broker).sum()),
+        # data transmissions towards the broker (first sends + resends) the broker's ACKs show it did not get
+        "tcp_segments_lost_to_broker": fates["tcp_copies_lost_to_broker"],
+        "tcp_transmissions_to_broker": fates["tcp_copies_to_broker"],
+        "tcp_loss_runs_to_broker": fates["tcp_loss_runs_to_broker"],
+        "tcp_loss_run_mean": fates["tcp_loss_run_mean"],
+        "tcp_loss_run_max": fates["tcp_loss_run_max"],
         "tcp_retransmissions": int((data & again).sum()),
         "tcp_retransmissions_to_broker": int((data & to_broker & again).sum()),
         "tcp_data_segments": int(data.sum()),

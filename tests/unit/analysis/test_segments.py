@@ -1,0 +1,75 @@
+"""Segment fates from the broker's ACKs (analysis/segments.py), on hand-made packet tables."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from orchestrator.analysis.segments import ByteRanges, broker_losses, runs_of
+
+PORT = 1883
+
+
+def _table(rows: list[tuple]) -> pd.DataFrame:
+    """rows: ("d", seq, len) data to the broker, ("a", ack, "le|le", "re|re") an ACK from it."""
+    out = []
+    for frame, row in enumerate(rows, start=1):
+        if row[0] == "d":
+            out.append(dict(frame=frame, stream=0, src_port=50000, dst_port=PORT, tcp_len=row[2], tcp_seq=row[1],
+                            tcp_ack=1, sack_le="", sack_re=""))
+        else:
+            le, re_ = (row[2], row[3]) if len(row) > 2 else ("", "")
+            out.append(dict(frame=frame, stream=0, src_port=PORT, dst_port=50000, tcp_len=0, tcp_seq=1,
+                            tcp_ack=row[1], sack_le=le, sack_re=re_))
+    return pd.DataFrame(out)
+
+
+def test_a_segment_acked_before_its_resend_was_delivered_one_never_acked_was_lost() -> None:
+    rows = [("d", 1, 10), ("a", 11),          # delivered
+            ("d", 11, 10), ("d", 21, 10),     # 11 lost, 21 arrives out of order
+            ("a", 11, "21", "31"),            # dup ACK with SACK 21-31: 21 delivered
+            ("d", 11, 10), ("a", 31)]         # the resend fills the hole
+    fates = broker_losses(_table(rows), {0}, PORT)
+    assert fates["tcp_copies_to_broker"] == 4
+    assert fates["tcp_copies_lost_to_broker"] == 1
+    assert fates["tcp_loss_runs_to_broker"] == 1 and fates["tcp_loss_run_mean"] == 1.0
+
+
+def test_a_coalesced_resend_counts_each_lost_copy_once_and_a_lost_resend_too() -> None:
+    rows = [("d", 1, 10), ("d", 11, 10), ("d", 21, 10),   # all three lost
+            ("d", 1, 30),                                  # resent as one segment: lost again
+            ("d", 1, 30), ("a", 31)]                       # delivered
+    fates = broker_losses(_table(rows), {0}, PORT)
+    assert fates["tcp_copies_lost_to_broker"] == 4
+    assert fates["tcp_loss_runs_to_broker"] == 1 and fates["tcp_loss_run_max"] == 4
+
+
+def test_a_spurious_resend_is_lost_only_without_a_dsack() -> None:
+    delivered = [("d", 1, 10), ("a", 11), ("d", 1, 10), ("a", 11, "1", "11")]  # D-SACK: got it again
+    dropped = [("d", 1, 10), ("a", 11), ("d", 1, 10), ("d", 11, 10), ("a", 21)]  # no D-SACK for the resend
+    assert broker_losses(_table(delivered), {0}, PORT)["tcp_copies_lost_to_broker"] == 0
+    assert broker_losses(_table(dropped), {0}, PORT)["tcp_copies_lost_to_broker"] == 1
+
+
+def test_runs_of_counts_consecutive_true_values() -> None:
+    assert runs_of(np.array([1, 1, 0, 1, 0, 0, 1, 1, 1], dtype=bool)).tolist() == [2, 1, 3]
+    assert runs_of(np.array([], dtype=bool)).tolist() == []
+
+
+def test_byte_ranges_say_whether_bytes_were_seen_and_keep_their_union() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        ranges, seen = ByteRanges(), set()
+        for _ in range(30):
+            start, length = int(rng.integers(0, 100)), int(rng.integers(1, 10))
+            assert ranges.add(start, start + length) == any(b in seen for b in range(start, start + length))
+            seen.update(range(start, start + length))
+            union = {b for s, e in zip(ranges.starts, ranges.ends, strict=True) for b in range(int(s), int(e))}
+            assert union == seen
+
+
+def test_an_original_overtaken_by_later_segments_is_not_a_resend() -> None:
+    from orchestrator.analysis.metrics import resent
+
+    rows = [("d", 1, 10), ("d", 21, 10), ("d", 11, 10), ("d", 11, 10), ("d", 5, 20)]
+    assert resent(_table(rows)).tolist() == [False, False, False, True, True]
