@@ -258,6 +258,15 @@ def test_runner_events_become_items_and_failures() -> None:
         "localhost: preflight | kernel lacks sch_netem: profile wifi-good ...",
     ]
     result = driver.PlaybookResult(playbook="impair.yml", status="failed", rc=2, items=items, failures=failures)
+    module = [{"event": "runner_on_failed", "event_data": {"host": "h1", "task": "apply", "res": {
+        "msg": "1 of 2 commands failed", "testbed_items": [
+            {"item": {"label": "p", "argv": ["tc", "a"]}, "cmd": ["tc", "a"], "rc": 0, "stdout": "", "stderr": "",
+             "failed": False},
+            {"item": {"label": "p", "argv": ["tc", "b"]}, "cmd": ["tc", "b"], "rc": 1, "stdout": "",
+             "stderr": "RTNETLINK answers: File exists", "failed": True}]}}}]
+    m_items, m_failures = driver._event_items(iter(module))
+    assert [(i["item"]["argv"], i["failed"]) for i in m_items] == [(["tc", "a"], False), (["tc", "b"], True)]
+    assert m_failures == ["h1: apply | tc b | RTNETLINK answers: File exists"]
     with pytest.raises(TestbedError) as err:
         driver._raise_failed(result, "applying")
     assert err.value.message == "kernel lacks sch_netem: profile wifi-good ..."

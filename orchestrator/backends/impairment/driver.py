@@ -67,34 +67,40 @@ class PlaybookResult(BaseModel):
     failures: list[str]
 
 
+def _item(host: Any, task: Any, res: dict[str, Any], failed: bool) -> dict[str, Any]:
+    return {"host": host, "task": task, "failed": failed, "item": res.get("item", {}), "rc": res.get("rc"),
+            "stdout": res.get("stdout", ""), "stderr": res.get("stderr", "")}
+
+
+def _failure(host: Any, task: Any, res: dict[str, Any]) -> str:
+    msg = res.get("msg") or ""
+    cmd = " ".join(res.get("cmd") or []) if isinstance(res.get("cmd"), list) else res.get("cmd", "")
+    stderr = (res.get("stderr") or "").strip()
+    return " | ".join(p for p in (f"{host}: {task}", cmd, stderr or msg) if p)
+
+
 def _event_items(events: Iterator[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Per-command items and failure lines: from our module's ``testbed_items`` (one task runs a step's
+    every command) or from a loop's item events."""
     items: list[dict[str, Any]] = []
     failures: list[str] = []
     for ev in events:
         kind = ev.get("event", "")
         data = ev.get("event_data", {})
+        host, task = data.get("host"), data.get("task")
         res = data.get("res", {}) or {}
+        if kind in ("runner_on_ok", "runner_on_failed") and "testbed_items" in res:
+            for it in res["testbed_items"]:
+                items.append(_item(host, task, it, bool(it.get("failed"))))
+                if it.get("failed"):
+                    failures.append(_failure(host, task, it))
+            continue
         if kind in ("runner_item_on_ok", "runner_item_on_failed"):
-            items.append(
-                {
-                    "host": data.get("host"),
-                    "task": data.get("task"),
-                    "failed": kind.endswith("failed"),
-                    "item": res.get("item", {}),
-                    "rc": res.get("rc"),
-                    "stdout": res.get("stdout", ""),
-                    "stderr": res.get("stderr", ""),
-                }
-            )
+            items.append(_item(host, task, res, kind.endswith("failed")))
         if kind in ("runner_on_failed", "runner_item_on_failed", "runner_on_unreachable"):
             if kind == "runner_on_failed" and "results" in res:
                 continue  # the loop's summary; its items were reported one by one
-            msg = res.get("msg") or ""
-            cmd = " ".join(res.get("cmd") or []) if isinstance(res.get("cmd"), list) else res.get("cmd", "")
-            stderr = (res.get("stderr") or "").strip()
-            failures.append(
-                " | ".join(p for p in (f"{data.get('host')}: {data.get('task')}", cmd, stderr or msg) if p)
-            )
+            failures.append(_failure(host, task, res))
     return items, failures
 
 
