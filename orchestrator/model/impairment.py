@@ -37,6 +37,16 @@ class Distribution(StrEnum):
     UNIFORM = "uniform"
 
 
+class Order(StrEnum):
+    """Packet order under jitter. ``reorder``: each packet leaves when its own delay is up, as netem's
+    time-sorted queue does (a packet drawn short overtakes one drawn long). ``fifo``: packets leave in
+    arrival order, as on one radio link (a packet drawn long holds back the ones behind it, which
+    raises their delay when the interval is short against the jitter); only the delay line has it."""
+
+    REORDER = "reorder"
+    FIFO = "fifo"
+
+
 class Direction(StrEnum):
     """Which traffic is impaired."""
 
@@ -62,6 +72,7 @@ class Impairment(BaseModel):
     delay_ms: float = 0.0
     jitter_ms: float = 0.0
     distribution: Distribution = Distribution.UNIFORM
+    order: Order = Order.REORDER
     loss_pct: float = 0.0
     loss_correlation_pct: float = 0.0
     rate_kbit: int | None = None

@@ -119,7 +119,73 @@ def test_queue_and_netem_give_the_same_uplink_median_where_the_kernel_has_netem(
         pytest.skip("this kernel lacks sch_netem: --delay-mechanism netem cannot run here to compare with")
     docker_user.testbed("down")
     medians = {}
+    # wifi-good itself keeps FIFO order, which only the line has: compare like with like (netem's reordering)
+    profile = docker_user.work / "wifi-good-reorder.yaml"
+    profile.write_text("delay_ms: 5\njitter_ms: 2\ndistribution: normal\norder: reorder\nloss_pct: 0.1\n")
     for mechanism in ("netem", "queue"):
-        run = _run(docker_user, f"same-{mechanism}", "--impairment", "wifi-good", "--delay-mechanism", mechanism)
+        run = _run(docker_user, f"same-{mechanism}", "--impairment", str(profile), "--delay-mechanism", mechanism)
         medians[mechanism] = float(np.median(_uplink(run)))
     assert abs(medians["netem"] - medians["queue"]) <= 0.3, medians
+
+
+def _paretonormal_ms(mu: float, sigma: float) -> np.ndarray:
+    """netem's paretonormal as tc ships it: mu + sigma x table / 8192 (the line draws from this table)."""
+    table = Path("/usr/lib/x86_64-linux-gnu/tc/paretonormal.dist")
+    values = [int(v) for line in table.read_text().splitlines() if not line.startswith("#") for v in line.split()]
+    return mu + sigma * np.asarray(values, dtype=float) / 8192
+
+
+def test_wifi_congested_delays_by_the_configured_paretonormal(docker_user: DockerUser) -> None:
+    """40 +/- 20 ms paretonormal: its median is 35.2 ms, not 40 (the table is skewed; its mean is 39.5 ms),
+    so the median is checked against the distribution's own median and the mean against 40 ms, each
+    within 10 %. At the 100 ms interval FIFO order seldom holds a packet back (the table ends at 118 ms)."""
+    docker_user.testbed("down")
+    base = _uplink(_run(docker_user, "none-100ms", "--samples", "500", "--interval", "100ms"))
+    up = _uplink(_run(docker_user, "congested-100ms", "--samples", "500", "--interval", "100ms",
+                      "--impairment", "wifi-congested", "--delay-mechanism", "queue"))
+    model = _paretonormal_ms(40, 20)
+    added_median, added_mean = float(np.median(up) - np.median(base)), float(np.mean(up) - np.mean(base))
+    print(f"wifi-congested uplink: median +{added_median:.2f} ms (model {np.median(model):.2f}), mean "
+          f"+{added_mean:.2f} ms (model {model.mean():.2f}; configured 40)")
+    assert len(up) >= 480
+    assert abs(added_median - np.median(model)) <= 0.1 * np.median(model), added_median
+    assert abs(added_mean - 40) <= 4, added_mean
+
+
+def _gilbert_interval(loss_pct: float, corr_pct: float, n: int, reps: int = 4000) -> dict[str, tuple[float, float]]:
+    """The 99 % intervals of the loss rate and of the mean run of consecutive losses over n packets, by
+    simulating the line's Gilbert model (p = L(1-C), r = (1-L)(1-C), starting in the good state)."""
+    loss, corr = loss_pct / 100, corr_pct / 100
+    p, r = loss * (1 - corr), (1 - loss) * (1 - corr)
+    rng = np.random.default_rng(11)
+    u = rng.random((reps, n))
+    bad = np.zeros((reps, n), dtype=bool)
+    state = np.zeros(reps, dtype=bool)
+    for i in range(n):
+        state = np.where(state, u[:, i] >= r, u[:, i] < p)
+        bad[:, i] = state
+    rates = bad.mean(axis=1) * 100
+    starts = (bad[:, 1:] & ~bad[:, :-1]).sum(axis=1) + bad[:, 0]
+    means = np.where(starts > 0, bad.sum(axis=1) / np.maximum(starts, 1), np.nan)
+    return {"loss_pct": tuple(np.percentile(rates, [0.5, 99.5])),
+            "run_mean": tuple(np.nanpercentile(means, [0.5, 99.5]))}
+
+
+def test_wifi_congested_bursts_as_its_gilbert_model_counted_from_the_capture(docker_user: DockerUser) -> None:
+    """5,000 messages at 5 ms: the copies the broker's ACKs show it never got, and their runs."""
+    docker_user.testbed("down")
+    run = _run(docker_user, "congested-bursts", "--samples", "5000", "--interval", "5ms",
+               "--impairment", "wifi-congested", "--delay-mechanism", "queue")
+    loss = json.loads((run / "metrics.json").read_text())["loss"]
+    record = json.loads((run / "impairment.json").read_text())
+    n, lost = loss["tcp_transmissions_to_broker"], loss["tcp_segments_lost_to_broker"]
+    rate, run_mean = lost / n * 100, loss["tcp_loss_run_mean"]
+    expect = _gilbert_interval(2, 25, n)
+    line = record["delay_line"]["7358"]
+    print(f"capture: {lost} of {n} copies lost ({rate:.2f} %, 99 % interval {expect['loss_pct']}), "
+          f"{loss['tcp_loss_runs_to_broker']} runs, mean {run_mean:.3f} (interval {expect['run_mean']}); "
+          f"the line dropped {line['dropped']} of {line['queued']} packets")
+    assert loss["loss_pct"] == 0  # TCP hid every loss from the subscriber
+    assert expect["loss_pct"][0] <= rate <= expect["loss_pct"][1]
+    assert expect["run_mean"][0] <= run_mean <= expect["run_mean"][1]
+    assert abs(lost - line["dropped"]) <= 3  # the line also saw the handshake's and the closing packets

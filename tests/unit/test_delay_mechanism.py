@@ -15,7 +15,7 @@ from orchestrator.cli import render
 from orchestrator.errors import TestbedError
 from orchestrator.measure import doctor, doctor_probes
 from orchestrator.measure import sweep as sw
-from orchestrator.model.impairment import DELAY_MECHANISMS, Impairment
+from orchestrator.model.impairment import DELAY_MECHANISMS, Impairment, load_impairment
 from orchestrator.model.run import RunSpec
 from orchestrator.model.sweep import SweepPlan
 from orchestrator.model.yamlfile import user_input
@@ -106,6 +106,19 @@ def test_validate_plan_checks_every_impairment_with_the_plans_mechanism(monkeypa
     with pytest.raises(TestbedError) as err:
         sw.validate_plan(SweepPlan(impairments=["wifi-good"], delay_mechanism="netem"))
     assert err.value.message.startswith("kernel lacks sch_netem: profile wifi-good")
+
+
+def test_a_fifo_profile_under_jitter_takes_the_queue_even_where_netem_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(probe, "netem_available", lambda: True)
+    monkeypatch.setattr(probe, "helper_ready", lambda: None)
+    fifo = Impairment(name="f", delay_ms=5, jitter_ms=2, order="fifo")
+    assert probe.resolve_mechanism(fifo, "auto") == "queue"
+    assert probe.resolve_mechanism(Impairment(name="r", delay_ms=5, jitter_ms=2), "auto") == "netem"
+    assert probe.resolve_mechanism(Impairment(name="c", delay_ms=5, order="fifo"), "auto") == "netem"
+    with pytest.raises(TestbedError) as err:
+        probe.check_supported(fifo, mechanism="netem")
+    assert "order fifo needs the userspace delay line" in err.value.message
+    assert load_impairment("wifi-good").order == "fifo" and load_impairment("wifi-congested").order == "fifo"
 
 
 # ----------------------------------------------------------------------------- run and sweep summaries

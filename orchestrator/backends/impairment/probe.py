@@ -17,7 +17,7 @@ from orchestrator.backends.impairment.argv import (
 )
 from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError
-from orchestrator.model.impairment import Direction, Impairment
+from orchestrator.model.impairment import Direction, Impairment, Order
 
 NFT_PROBE = ("add", "table", "inet", "testbed_probe")
 HELPER_HINT = "testbed images build"
@@ -61,11 +61,13 @@ def nft_probe() -> tuple[bool, str]:
 def resolve_mechanism(impairment: Impairment, requested: str = "auto") -> str | None:
     """What makes the profile's delay, jitter and correlated loss: ``netem`` or ``queue`` (the userspace
     delay line at a forwarding hop); None when the profile has none of them (loss-only and rate-only
-    profiles use nft and tbf whatever was asked). ``auto``: netem where the kernel has it, else the queue."""
+    profiles use nft and tbf whatever was asked). ``auto``: netem where the kernel has it, else the queue;
+    always the queue for ``order: fifo`` under jitter, which netem cannot keep."""
     if not impairment.needs_netem:
         return None
     if requested == "auto":
-        return "netem" if netem_available() else "queue"
+        fifo = impairment.order is Order.FIFO and impairment.jitter_ms > 0
+        return "netem" if netem_available() and not fifo else "queue"
     if requested not in ("netem", "queue"):
         raise TestbedError(f"unknown delay mechanism {requested!r}: auto, netem or queue")
     return requested
@@ -90,6 +92,10 @@ def check_supported(impairment: Impairment, *, in_containers: bool = True, mecha
         raise TestbedError(f"profile {impairment.name}: the userspace delay line acts on publisher->broker only "
                            f"(its forwarding hop sits on that link), and {impairment.direction} was asked",
                            hint="use a publisher->broker profile, or a kernel with sch_netem (--delay-mechanism netem)")
+    if resolved == "netem" and impairment.order is Order.FIFO and impairment.jitter_ms:
+        raise TestbedError(f"profile {impairment.name}: order fifo needs the userspace delay line; netem's queue "
+                           "releases packets by their send time, so under jitter it reorders them",
+                           hint="--delay-mechanism queue, or drop `order: fifo` from the profile")
     if resolved == "netem" and not netem_probe()[0]:
         raise TestbedError(
             f"{NETEM_MISSING}: profile {impairment.name} needs delay/jitter/correlated loss, "

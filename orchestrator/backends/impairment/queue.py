@@ -48,7 +48,7 @@ def line_options(imp: Impairment, target: ImpairmentTarget, seed: int) -> list[s
     if target.hook is Hook.FORWARD:
         dist = "uniform" if imp.distribution is Distribution.UNIFORM else imp.distribution.value
         opts += ["--delay-ms", f"{imp.delay_ms:g}", "--jitter-ms", f"{imp.jitter_ms:g}", "--distribution", dist,
-                 "--order", "fifo"]
+                 "--order", imp.order.value]
     else:
         opts += ["--delay-ms", "0", "--loss-pct", f"{imp.loss_pct:g}",
                  "--loss-correlation-pct", f"{imp.loss_correlation_pct:g}"]
