@@ -159,7 +159,7 @@ def nft() -> str:
                        "(lossy-*) unavailable", hint="a kernel with nf_tables (CONFIG_NF_TABLES)")
 
 
-QUEUE_DETAIL = "queue: userspace delay line ({why}); floor measured by bench/impairment.py"
+QUEUE_DETAIL = "queue: userspace delay line ({why}); {floor}"
 
 
 def delay_mechanism() -> str:
@@ -171,4 +171,10 @@ def delay_mechanism() -> str:
     said = probe.netem_probe()[1]
     why = (f"kernel lacks {NETEM_MODULE}" if NETEM_UNKNOWN in said.lower()
            else f"a helper cannot add a netem qdisc: {_last_line(said)}")
-    return QUEUE_DETAIL.format(why=why)
+    try:
+        f = probe.line_floor()
+        floor = (f"its floor here +{f['median_ms']:.3f} ms median, +{f['p99_ms']:.3f} ms p99 "
+                 f"({f['received']} datagrams through it, measured now)")
+    except TestbedError as exc:
+        floor = exc.message
+    return QUEUE_DETAIL.format(why=why, floor=floor)

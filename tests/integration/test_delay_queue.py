@@ -167,8 +167,8 @@ def _gilbert_interval(loss_pct: float, corr_pct: float, n: int, reps: int = 4000
     rates = bad.mean(axis=1) * 100
     starts = (bad[:, 1:] & ~bad[:, :-1]).sum(axis=1) + bad[:, 0]
     means = np.where(starts > 0, bad.sum(axis=1) / np.maximum(starts, 1), np.nan)
-    return {"loss_pct": tuple(np.percentile(rates, [0.5, 99.5])),
-            "run_mean": tuple(np.nanpercentile(means, [0.5, 99.5]))}
+    return {"loss_pct": tuple(float(v) for v in np.percentile(rates, [0.5, 99.5])),
+            "run_mean": tuple(float(v) for v in np.nanpercentile(means, [0.5, 99.5]))}
 
 
 def test_wifi_congested_bursts_as_its_gilbert_model_counted_from_the_capture(docker_user: DockerUser) -> None:
@@ -182,8 +182,10 @@ def test_wifi_congested_bursts_as_its_gilbert_model_counted_from_the_capture(doc
     rate, run_mean = lost / n * 100, loss["tcp_loss_run_mean"]
     expect = _gilbert_interval(2, 25, n)
     line = record["delay_line"]["7358"]
-    print(f"capture: {lost} of {n} copies lost ({rate:.2f} %, 99 % interval {expect['loss_pct']}), "
-          f"{loss['tcp_loss_runs_to_broker']} runs, mean {run_mean:.3f} (interval {expect['run_mean']}); "
+    lo, hi = expect["loss_pct"]
+    r_lo, r_hi = expect["run_mean"]
+    print(f"capture: {lost} of {n} copies lost ({rate:.2f} %, 99 % interval {lo:.2f}-{hi:.2f}), "
+          f"{loss['tcp_loss_runs_to_broker']} runs, mean {run_mean:.3f} (interval {r_lo:.3f}-{r_hi:.3f}); "
           f"the line dropped {line['dropped']} of {line['queued']} packets")
     assert loss["loss_pct"] == 0  # TCP hid every loss from the subscriber
     assert expect["loss_pct"][0] <= rate <= expect["loss_pct"][1]

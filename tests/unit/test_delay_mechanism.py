@@ -172,12 +172,19 @@ def test_doctor_says_netem_where_a_helper_can_add_it(monkeypatch: pytest.MonkeyP
 def test_doctor_says_queue_on_a_kernel_without_netem(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(probe, "helper_ready", lambda: None)
     monkeypatch.setattr(probe, "netem_probe", lambda: (False, "Error: Specified qdisc kind is unknown."))
-    assert doctor_probes.delay_mechanism() == ("queue: userspace delay line (kernel lacks sch_netem); floor "
-                                               "measured by bench/impairment.py")
+    monkeypatch.setattr(probe, "line_floor", lambda: {"median_ms": 0.0904, "p99_ms": 0.2, "received": 300})
+    assert doctor_probes.delay_mechanism() == ("queue: userspace delay line (kernel lacks sch_netem); its floor "
+                                               "here +0.090 ms median, +0.200 ms p99 (300 datagrams through it, "
+                                               "measured now)")
+
+    def unmeasured() -> dict:
+        raise TestbedError("the delay line's floor could not be measured: not found")
+
+    monkeypatch.setattr(probe, "line_floor", unmeasured)
     monkeypatch.setattr(probe, "netem_probe", lambda: (False, "RTNETLINK answers: Operation not permitted"))
     assert doctor_probes.delay_mechanism() == (
         "queue: userspace delay line (a helper cannot add a netem qdisc: RTNETLINK answers: Operation not "
-        "permitted); floor measured by bench/impairment.py")
+        "permitted); the delay line's floor could not be measured: not found")
 
 
 def test_doctor_gives_no_mechanism_without_a_helper(monkeypatch: pytest.MonkeyPatch) -> None:

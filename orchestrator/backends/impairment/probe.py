@@ -4,10 +4,12 @@ the host itself: no root, no `unshare`, and it answers for Docker Desktop's VM k
 
 from __future__ import annotations
 
+import json
 import os
 from functools import lru_cache
 
 from orchestrator.backends.docker import inspect_image
+from orchestrator.backends.impairment import queue
 from orchestrator.backends.impairment.argv import (
     HELPER_IMAGE,
     NETEM_MISSING,
@@ -118,3 +120,35 @@ def check_host(impairment: Impairment) -> None:
     if impairment.needs_netem and run(netem_probe_argv(in_helper=False), check=False, timeout=20).returncode:
         raise TestbedError(f"{NETEM_MISSING}: profile {impairment.name} needs netem and this host's kernel "
                            f"lacks {NETEM_MODULE}", hint="`modprobe sch_netem`")
+
+
+FLOOR_QUEUE = 7359  # the floor probe's own queue, in its own throwaway namespace
+
+
+def line_floor(count: int = 300) -> dict[str, float]:
+    """The delay line's own floor on the engine's kernel, measured now in a throwaway helper: ``count``
+    UDP datagrams over its loopback, once directly and once through the line at 0 ms (an NFQUEUE rule
+    on OUTPUT); added median and p99 in ms. TestbedError when the probe cannot run."""
+    q, stats = FLOOR_QUEUE, "/dev/shm/testbed-floor.json"
+    probe_cmd = f"testbed-delayline-floor --port {q} --count {count}"
+    script = (f"{queue.LINE} --queue {q} --delay-ms 0 --stats {stats} & "
+              f"for i in $(seq 100); do [ -s {stats} ] && break; sleep 0.05; done; "
+              f"{probe_cmd} --label direct && "
+              f"{queue.IPTABLES} -t mangle -A OUTPUT -o lo -p udp --dport {q} -j NFQUEUE --queue-num {q} && "
+              f"{probe_cmd} --label line; rc=$?; kill %1 2>/dev/null; exit $rc")
+    proc = run(helper_probe_argv("sh", "-c", script), check=False, timeout=120)
+    runs = {}
+    for line in proc.stdout.splitlines():
+        try:
+            got = json.loads(line)
+        except ValueError:
+            continue
+        runs[got.get("label")] = got
+    direct, through = runs.get("direct", {}), runs.get("line", {})
+    if proc.returncode or not direct.get("received") or not through.get("received"):
+        said = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        raise TestbedError(f"the delay line's floor could not be measured: {said}",
+                           hint="rebuild the helper image: testbed images build")
+    return {"median_ms": (through["median_us"] - direct["median_us"]) / 1000,
+            "p99_ms": (through["p99_us"] - direct["p99_us"]) / 1000,
+            "received": through["received"], "count": count}
