@@ -48,6 +48,7 @@ class HostBuild:
     build_dir: Path
     vdevice: Path
     test_core: Path
+    board_emu: Path
 
 
 @pytest.fixture(scope="session")
@@ -67,7 +68,7 @@ def host_build(tmp_path_factory: pytest.TempPathFactory) -> HostBuild:
         ["cmake", "--build", str(build), "-j2"], capture_output=True, text=True, check=False
     )
     assert compile_.returncode == 0, compile_.stdout[-4000:] + compile_.stderr[-4000:]
-    return HostBuild(build, build / "vdevice", build / "test_core")
+    return HostBuild(build, build / "vdevice", build / "test_core", build / "board-emu")
 
 
 @dataclass(frozen=True)

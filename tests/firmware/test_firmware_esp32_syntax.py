@@ -24,23 +24,39 @@ STUBS = {
 enum adc_attenuation_t { ADC_11db = 3 };
 void pinMode(uint8_t, uint8_t); int digitalRead(uint8_t); uint16_t analogRead(uint8_t);
 void analogReadResolution(uint8_t); void analogSetPinAttenuation(uint8_t, adc_attenuation_t);
-void delay(uint32_t); unsigned long millis();
+void delay(uint32_t); unsigned long millis(); void yield(); uint32_t getCpuFrequencyMhz();
 void configTime(long, int, const char*, const char* = nullptr, const char* = nullptr);
 struct HardwareSerial { void begin(unsigned long); int printf(const char*, ...)
-  __attribute__((format(printf, 2, 3))); void println(const char*); };
+  __attribute__((format(printf, 2, 3))); void println(const char*); size_t setRxBufferSize(size_t);
+  int available(); int read(); size_t write(const uint8_t*, size_t); };
 extern HardwareSerial Serial;
+struct EspClass { const char* getChipModel(); uint8_t getChipRevision(); };
+extern EspClass ESP;
 """,
     "WiFi.h": """#pragma once
 #include <cstdint>
 struct IPAddressStub { struct S { const char* c_str() const; }; S toString() const; };
 enum { WIFI_STA = 1, WL_CONNECTED = 3 };
 struct WiFiClass { void mode(int); void setSleep(bool); void begin(const char*, const char*); int status();
-  int8_t RSSI(); int32_t channel(); IPAddressStub localIP(); };
+  int8_t RSSI(); int32_t channel(); IPAddressStub localIP(); int getSleep(); };
 extern WiFiClass WiFi;
 """,
     "esp_heap_caps.h": "#pragma once\n#include <cstdint>\nuint32_t esp_get_free_heap_size();\n"
     "uint32_t esp_get_minimum_free_heap_size();\n",
     "esp_timer.h": "#pragma once\n#include <cstdint>\nint64_t esp_timer_get_time();\n",
+    "WiFiUdp.h": """#pragma once
+#include <cstddef>
+#include <cstdint>
+struct IPAddress { IPAddress(); IPAddress(uint32_t); uint32_t raw; };
+struct WiFiUDP { uint8_t begin(uint16_t); int beginPacket(const char*, uint16_t); size_t write(const uint8_t*, size_t);
+  int endPacket(); int parsePacket(); int read(uint8_t*, size_t); void stop();
+  int beginPacket(IPAddress, uint16_t); void flush(); };
+""",
+    "esp_arduino_version.h": "#pragma once\n#define ESP_ARDUINO_VERSION_MAJOR 2\n#define ESP_ARDUINO_VERSION_MINOR 0\n"
+    "#define ESP_ARDUINO_VERSION_PATCH 14\n",
+    "esp_sntp.h": "#pragma once\nvoid sntp_stop();\n",
+    "esp_system.h": "#pragma once\n#include <cstdint>\nconst char* esp_get_idf_version();\n"
+    "typedef enum { ESP_MAC_WIFI_STA = 0 } esp_mac_type_t;\nint esp_read_mac(uint8_t*, esp_mac_type_t);\n",
 }
 
 
@@ -103,3 +119,119 @@ def test_esp32_main_refuses_empty_wifi_ssid(tmp_path: Path) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     assert proc.returncode != 0
     assert "TESTBED_WIFI_SSID is empty" in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------------
+# src/wifi_udp_datagram.h (the board's tb::Datagram for time_sync) against the same stand-ins: it must
+# compile with warnings as errors, and run against a WiFiUDP fake that behaves as Arduino-ESP32 2.x
+# does: parsePacket() reports nothing new while a datagram is partly read, so a longer one must be
+# flushed; a reply that never comes times out.
+WIFI_UDP_FAKE = r"""
+#include "wifi_udp_datagram.h"
+
+#include <arpa/inet.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+namespace {
+int64_t mono() { timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000; }
+struct Pending { int64_t at; uint8_t b[64]; size_t n; };
+Pending q[8]; int nq = 0;
+uint8_t rx[64]; size_t rx_n = 0, rx_off = 0; bool rx_full = false;
+uint8_t tx[64]; size_t tx_n = 0;
+uint32_t sent_to = 0;
+void push(const uint8_t* b, size_t n, int64_t at) { q[nq].at = at; memcpy(q[nq].b, b, n); q[nq].n = n; ++nq; }
+struct WallClock : tb::Clock {
+  int64_t mono_us() override { return mono(); }
+  int64_t wall_us() override {
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+  }
+  void sleep_until_mono_us(int64_t t) override { while (mono() < t) usleep(100); }
+};
+}  // namespace
+
+int64_t esp_timer_get_time() { return mono(); }
+void delay(uint32_t ms) { usleep(ms * 1000); }
+IPAddress::IPAddress() : raw(0) {}
+IPAddress::IPAddress(uint32_t a) : raw(a) {}
+uint8_t WiFiUDP::begin(uint16_t) { return 1; }
+void WiFiUDP::stop() {}
+int WiFiUDP::beginPacket(IPAddress ip, uint16_t) { sent_to = ip.raw; tx_n = 0; return 1; }
+int WiFiUDP::beginPacket(const char*, uint16_t) { return 0; }
+size_t WiFiUDP::write(const uint8_t* d, size_t n) { memcpy(tx + tx_n, d, n); tx_n += n; return n; }
+int WiFiUDP::endPacket() {  // the server: garbage first, then the reply 3 ms later; seq 1 is lost
+  const uint32_t seq = tx[11];
+  uint8_t junk[60];
+  memset(junk, 0xAB, sizeof(junk));
+  push(junk, sizeof(junk), mono());
+  if (seq == 1) return 1;
+  tb::timesync_wire::Reply r{0, seq, 0, 1000, 1040};
+  for (int i = 0; i < 8; ++i) r.t1_us = (r.t1_us << 8) | tx[16 + i];
+  uint8_t b[tb::timesync_wire::kSize];
+  tb::timesync_wire::encode_reply(r, b);
+  push(b, sizeof(b), mono() + 3000);
+  return 1;
+}
+int WiFiUDP::parsePacket() {
+  if (rx_full) return 0;
+  for (int i = 0; i < nq; ++i) {
+    if (q[i].at <= mono()) {
+      memcpy(rx, q[i].b, q[i].n); rx_n = q[i].n; rx_off = 0; rx_full = true;
+      q[i] = q[--nq];
+      return static_cast<int>(rx_n);
+    }
+  }
+  return 0;
+}
+int WiFiUDP::read(uint8_t* b, size_t n) {
+  if (!rx_full) return 0;
+  size_t k = rx_n - rx_off < n ? rx_n - rx_off : n;
+  memcpy(b, rx + rx_off, k); rx_off += k;
+  if (rx_off == rx_n) rx_full = false;
+  return static_cast<int>(k);
+}
+void WiFiUDP::flush() { rx_full = false; }
+
+int main() {
+  WallClock clock;
+  WifiUdpDatagram udp;
+  tb::TimeSample s[3];
+  uint32_t got = 0;
+  tb::Err e = tb::time_sync(udp, clock, "127.0.0.1", 9123, 3, s, &got);
+  if (e != tb::Err::Ok || got != 2) { printf("FAIL %s got=%u\n", tb::err_name(e), got); return 1; }
+  if (sent_to != inet_addr("127.0.0.1")) { printf("FAIL address %08x\n", sent_to); return 1; }
+  for (uint32_t i = 0; i < got; ++i) {
+    if (s[i].t4_us - s[i].t1_us < 3000 || s[i].t3_us - s[i].t2_us != 40) { printf("FAIL sample %u\n", i); return 1; }
+  }
+  tb::TimeSample one[1];
+  if (tb::time_sync(udp, clock, "", 9123, 1, one, &got) != tb::Err::InvalidArgument) {
+    printf("FAIL empty host\n");
+    return 1;
+  }
+  printf("OK\n");
+  return 0;
+}
+"""
+
+
+def test_wifi_udp_datagram_compiles_and_runs_against_a_wifiudp_fake(tmp_path: Path) -> None:
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ not installed (apt-get install -y g++)")
+    for name, text in STUBS.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "fake.cpp").write_text(WIFI_UDP_FAKE)
+    core = PROJECT / "lib" / "testbed_core" / "src"
+    exe = tmp_path / "wifi_udp_fake"
+    argv = [gxx, "-std=gnu++17", "-Wall", "-Wextra", "-Werror", f"-I{tmp_path}", f"-I{PROJECT / 'src'}",
+            f"-I{core}", str(tmp_path / "fake.cpp"), str(core / "time_sync.cpp"), str(core / "tb_error.cpp"),
+            "-o", str(exe)]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=30)
+    assert run.returncode == 0 and run.stdout.strip() == "OK", run.stdout + run.stderr

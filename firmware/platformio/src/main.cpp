@@ -1,36 +1,42 @@
 // ESP32 publisher of the MQTT TLS testbed: WiFi station, SNTP, flame + MQ-2 sensors, and the
-// portable core's publish loop (lib/testbed_core). Board code only; all protocol code is in the core.
-// Serial lines (115200 Bd) are meant for `testbed firmware monitor`:
-//   BOOT / WIFI / SNTP / MQ2 / HANDSHAKE / MSG seq=... / KEYLOG CLIENT_RANDOM ... / DONE / ERROR ...
+// portable core's serial control protocol (lib/testbed_core/src/board_session.h): one flash, one boot,
+// then RUN after RUN from the host (a whole sweep). Board code only; all protocol code is in the core.
+// Serial lines (115200 Bd), see README.md "Serial control protocol":
+//   BANNER / WIFI / SNTP / MQ2 / READY, then per RUN: ACK / CLOCK / SYNC / KEYLOG / HANDSHAKE / MSG / DONE|ERROR / READY
 #include <Arduino.h>
 #include <WiFi.h>
+#include <WiFiUdp.h>
+#include <esp_arduino_version.h>
 #include <esp_heap_caps.h>
+#include <esp_sntp.h>
+#include <esp_system.h>
 #include <esp_timer.h>
 #include <sys/time.h>
 #include <time.h>
 
 #include <cinttypes>
+#include <cstdio>
 
 #include "board_pins.h"
+#include "board_session.h"
 #include "testbed_core.h"
-#include "testbed_generated.h"  // written by `testbed firmware build` (scenario, CA, run parameters)
+#include "wifi_udp_datagram.h"  // the clock exchanges over WiFiUDP (resolves once, flushes, spins for t4)
+#include "testbed_generated.h"  // written by `testbed firmware build` (device id, topic; the cell comes with RUN)
 
 #if !defined(TESTBED_WIFI_SSID) || !defined(TESTBED_WIFI_PASSWORD) || !defined(TESTBED_BROKER_HOST)
 #error "build through platformio.ini: TESTBED_WIFI_SSID / TESTBED_WIFI_PASSWORD / TESTBED_BROKER_HOST flags missing"
 #endif
 static_assert(sizeof(TESTBED_WIFI_SSID) > 1, "TESTBED_WIFI_SSID is empty: export it before `pio run`");
 static_assert(sizeof(TESTBED_BROKER_HOST) > 1, "TESTBED_BROKER_HOST is empty: export it before `pio run`");
-#if TESTBED_TRANSPORT_TLS && !defined(TESTBED_CA_PEM)
-#error "TLS scenario without TESTBED_CA_PEM: regenerate include/testbed_generated.h with testbed firmware build"
-#endif
-#ifndef TESTBED_SERIAL_KEYLOG
-#define TESTBED_SERIAL_KEYLOG 1  // a testbed: print TLS secrets so the capture can be decrypted
+#ifndef TESTBED_FW_BUILD
+#define TESTBED_FW_BUILD __DATE__ "-" __TIME__  // the BANNER's fw=; spaces become '_'
 #endif
 
 namespace {
 
 constexpr uint32_t kWifiTimeoutMs = 30000;
 constexpr uint32_t kSntpTimeoutMs = 30000;
+constexpr size_t kSerialRxBuffer = 256;  // Arduino's default; the BANNER tells the host
 
 class EspClock : public tb::Clock {
  public:
@@ -74,7 +80,7 @@ class BoardSensors : public tb::SensorSource {
       delay(100);
     }
     if (n == 0) {
-      Serial.println("ERROR MQ2 reads 0: check wiring and the divider");
+      Serial.println("MQ2 error=reads_0 (check the wiring and the divider; ppm values are meaningless)");
       return false;
     }
     r0_ = tb::mq2_r0_from_clean_air(sum / n, params_);
@@ -95,25 +101,38 @@ class BoardSensors : public tb::SensorSource {
   double r0_ = 1.0;
 };
 
-class SerialLog : public tb::SendObserver, public tb::KeylogSink {
+// Arduino Serial as the session's byte stream.
+class SerialStream : public tb::ByteStream {
  public:
-  bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes) override {
-    Serial.printf("MSG seq=%" PRIu32 " t_send_us=%" PRId64 " bytes=%u mqtt=%u heap=%u rssi=%d\n", seq, t_send_us,
-                  static_cast<unsigned>(payload_bytes), static_cast<unsigned>(mqtt_bytes),
-                  static_cast<unsigned>(esp_get_free_heap_size()), static_cast<int>(WiFi.RSSI()));
-    return true;
+  tb::Err read(uint8_t* buf, size_t cap, size_t* got, uint32_t timeout_ms) override {
+    *got = 0;
+    uint32_t start = millis();
+    while (Serial.available() <= 0) {
+      if (millis() - start >= timeout_ms) return tb::Err::RecvTimeout;
+      delay(1);
+    }
+    while (*got < cap && Serial.available() > 0) buf[(*got)++] = static_cast<uint8_t>(Serial.read());
+    return tb::Err::Ok;
   }
-  void write_line(const char* line) override { Serial.printf("KEYLOG %s\n", line); }
+  tb::Err write(const uint8_t* data, size_t len) override {
+    Serial.write(data, len);
+    return tb::Err::Ok;
+  }
+};
+
+class EspPort : public tb::BoardPort {
+ public:
+  uint32_t free_heap() override { return esp_get_free_heap_size(); }
+  uint32_t min_free_heap() override { return esp_get_minimum_free_heap_size(); }
+  int rssi() override { return static_cast<int>(WiFi.RSSI()); }
 };
 
 bool connect_wifi() {
-  WiFi.mode(WIFI_STA);
-  WiFi.setSleep(false);  // modem sleep adds tens of ms of latency
   WiFi.begin(TESTBED_WIFI_SSID, TESTBED_WIFI_PASSWORD);
   uint32_t start = millis();
   while (WiFi.status() != WL_CONNECTED) {
     if (millis() - start > kWifiTimeoutMs) {
-      Serial.println("ERROR WiFi: not connected within 30 s (SSID/password from TESTBED_WIFI_*)");
+      Serial.println("WIFI error=timeout (not connected within 30 s; SSID/password from TESTBED_WIFI_*)");
       return false;
     }
     delay(100);
@@ -123,87 +142,72 @@ bool connect_wifi() {
   return true;
 }
 
-bool sync_time() {
+void sync_time() {
   const char* server = sizeof(TESTBED_SNTP_SERVER) > 1 ? TESTBED_SNTP_SERVER : TESTBED_BROKER_HOST;
   configTime(0, 0, server);
   uint32_t start = millis();
   while (time(nullptr) < 1600000000) {
     if (millis() - start > kSntpTimeoutMs) {
-      Serial.printf("ERROR SNTP: no time from %s within 30 s (one-way delay will be unavailable)\n", server);
-      return false;
+      Serial.printf("SNTP error=timeout server=%s (no time within 30 s; t_send_us is not UTC)\n", server);
+      return;
     }
     delay(100);
   }
   Serial.printf("SNTP server=%s synced_after_ms=%lu\n", server, static_cast<unsigned long>(millis() - start));
-  return true;
+  // No SNTP slews from here on: each cell's clock exchanges (before and after) assume a constant drift.
+  sntp_stop();
 }
 
-void run_once() {
-  static EspClock clock;
-  static BoardSensors sensors;
-  static SerialLog log;
-  sensors.begin();
-  if (!connect_wifi()) return;
-  sync_time();
-  if (!sensors.calibrate()) return;
-
-  tb::PublishConfig cfg;
-  cfg.host = TESTBED_BROKER_HOST;
-  cfg.port = TESTBED_BROKER_PORT;
-  cfg.device_id = TESTBED_DEVICE_ID;
-  cfg.topic = TESTBED_TOPIC;
-  cfg.client_id = TESTBED_DEVICE_ID;
-#ifdef TESTBED_MQTT_USERNAME
-  cfg.username = TESTBED_MQTT_USERNAME;
-#endif
-#ifdef TESTBED_MQTT_PASSWORD
-  cfg.password = TESTBED_MQTT_PASSWORD;
-#endif
-  cfg.qos = TESTBED_QOS;
-  cfg.payload_size = TESTBED_PAYLOAD_BYTES;
-  cfg.samples = TESTBED_SAMPLES;
-  cfg.interval_us = static_cast<uint64_t>(TESTBED_INTERVAL_MS) * 1000;
-
-#if TESTBED_TRANSPORT_TLS
-  tb::TlsOptions tls;
-  tls.ca_pem = TESTBED_CA_PEM;
-#ifdef TESTBED_CLIENT_CERT_PEM
-  tls.client_cert_pem = TESTBED_CLIENT_CERT_PEM;
-  tls.client_key_pem = TESTBED_CLIENT_KEY_PEM;
-#endif
-  tls.server_name = TESTBED_SERVER_NAME;
-  tls.ciphers = TESTBED_CIPHERS;
-  tls.keylog = TESTBED_SERIAL_KEYLOG ? &log : nullptr;
-  static tb::TlsTransport transport(clock, tls);
-#else
-  static tb::PlainTcp transport(clock);
-#endif
-  static tb::Publisher publisher(transport, clock, sensors, log);
-  Serial.printf("BOOT scenario=%s transport=%s port=%d payload=%d samples=%d interval_ms=%d heap=%u\n",
-                TESTBED_SCENARIO, TESTBED_TRANSPORT_TLS ? "tls" : "plain", TESTBED_BROKER_PORT, TESTBED_PAYLOAD_BYTES,
-                TESTBED_SAMPLES, TESTBED_INTERVAL_MS, static_cast<unsigned>(esp_get_free_heap_size()));
-  tb::RunStats stats;
-  uint32_t heap_before = esp_get_free_heap_size();
-  tb::Err e = publisher.run(cfg, &stats);
-  const tb::TransportStats& ts = transport.stats();
-  Serial.printf("HANDSHAKE tcp_ms=%.3f tls_ms=%.3f connack_ms=%.3f version=%s suite=%s min_heap=%u heap_before=%u\n",
-                stats.tcp_connect_us / 1000.0, stats.handshake_us / 1000.0, stats.connack_us / 1000.0,
-                ts.tls_version[0] ? ts.tls_version : "-", ts.cipher_suite[0] ? ts.cipher_suite : "-",
-                static_cast<unsigned>(esp_get_minimum_free_heap_size()), static_cast<unsigned>(heap_before));
-  if (e != tb::Err::Ok) {
-    Serial.printf("ERROR %s: %s\n", tb::err_name(e), publisher.error_text());
-    return;
-  }
-  Serial.printf("DONE sent=%" PRIu32 "\n", stats.messages_sent);
+// The BANNER's facts (static storage: the session keeps the pointers).
+const tb::BoardInfo& board_info() {
+  static char chip[48], mac[20], arduino[16];
+  static tb::BoardInfo info;
+  snprintf(chip, sizeof(chip), "%s-rev%u", ESP.getChipModel(), static_cast<unsigned>(ESP.getChipRevision()));
+  uint8_t m[6] = {0};
+  esp_read_mac(m, ESP_MAC_WIFI_STA);
+  snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+  snprintf(arduino, sizeof(arduino), "%d.%d.%d", ESP_ARDUINO_VERSION_MAJOR, ESP_ARDUINO_VERSION_MINOR,
+           ESP_ARDUINO_VERSION_PATCH);
+  info.board = "esp32dev";
+  info.chip = chip;
+  info.mac = mac;
+  info.fw = TESTBED_FW_BUILD;
+  info.arduino = arduino;
+  info.idf = esp_get_idf_version();
+  info.cpu_mhz = getCpuFrequencyMhz();
+  info.wifi_ps = WiFi.getSleep() ? "min_modem" : "none";
+  // The ESP32's crypto accelerators do AES, SHA and bignum (RSA/ECC); ChaCha20-Poly1305 runs in software.
+  info.hw_crypto = "aes,sha,mpi";
+  info.sw_crypto = "chacha20,poly1305";
+  info.rx_buf = kSerialRxBuffer;
+  info.device_id = TESTBED_DEVICE_ID;
+  info.topic = TESTBED_TOPIC;
+  return info;
 }
+
+EspClock g_clock;
+BoardSensors g_sensors;
+SerialStream g_serial;
+EspPort g_port;
+WifiUdpDatagram g_udp;
+tb::BoardSession* g_session = nullptr;
 
 }  // namespace
 
 void setup() {
+  Serial.setRxBufferSize(kSerialRxBuffer);  // before begin()
   Serial.begin(115200);
   delay(200);
-  Serial.println("BOOT testbed ESP32 publisher (flame + MQ-2, real sensors)");
-  run_once();
+  g_sensors.begin();
+  WiFi.mode(WIFI_STA);
+  WiFi.setSleep(false);  // modem sleep adds tens of ms of latency
+  static tb::BoardSession session(g_serial, g_clock, g_sensors, g_port, board_info(), &g_udp);  // ~20 KB: static
+  g_session = &session;
+  session.banner();
+  connect_wifi();
+  sync_time();
+  g_sensors.calibrate();
+  session.ready();
 }
 
-void loop() { delay(1000); }  // one run per boot; press EN to run again
+void loop() { g_session->poll(100); }  // RUN after RUN until the board is reset or unplugged

@@ -46,6 +46,21 @@ const char* err_name(Err e) {
     case Err::SendLog: return "SendLog";
     case Err::Keylog: return "Keylog";
     case Err::Interrupted: return "Interrupted";
+    case Err::TimeSyncNoReply: return "TimeSyncNoReply";
+    case Err::UnknownCommand: return "UnknownCommand";
+    case Err::LineTooLong: return "LineTooLong";
+    case Err::OutOfSequence: return "OutOfSequence";
+    case Err::BodyTooLarge: return "BodyTooLarge";
+    case Err::ChunkMissing: return "ChunkMissing";
+    case Err::ChunkDuplicate: return "ChunkDuplicate";
+    case Err::LengthMismatch: return "LengthMismatch";
+    case Err::CrcMismatch: return "CrcMismatch";
+    case Err::BadEncoding: return "BadEncoding";
+    case Err::UnknownKey: return "UnknownKey";
+    case Err::MissingKey: return "MissingKey";
+    case Err::DuplicateKey: return "DuplicateKey";
+    case Err::UnsupportedMode: return "UnsupportedMode";
+    case Err::TransferTimeout: return "TransferTimeout";
   }
   return "Unknown";
 }

@@ -45,6 +45,21 @@ enum class Err : int {
   SendLog,
   Keylog,
   Interrupted,
+  TimeSyncNoReply,  // time_sync: no exchange with the time-echo service got a valid reply
+  UnknownCommand,   // board protocol: a host line that is no command
+  LineTooLong,      // board protocol: a host line longer than kMaxHostLine
+  OutOfSequence,    // board protocol: RUN CHUNK/END without RUN BEGIN
+  BodyTooLarge,     // board protocol: RUN body over kMaxBody or over its announced length
+  ChunkMissing,     // board protocol: a chunk index skipped
+  ChunkDuplicate,   // board protocol: a chunk index repeated
+  LengthMismatch,   // board protocol: RUN END before len bytes arrived
+  CrcMismatch,      // board protocol: the body's CRC-32 is not the announced one
+  BadEncoding,      // board protocol: bad base64, escape or body line
+  UnknownKey,       // board protocol: a RUN key this version does not know
+  MissingKey,       // board protocol: a required RUN key absent
+  DuplicateKey,     // board protocol: a RUN key given twice
+  UnsupportedMode,  // board protocol: a connection mode this version does not know
+  TransferTimeout,  // board protocol: no RUN line within kTransferTimeoutMs
 };
 
 // Stable name of an error code, e.g. "TlsNoSharedCipher".

@@ -9,5 +9,6 @@
 #include "plain_tcp.h"
 #include "publisher.h"
 #include "tb_error.h"
+#include "time_sync.h"
 #include "tls_transport.h"
 #include "transport.h"

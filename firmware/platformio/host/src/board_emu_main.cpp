@@ -1,0 +1,298 @@
+// board-emu: an emulated ESP32 on a pseudo-terminal. It speaks the serial control protocol of the
+// real firmware (lib/testbed_core/src/board_session.h) with the host's sockets, mbedTLS and
+// simulated sensors, so the orchestrator's serial path can be tested without a board.
+//   board-emu [--pty-link PATH] [--rx-buffer 256] [--clock-offset-us N] [--drift-ppm X] ...
+// stdout: one line "PTY /dev/pts/N" once the port exists; diagnostics on stderr.
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "board_session.h"
+#include "drift_clock.h"
+#include "posix_clock.h"
+#include "posix_udp.h"
+#include "pty_stream.h"
+#include "sim_sensors.h"
+
+namespace vdev {
+namespace {
+
+volatile sig_atomic_t g_stop = 0;       // the session's stop flag: a signal, or a reset
+volatile sig_atomic_t g_terminate = 0;  // a signal: leave
+
+void on_signal(int) {
+  g_terminate = 1;
+  g_stop = 1;
+}
+
+void install_signal_handlers() {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+const char kUsage[] =
+    "usage: board-emu [options]\n"
+    "  --pty-link PATH            also make PATH a symlink to the pty's slave\n"
+    "  --rx-buffer N              serial receive buffer in bytes (256, like Arduino); overflow is dropped\n"
+    "  --clock-offset-us N        the board's wall clock runs N us ahead of the host's\n"
+    "  --drift-ppm X              the board's clock runs X ppm fast (negative: slow)\n"
+    "  --send-jitter-us N         random extra delay 0..N us before each write to the broker\n"
+    "  --seed N                   seed of the simulated sensors and the jitter (1)\n"
+    "  --boot-ms N                delay from reset to BANNER (200)\n"
+    "  --no-reset-on-open         the board does not reset when the host opens the port (send HELLO)\n"
+    "  --reboot-after-messages N  reset after the N-th MSG line (the BANNER comes again)\n"
+    "  --exit-after-messages N    close the port after the N-th MSG line, as if unplugged\n"
+    "  --banner-KEY VALUE         BANNER override, KEY one of proto board chip mac fw arduino idf mbedtls\n"
+    "                             cpu-mhz wifi-ps hw-crypto sw-crypto rx-buf device\n";
+
+struct EmuOptions {
+  std::string pty_link;
+  size_t rx_buffer = 256;
+  int64_t clock_offset_us = 0;
+  double drift_ppm = 0.0;
+  uint32_t send_jitter_us = 0;
+  uint64_t seed = 1;
+  uint32_t boot_ms = 200;
+  bool reset_on_open = true;
+  uint64_t reboot_after = 0;
+  uint64_t exit_after = 0;
+  tb::BoardInfo info;
+  std::string banner_strings[12];  // storage behind info's pointers
+  bool rx_buf_overridden = false;
+};
+
+bool parse_int(const char* s, long long min, long long max, long long* out) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+bool set_banner(EmuOptions* o, const std::string& key, const char* value) {
+  static const char* const kStrings[] = {"board", "chip", "mac", "fw", "arduino", "idf",
+                                         "mbedtls", "wifi-ps", "hw-crypto", "sw-crypto", "device"};
+  const char** fields[] = {&o->info.board,   &o->info.chip,    &o->info.mac,       &o->info.fw,
+                           &o->info.arduino, &o->info.idf,     &o->info.mbedtls,   &o->info.wifi_ps,
+                           &o->info.hw_crypto, &o->info.sw_crypto, &o->info.device_id};
+  for (size_t i = 0; i < sizeof(kStrings) / sizeof(kStrings[0]); ++i) {
+    if (key == kStrings[i]) {
+      o->banner_strings[i] = value;
+      *fields[i] = o->banner_strings[i].c_str();
+      return true;
+    }
+  }
+  long long n = 0;
+  if (!parse_int(value, 0, 1000000, &n)) return false;
+  if (key == "proto") {
+    o->info.protocol = static_cast<uint32_t>(n);
+  } else if (key == "cpu-mhz") {
+    o->info.cpu_mhz = static_cast<uint32_t>(n);
+  } else if (key == "rx-buf") {
+    o->info.rx_buf = static_cast<uint32_t>(n);
+    o->rx_buf_overridden = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool parse_number_option(EmuOptions* o, const std::string& a, const char* v) {
+  long long n = 0;
+  if (a == "--rx-buffer" && parse_int(v, 16, 65536, &n)) {
+    o->rx_buffer = static_cast<size_t>(n);
+  } else if (a == "--clock-offset-us" && parse_int(v, -(1LL << 50), 1LL << 50, &n)) {
+    o->clock_offset_us = n;
+  } else if (a == "--send-jitter-us" && parse_int(v, 0, 10000000, &n)) {
+    o->send_jitter_us = static_cast<uint32_t>(n);
+  } else if (a == "--seed" && parse_int(v, 0, INT64_MAX, &n)) {
+    o->seed = static_cast<uint64_t>(n);
+  } else if (a == "--boot-ms" && parse_int(v, 0, 60000, &n)) {
+    o->boot_ms = static_cast<uint32_t>(n);
+  } else if (a == "--reboot-after-messages" && parse_int(v, 1, INT64_MAX, &n)) {
+    o->reboot_after = static_cast<uint64_t>(n);
+  } else if (a == "--exit-after-messages" && parse_int(v, 1, INT64_MAX, &n)) {
+    o->exit_after = static_cast<uint64_t>(n);
+  } else if (a == "--drift-ppm") {
+    char* end = nullptr;
+    o->drift_ppm = strtod(v, &end);
+    return end != v && *end == '\0' && o->drift_ppm > -1e5 && o->drift_ppm < 1e5;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void default_info(EmuOptions* o) {
+  o->info.board = "emulated";
+  o->info.chip = "board-emu";
+  o->info.mac = "02:00:00:00:00:01";
+  o->info.fw = "board-emu";
+  o->info.cpu_mhz = 0;
+  o->info.wifi_ps = "none";
+  o->info.hw_crypto = "none";  // the host's CPU runs all of mbedTLS in software
+  o->info.sw_crypto = "all";
+  o->info.device_id = "e1";
+}
+
+// 0: ok, 1: --help, 2: bad options (error set).
+int parse(int argc, char** argv, EmuOptions* o, std::string* error) {
+  default_info(o);
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") return 1;
+    if (a == "--no-reset-on-open") {
+      o->reset_on_open = false;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      *error = a + ": needs a value (or is unknown; see --help)";
+      return 2;
+    }
+    const char* v = argv[++i];
+    bool ok = a == "--pty-link" ? (o->pty_link = v, !o->pty_link.empty())
+              : a.rfind("--banner-", 0) == 0 ? set_banner(o, a.substr(9), v)
+                                              : parse_number_option(o, a, v);
+    if (!ok) {
+      *error = a + " " + v + ": unknown option or bad value (see --help)";
+      return 2;
+    }
+  }
+  if (!o->rx_buf_overridden) o->info.rx_buf = static_cast<uint32_t>(o->rx_buffer);
+  return 0;
+}
+
+// Heap and RSSI are constants here (labelled "emulated" in the BANNER); jitter before each send.
+class EmuPort : public tb::BoardPort {
+ public:
+  EmuPort(uint32_t jitter_us, uint64_t seed) : jitter_us_(jitter_us), rng_(seed ^ 0x9E3779B97F4A7C15ULL) {}
+  uint32_t free_heap() override { return 180000; }
+  uint32_t min_free_heap() override { return 170000; }
+  int rssi() override { return -55; }
+  void before_send() override {
+    if (jitter_us_ == 0) return;
+    uint32_t us = std::uniform_int_distribution<uint32_t>(0, jitter_us_)(rng_);
+    timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>(us % 1000000) * 1000L};
+    nanosleep(&ts, nullptr);
+  }
+
+ private:
+  uint32_t jitter_us_;
+  std::mt19937_64 rng_;
+};
+
+void sleep_ms(uint32_t ms) {
+  timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000L};
+  nanosleep(&ts, nullptr);
+}
+
+bool make_link(const std::string& link, const std::string& target, std::string* error) {
+  struct stat st;
+  if (lstat(link.c_str(), &st) == 0) {
+    if (!S_ISLNK(st.st_mode)) {
+      *error = "--pty-link " + link + " exists and is no symlink";
+      return false;
+    }
+    unlink(link.c_str());
+  }
+  if (symlink(target.c_str(), link.c_str()) != 0) {
+    *error = "--pty-link " + link + ": " + strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+int run(int argc, char** argv) {
+  EmuOptions o;
+  std::string error;
+  int parsed = parse(argc, argv, &o, &error);
+  if (parsed == 1) {
+    fputs(kUsage, stdout);
+    return 0;
+  }
+  if (parsed == 2) {
+    fprintf(stderr, "board-emu: error InvalidArgument: %s\n", error.c_str());
+    return 2;
+  }
+  PtyStream pty(o.rx_buffer, o.reset_on_open);
+  if (!pty.open(&error) || (!o.pty_link.empty() && !make_link(o.pty_link, pty.slave_path(), &error))) {
+    fprintf(stderr, "board-emu: error Socket: %s\n", error.c_str());
+    return 1;
+  }
+  install_signal_handlers();
+  printf("PTY %s\n", pty.slave_path().c_str());
+  fflush(stdout);
+
+  uint64_t messages = 0;
+  bool unplug = false;
+  pty.set_line_observer([&](const std::string& line) {
+    if (line.rfind(tb::proto::kLineMsg, 0) != 0 || line[3] != ' ') return;
+    ++messages;
+    if (o.reboot_after != 0 && messages == o.reboot_after) {
+      fprintf(stderr, "board-emu: reset after %" PRIu64 " messages (--reboot-after-messages)\n", messages);
+      pty.request_reset();
+      g_stop = 1;
+    }
+    if (o.exit_after != 0 && messages == o.exit_after) {
+      fprintf(stderr, "board-emu: unplugged after %" PRIu64 " messages (--exit-after-messages)\n", messages);
+      unplug = true;
+      pty.request_reset();  // mutes the output: nothing after this line reaches the host
+      g_stop = 1;
+    }
+  });
+
+  PosixClock host_clock(&g_stop);
+  DriftClock clock(host_clock, o.clock_offset_us, o.drift_ppm);
+  SimulatedSensors sensors(o.seed);
+  EmuPort port(o.send_jitter_us, o.seed);
+  PosixUdp udp;
+  std::unique_ptr<tb::BoardSession> session;
+  auto boot = [&]() {
+    session.reset();
+    sleep_ms(o.boot_ms);
+    pty.reset_done();
+    if (!g_terminate) g_stop = 0;
+    session.reset(new tb::BoardSession(pty, clock, sensors, port, o.info, &udp));
+    session->set_stop_flag(&g_stop);
+    session->boot();
+  };
+  if (!o.reset_on_open) boot();
+  while (!g_terminate && !unplug) {
+    if (pty.reset_pending() || (o.reset_on_open && !session && pty.host_connected())) {
+      boot();
+      continue;
+    }
+    if (!session) {
+      pty.wait_host(100);
+      continue;
+    }
+    if (session->poll(100) == tb::Err::PeerClosed) break;
+  }
+  if (unplug) sleep_ms(300);  // let the host read the last lines before the line goes dead
+  session.reset();
+  pty.close();
+  if (!o.pty_link.empty()) unlink(o.pty_link.c_str());
+  fprintf(stderr, "board-emu: exit (%" PRIu64 " messages, %" PRIu64 " bytes dropped)\n", messages, pty.dropped());
+  return 0;
+}
+
+}  // namespace
+}  // namespace vdev
+
+int main(int argc, char** argv) { return vdev::run(argc, argv); }

@@ -1,0 +1,150 @@
+// The serial control protocol between the host (orchestrator) and a board (the ESP32 or board-emu).
+// Defined HERE for C++; the Python mirror is orchestrator/publishers/board/protocol.py and
+// tests/firmware/test_board_protocol_mirror.py checks that the two agree (version, line names,
+// limits, RUN keys, error names). firmware/platformio/README.md "Serial control protocol" explains it.
+//
+// Lines are ASCII, '\n' terminated ('\r' before it is ignored), fields `key=value` separated by one space.
+// Board -> host:  BANNER, READY, ACK, ERROR, and the run lines CLOCK, SYNC, KEYLOG, HANDSHAKE, MSG, DONE.
+// Host -> board:  HELLO (banner + READY again), RUN BEGIN len=N crc=XXXXXXXX, RUN CHUNK i=K <base64>,
+//                 RUN END, RUN ABORT. Every chunk is ACKed before the next one is sent (flow control).
+// The RUN body (decoded from the chunks) is UTF-8 text, one `key=value` per line; in a value a
+// backslash is written `\\`, a newline `\n`, a carriage return `\r` (a PEM keeps its line breaks).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tb_error.h"
+
+namespace tb {
+namespace proto {
+
+// The version rule: any change to a line's fields, a command, the framing or the body keys bumps it.
+// The host refuses a board whose BANNER carries another version (reflash the board).
+constexpr uint32_t kVersion = 1;
+
+// Board -> host: the first word of every line.
+constexpr char kLineBanner[] = "BANNER";
+constexpr char kLineReady[] = "READY";
+constexpr char kLineAck[] = "ACK";
+constexpr char kLineError[] = "ERROR";
+constexpr char kLineClock[] = "CLOCK";
+constexpr char kLineSync[] = "SYNC";
+constexpr char kLineKeylog[] = "KEYLOG";
+constexpr char kLineHandshake[] = "HANDSHAKE";
+constexpr char kLineMsg[] = "MSG";
+constexpr char kLineDone[] = "DONE";
+
+// Host -> board.
+constexpr char kCmdHello[] = "HELLO";
+constexpr char kCmdRun[] = "RUN";
+constexpr char kRunBegin[] = "BEGIN";
+constexpr char kRunChunk[] = "CHUNK";
+constexpr char kRunEnd[] = "END";
+constexpr char kRunAbort[] = "ABORT";
+
+// What an ACK acknowledges (its second word).
+constexpr char kAckBegin[] = "begin";
+constexpr char kAckChunk[] = "chunk";
+constexpr char kAckRun[] = "run";
+constexpr char kAckAbort[] = "abort";
+
+// Framing limits.
+constexpr size_t kMaxBody = 8192;         // decoded RUN body bytes (CA + client certificate + key fit)
+constexpr size_t kMaxHostLine = 320;      // longest host line the board takes, '\n' included
+constexpr size_t kMaxChunkBytes = 192;    // body bytes per chunk at most (256 base64 characters)
+constexpr size_t kChunkLineOverhead = 24; // "RUN CHUNK i=65535 " + '\n', rounded up
+constexpr uint32_t kTransferTimeoutMs = 10000;  // RUN BEGIN..END: at most this long between two lines
+constexpr size_t kMaxRunId = 63;
+
+// Body bytes per chunk for a board whose serial receive buffer holds rx_buf bytes: the whole chunk
+// line must fit the buffer, so a host that waits for each ACK can never overflow it.
+constexpr size_t chunk_bytes_for(size_t rx_buf) {
+  return rx_buf <= kChunkLineOverhead + 4 ? 0
+         : ((rx_buf - kChunkLineOverhead) / 4) * 3 > kMaxChunkBytes ? kMaxChunkBytes
+                                                                    : ((rx_buf - kChunkLineOverhead) / 4) * 3;
+}
+
+// RUN body keys (version 1). Required: id host port transport payload samples interval_us qos;
+// with transport=tls also ca and ciphers. Any other key is refused (Err::UnknownKey).
+constexpr const char* kRunKeys[] = {
+    "id",        "host",       "port",      "transport", "ciphers",    "ca",          "cert",
+    "key",       "server_name", "username", "password",  "payload",    "samples",     "interval_us",
+    "qos",       "device_id",  "topic",     "client_id", "keylog",     "connect_timeout_ms",
+    "sync_host", "sync_port",  "sync_count", "mode",
+};
+constexpr size_t kRunKeyCount = sizeof(kRunKeys) / sizeof(kRunKeys[0]);
+constexpr uint32_t kMaxSyncCount = 64;
+constexpr uint32_t kDefaultSyncCount = 8;
+// The connection modes a board of this version knows ("mode" key; more may come with a new version).
+constexpr char kModePersistent[] = "persistent";  // one MQTT connection for the whole run (the default)
+
+// One cell's parameters, as the board received them. Strings point into the receiver's body buffer.
+struct RunRequest {
+  const char* id = nullptr;
+  const char* host = nullptr;
+  uint16_t port = 0;
+  bool tls = false;
+  const char* ciphers = nullptr;
+  const char* ca_pem = nullptr;
+  const char* cert_pem = nullptr;
+  const char* key_pem = nullptr;
+  const char* server_name = nullptr;
+  const char* username = nullptr;
+  const char* password = nullptr;
+  uint32_t payload = 0;
+  uint32_t samples = 0;
+  uint64_t interval_us = 0;
+  uint8_t qos = 0;
+  const char* device_id = nullptr;  // nullptr: the board's default
+  const char* topic = nullptr;      // nullptr: the board's default
+  const char* client_id = nullptr;  // nullptr: the device id
+  bool keylog = false;              // print KEYLOG lines (TLS secrets) for the capture's decryption
+  uint32_t connect_timeout_ms = 10000;
+  const char* sync_host = nullptr;  // nullptr: no clock exchanges
+  uint16_t sync_port = 0;
+  uint32_t sync_count = kDefaultSyncCount;
+  const char* mode = kModePersistent;
+};
+
+// zlib's CRC-32 (polynomial 0xEDB88320; Python's zlib.crc32). Pass the previous value to continue.
+uint32_t crc32(const uint8_t* data, size_t len, uint32_t crc = 0);
+
+// Standard base64 with padding; Err::BadEncoding for anything else, Err::BufferTooSmall when cap is short.
+Err base64_decode(const char* in, size_t in_len, uint8_t* out, size_t cap, size_t* out_len);
+
+// Parses a decoded RUN body in place (values are unescaped and NUL-terminated inside body[0..len)).
+// Err::BadEncoding, UnknownKey, DuplicateKey, MissingKey or InvalidArgument, the key named in err.
+Err parse_run_body(char* body, size_t len, RunRequest* out, ErrorText* err);
+
+// The RUN BEGIN .. END state machine over the host's lines (the "RUN " already stripped).
+class RunReceiver {
+ public:
+  enum class Step { None, AckBegin, AckChunk, Complete, Aborted };
+
+  // Handles one RUN sub-command. On Ok, *step says what to answer (and chunk_index() for AckChunk);
+  // any error resets the transfer (the host starts again with RUN BEGIN).
+  Err feed(const char* args, Step* step, ErrorText* err);
+  void reset();
+  bool active() const { return active_; }
+  uint32_t chunk_index() const { return last_index_; }
+  // After Step::Complete: the decoded body (NUL-terminated, writable for parse_run_body).
+  char* body() { return reinterpret_cast<char*>(body_); }
+  size_t body_len() const { return received_; }
+
+ private:
+  Err begin(const char* args, ErrorText* err);
+  Err chunk(const char* args, ErrorText* err);
+  Err end(ErrorText* err);
+
+  bool active_ = false;
+  size_t expected_len_ = 0;
+  uint32_t expected_crc_ = 0;
+  size_t received_ = 0;
+  uint32_t next_index_ = 0;
+  uint32_t last_index_ = 0;
+  uint8_t body_[kMaxBody + 1];
+};
+
+}  // namespace proto
+}  // namespace tb

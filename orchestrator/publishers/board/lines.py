@@ -1,0 +1,219 @@
+"""Every line a board prints, parsed into a typed object (pure code).
+
+A line whose first word is a protocol line name (orchestrator.publishers.board.protocol) must have
+its fields, else :class:`MalformedLine`; any other line (WIFI, SNTP, MQ2, the ESP32 ROM's boot
+noise) becomes :class:`Other`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from orchestrator.publishers.board import protocol as p
+
+
+class MalformedLine(p.BoardProtocolError):
+    def __init__(self, line: str, why: str) -> None:
+        super().__init__(f"malformed board line ({why}): {line[:200]!r}")
+        self.line = line
+
+
+@dataclass(frozen=True)
+class Banner:
+    proto: int
+    board: str
+    chip: str
+    mac: str
+    fw: str
+    arduino: str
+    idf: str
+    mbedtls: str
+    cpu_mhz: int
+    wifi_ps: str
+    hw_crypto: tuple[str, ...]
+    sw_crypto: tuple[str, ...]
+    rx_buf: int
+    device: str
+    extra: dict[str, str] = field(default_factory=dict)  # fields a newer board adds
+
+
+@dataclass(frozen=True)
+class Ready:
+    pass
+
+
+@dataclass(frozen=True)
+class Ack:
+    what: str  # begin, chunk, run, abort
+    index: int | None = None  # chunk
+    run_id: str | None = None  # run
+
+
+@dataclass(frozen=True)
+class BoardError:
+    name: str  # a tb::Err name, e.g. CrcMismatch, ConnectRefused
+    message: str
+
+
+@dataclass(frozen=True)
+class ClockSample:
+    phase: str  # pre, post
+    i: int
+    t1_us: int
+    t2_us: int
+    t3_us: int
+    t4_us: int
+
+
+@dataclass(frozen=True)
+class Sync:
+    phase: str
+    count: int
+    got: int
+    status: str
+
+
+@dataclass(frozen=True)
+class Keylog:
+    line: str  # an NSS key log line, "CLIENT_RANDOM <hex> <hex>"
+
+
+@dataclass(frozen=True)
+class Handshake:
+    tcp_ms: float | None
+    tls_ms: float | None
+    connack_ms: float | None
+    version: str | None
+    suite: str | None
+    min_heap: int
+    heap_before: int
+
+
+@dataclass(frozen=True)
+class Msg:
+    seq: int
+    t_send_us: int
+    bytes: int
+    mqtt: int
+    heap: int
+    rssi: int
+
+
+@dataclass(frozen=True)
+class Done:
+    sent: int
+    run_id: str
+
+
+@dataclass(frozen=True)
+class Other:
+    text: str
+
+
+BoardLine = Banner | Ready | Ack | BoardError | ClockSample | Sync | Keylog | Handshake | Msg | Done | Other
+
+_BANNER_KEYS = ("proto", "board", "chip", "mac", "fw", "arduino", "idf", "mbedtls", "cpu_mhz", "wifi_ps",
+                "hw_crypto", "sw_crypto", "rx_buf", "device")
+
+
+def _fields(line: str, rest: str, required: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for word in rest.split():
+        key, sep, value = word.partition("=")
+        if not sep:
+            raise MalformedLine(line, f"{word!r} is not key=value")
+        out[key] = value
+    missing = [k for k in required if k not in out]
+    if missing:
+        raise MalformedLine(line, f"{', '.join(missing)} missing")
+    return out
+
+
+def _int(line: str, f: dict[str, str], key: str) -> int:
+    try:
+        return int(f[key])
+    except ValueError:
+        raise MalformedLine(line, f"{key}={f[key]!r} is not an integer") from None
+
+
+def _ms(line: str, f: dict[str, str], key: str) -> float | None:
+    if f[key] == "-":
+        return None
+    try:
+        return float(f[key])
+    except ValueError:
+        raise MalformedLine(line, f"{key}={f[key]!r} is not a number of ms") from None
+
+
+def _dash(value: str) -> str | None:
+    return None if value == "-" else value
+
+
+def _banner(line: str, rest: str) -> Banner:
+    f = _fields(line, rest, _BANNER_KEYS)
+    crypto = {k: tuple(x for x in f[k].split(",") if x and x != "-") for k in ("hw_crypto", "sw_crypto")}
+    return Banner(_int(line, f, "proto"), f["board"], f["chip"], f["mac"], f["fw"], f["arduino"], f["idf"],
+                  f["mbedtls"], _int(line, f, "cpu_mhz"), f["wifi_ps"], crypto["hw_crypto"], crypto["sw_crypto"],
+                  _int(line, f, "rx_buf"), f["device"], {k: v for k, v in f.items() if k not in _BANNER_KEYS})
+
+
+def _ack(line: str, rest: str) -> Ack:
+    what, _, tail = rest.partition(" ")
+    if what == p.ACK_CHUNK:
+        return Ack(what, index=_int(line, _fields(line, tail, ("i",)), "i"))
+    if what == p.ACK_RUN:
+        return Ack(what, run_id=_fields(line, tail, ("id",))["id"])
+    if what in (p.ACK_BEGIN, p.ACK_ABORT):
+        return Ack(what)
+    raise MalformedLine(line, f"unknown ACK {what!r}")
+
+
+def _error(line: str, rest: str) -> BoardError:
+    name, sep, message = rest.partition(": ")
+    if not sep or not name.isidentifier():
+        raise MalformedLine(line, "expected ERROR <Name>: <message>")
+    return BoardError(name, message)
+
+
+def _clock(line: str, rest: str) -> ClockSample:
+    f = _fields(line, rest, ("phase", "i", "t1", "t2", "t3", "t4"))
+    return ClockSample(f["phase"], *(_int(line, f, k) for k in ("i", "t1", "t2", "t3", "t4")))
+
+
+def _sync(line: str, rest: str) -> Sync:
+    f = _fields(line, rest, ("phase", "count", "got", "status"))
+    return Sync(f["phase"], _int(line, f, "count"), _int(line, f, "got"), f["status"])
+
+
+def _handshake(line: str, rest: str) -> Handshake:
+    f = _fields(line, rest, ("tcp_ms", "tls_ms", "connack_ms", "version", "suite", "min_heap", "heap_before"))
+    return Handshake(_ms(line, f, "tcp_ms"), _ms(line, f, "tls_ms"), _ms(line, f, "connack_ms"),
+                     _dash(f["version"]), _dash(f["suite"]), _int(line, f, "min_heap"), _int(line, f, "heap_before"))
+
+
+def _msg(line: str, rest: str) -> Msg:
+    f = _fields(line, rest, ("seq", "t_send_us", "bytes", "mqtt", "heap", "rssi"))
+    return Msg(*(_int(line, f, k) for k in ("seq", "t_send_us", "bytes", "mqtt", "heap", "rssi")))
+
+
+def _done(line: str, rest: str) -> Done:
+    f = _fields(line, rest, ("sent", "id"))
+    return Done(_int(line, f, "sent"), f["id"])
+
+
+_PARSERS = {
+    p.LINE_BANNER: _banner, p.LINE_ACK: _ack, p.LINE_ERROR: _error, p.LINE_CLOCK: _clock, p.LINE_SYNC: _sync,
+    p.LINE_HANDSHAKE: _handshake, p.LINE_MSG: _msg, p.LINE_DONE: _done,
+}
+
+
+def parse_line(text: str) -> BoardLine:
+    """One board line (without its newline; a trailing CR is ignored)."""
+    line = text.rstrip("\r")
+    word, _, rest = line.partition(" ")
+    if word == p.LINE_READY and not rest:
+        return Ready()
+    if word == p.LINE_KEYLOG and rest:
+        return Keylog(rest)
+    parser = _PARSERS.get(word)
+    return parser(line, rest) if parser is not None else Other(line)

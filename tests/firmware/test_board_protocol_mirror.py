@@ -1,0 +1,147 @@
+"""The serial control protocol is defined once per language: board_protocol.h (C++) and
+orchestrator/publishers/board/protocol.py (Python). These tests read the header and check that the
+Python constants agree, so the two cannot silently fork; plus the pure Python encoder and parser."""
+
+from __future__ import annotations
+
+import base64
+import re
+import zlib
+
+import pytest
+from fwtest_support import REPO
+
+from orchestrator.publishers.board import protocol as p
+from orchestrator.publishers.board.lines import (
+    Ack,
+    Banner,
+    BoardError,
+    ClockSample,
+    Done,
+    Handshake,
+    Keylog,
+    MalformedLine,
+    Msg,
+    Other,
+    Ready,
+    Sync,
+    parse_line,
+)
+
+CORE = REPO / "firmware" / "platformio" / "lib" / "testbed_core" / "src"
+HEADER = (CORE / "board_protocol.h").read_text()
+
+
+def _cpp_strings(prefix: str) -> dict[str, str]:
+    """constexpr char k<prefix><Name>[] = "value"; -> {Name: value}"""
+    return dict(re.findall(rf'constexpr char k{prefix}(\w+)\[\] = "([^"]*)";', HEADER))
+
+
+def _cpp_number(name: str) -> int:
+    m = re.search(rf"constexpr (?:uint32_t|size_t) {name} = (\d+);", HEADER)
+    assert m, f"{name} not found in board_protocol.h"
+    return int(m.group(1))
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper()
+
+
+@pytest.mark.parametrize("prefix,py", [("Line", "LINE_"), ("Cmd", "CMD_"), ("Run", "RUN_"), ("Ack", "ACK_"),
+                                       ("Mode", "MODE_")])
+def test_names_agree(prefix: str, py: str) -> None:
+    cpp = _cpp_strings(prefix)
+    assert cpp, f"no k{prefix}* constants in board_protocol.h"
+    python = {k[len(py):]: v for k, v in vars(p).items() if k.startswith(py) and isinstance(v, str)}
+    assert {_snake(k): v for k, v in cpp.items()} == python
+
+
+@pytest.mark.parametrize("cpp,py", [("kVersion", "VERSION"), ("kMaxBody", "MAX_BODY"),
+                                    ("kMaxHostLine", "MAX_HOST_LINE"), ("kMaxChunkBytes", "MAX_CHUNK_BYTES"),
+                                    ("kChunkLineOverhead", "CHUNK_LINE_OVERHEAD"),
+                                    ("kTransferTimeoutMs", "TRANSFER_TIMEOUT_MS"), ("kMaxRunId", "MAX_RUN_ID"),
+                                    ("kMaxSyncCount", "MAX_SYNC_COUNT"), ("kDefaultSyncCount", "DEFAULT_SYNC_COUNT")])
+def test_numbers_agree(cpp: str, py: str) -> None:
+    assert _cpp_number(cpp) == getattr(p, py)
+
+
+def test_run_keys_agree() -> None:
+    block = re.search(r"kRunKeys\[\] = \{(.*?)\};", HEADER, re.S)
+    assert block
+    assert tuple(re.findall(r'"(\w+)"', block.group(1))) == p.RUN_KEYS
+
+
+def test_protocol_error_names_exist_in_the_core() -> None:
+    names = set(re.findall(r'case Err::(\w+): return "\1";', (CORE / "tb_error.cpp").read_text()))
+    assert p.PROTOCOL_ERRORS <= names
+
+
+def test_chunk_size_matches_the_header_formula() -> None:
+    assert p.chunk_bytes_for(256) == 174 and p.chunk_bytes_for(4096) == p.MAX_CHUNK_BYTES
+    for rx in range(40, 1025):
+        assert len("RUN CHUNK i=65535 ") + -(-p.chunk_bytes_for(rx) // 3) * 4 + 1 <= min(rx, p.MAX_HOST_LINE)
+
+
+def test_encode_run_frames_the_escaped_body() -> None:
+    cell = p.RunCell(id="c1", host="h", port=8883, transport="tls", payload=65, samples=2, interval_us=0,
+                     ciphers=("A", "B"), ca_pem="-----BEGIN X-----\r\nab\\c\n", keylog=True)
+    body = p.encode_body(cell)
+    assert body == (b"id=c1\nhost=h\nport=8883\ntransport=tls\nciphers=A,B\nca=-----BEGIN X-----\\r\\nab\\\\c\\n\n"
+                    b"payload=65\nsamples=2\ninterval_us=0\nqos=0\nkeylog=1\n")
+    frames = p.encode_run(cell, 64)
+    assert frames.begin == f"RUN BEGIN len={len(body)} crc={zlib.crc32(body):08x}"
+    decoded = b"".join(base64.b64decode(c.split(" ", 3)[3]) for c in frames.chunks)
+    assert decoded == body and frames.end == "RUN END"
+    assert [c.split(" ")[2] for c in frames.chunks] == [f"i={i}" for i in range(len(frames.chunks))]
+
+
+def test_run_cell_refuses_what_the_board_would() -> None:
+    with pytest.raises(p.BoardProtocolError):
+        p.RunCell(id="a b", host="h", port=1, transport="plain", payload=65, samples=1, interval_us=0)
+    with pytest.raises(p.BoardProtocolError):
+        p.RunCell(id="a", host="h", port=1, transport="tls", payload=65, samples=1, interval_us=0)
+    with pytest.raises(p.BoardProtocolError):
+        p.frame_body(b"x", 20)  # no chunk line fits a 20-byte buffer
+
+
+BANNER = ("BANNER proto=1 board=esp32dev chip=ESP32-D0WD-V3-rev3 mac=24:6f:28:aa:bb:cc fw=abc123 arduino=2.0.14 "
+          "idf=v4.4.6 mbedtls=2.28.3 cpu_mhz=240 wifi_ps=none hw_crypto=aes,sha,mpi sw_crypto=chacha20,poly1305 "
+          "rx_buf=256 device=e1")
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("READY", Ready()),
+    ("ACK begin", Ack("begin")),
+    ("ACK chunk i=7", Ack("chunk", index=7)),
+    ("ACK run id=c1", Ack("run", run_id="c1")),
+    ("ERROR CrcMismatch: RUN body CRC-32 is 1, RUN BEGIN announced 2", BoardError("CrcMismatch",
+                                                                                  "RUN body CRC-32 is 1, RUN BEGIN "
+                                                                                  "announced 2")),
+    ("CLOCK phase=pre i=0 t1=1 t2=2 t3=3 t4=4", ClockSample("pre", 0, 1, 2, 3, 4)),
+    ("SYNC phase=post count=8 got=7 status=Ok", Sync("post", 8, 7, "Ok")),
+    ("KEYLOG CLIENT_RANDOM aa bb", Keylog("CLIENT_RANDOM aa bb")),
+    ("HANDSHAKE tcp_ms=1.250 tls_ms=- connack_ms=0.500 version=- suite=- min_heap=9 heap_before=10",
+     Handshake(1.25, None, 0.5, None, None, 9, 10)),
+    ("MSG seq=3 t_send_us=1764470000123456 bytes=65 mqtt=84 heap=201000 rssi=-61",
+     Msg(3, 1764470000123456, 65, 84, 201000, -61)),
+    ("DONE sent=200 id=c1\r", Done(200, "c1")),
+    ("WIFI ip=192.168.1.5 rssi=-60 channel=6", Other("WIFI ip=192.168.1.5 rssi=-60 channel=6")),
+    ("ets Jun  8 2016 00:22:57", Other("ets Jun  8 2016 00:22:57")),
+])
+def test_parse_every_line(text: str, expected: object) -> None:
+    assert parse_line(text) == expected
+
+
+def test_parse_banner() -> None:
+    b = parse_line(BANNER)
+    assert isinstance(b, Banner)
+    assert b.proto == 1 and b.hw_crypto == ("aes", "sha", "mpi") and b.sw_crypto == ("chacha20", "poly1305")
+    assert b.rx_buf == 256 and b.extra == {}
+    assert parse_line(BANNER + " psram=0").extra == {"psram": "0"}  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("text", ["MSG seq=x t_send_us=1 bytes=1 mqtt=1 heap=1 rssi=1", "DONE sent=1",
+                                  "ACK chunk", "ACK nothing", "ERROR no colon here", "BANNER proto=1"])
+def test_malformed_protocol_lines_are_named(text: str) -> None:
+    with pytest.raises(MalformedLine):
+        parse_line(text)
