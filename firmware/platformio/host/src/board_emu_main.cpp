@@ -4,6 +4,7 @@
 //   board-emu [--pty-link PATH] [--rx-buffer 256] [--clock-offset-us N] [--drift-ppm X] ...
 // stdout: one line "PTY /dev/pts/N" once the port exists; diagnostics on stderr.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,6 +20,9 @@
 
 #include "board_session.h"
 #include "drift_clock.h"
+#include "net_path.h"
+#include "path_datagram.h"
+#include "path_transport.h"
 #include "posix_clock.h"
 #include "posix_udp.h"
 #include "pty_stream.h"
@@ -52,7 +56,15 @@ const char kUsage[] =
     "  --clock-offset-us N        the board's wall clock runs N us ahead of the host's\n"
     "  --drift-ppm X              the board's clock runs X ppm fast (negative: slow)\n"
     "  --send-jitter-us N         random extra delay 0..N us before each write to the broker\n"
-    "  --seed N                   seed of the simulated sensors and the jitter (1)\n"
+    "  --path-up-us D             emulated path board -> lab: hold every clock request and every write\n"
+    "                             to the broker D us (userspace delay line, FIFO)\n"
+    "  --path-up-jitter-us J      ... plus a delay drawn uniformly from [0, J] us per packet\n"
+    "  --path-down-us D           emulated path lab -> board: hold every clock reply and every read\n"
+    "                             from the broker D us\n"
+    "  --path-down-jitter-us J    ... plus a delay drawn uniformly from [0, J] us per packet\n"
+    "  --truth-log PATH           ground truth CSV (mode 0600): kind,seq,true_us,board_us per PUBLISH\n"
+    "                             (send, due, wire) and per clock exchange (t1, t4)\n"
+    "  --seed N                   seed of the simulated sensors, the send jitter and the path (1)\n"
     "  --boot-ms N                delay from reset to BANNER (200)\n"
     "  --no-reset-on-open         the board does not reset when the host opens the port (send HELLO)\n"
     "  --reboot-after-messages N  reset after the N-th MSG line (the BANNER comes again)\n"
@@ -66,6 +78,11 @@ struct EmuOptions {
   int64_t clock_offset_us = 0;
   double drift_ppm = 0.0;
   uint32_t send_jitter_us = 0;
+  uint32_t path_up_us = 0;
+  uint32_t path_up_jitter_us = 0;
+  uint32_t path_down_us = 0;
+  uint32_t path_down_jitter_us = 0;
+  std::string truth_log;
   uint64_t seed = 1;
   uint32_t boot_ms = 200;
   bool reset_on_open = true;
@@ -121,6 +138,14 @@ bool parse_number_option(EmuOptions* o, const std::string& a, const char* v) {
     o->clock_offset_us = n;
   } else if (a == "--send-jitter-us" && parse_int(v, 0, 10000000, &n)) {
     o->send_jitter_us = static_cast<uint32_t>(n);
+  } else if (a == "--path-up-us" && parse_int(v, 0, 10000000, &n)) {
+    o->path_up_us = static_cast<uint32_t>(n);
+  } else if (a == "--path-up-jitter-us" && parse_int(v, 0, 10000000, &n)) {
+    o->path_up_jitter_us = static_cast<uint32_t>(n);
+  } else if (a == "--path-down-us" && parse_int(v, 0, 10000000, &n)) {
+    o->path_down_us = static_cast<uint32_t>(n);
+  } else if (a == "--path-down-jitter-us" && parse_int(v, 0, 10000000, &n)) {
+    o->path_down_jitter_us = static_cast<uint32_t>(n);
   } else if (a == "--seed" && parse_int(v, 0, INT64_MAX, &n)) {
     o->seed = static_cast<uint64_t>(n);
   } else if (a == "--boot-ms" && parse_int(v, 0, 60000, &n)) {
@@ -166,7 +191,8 @@ int parse(int argc, char** argv, EmuOptions* o, std::string* error) {
       return 2;
     }
     const char* v = argv[++i];
-    bool ok = a == "--pty-link" ? (o->pty_link = v, !o->pty_link.empty())
+    bool ok = a == "--pty-link"    ? (o->pty_link = v, !o->pty_link.empty())
+              : a == "--truth-log" ? (o->truth_log = v, !o->truth_log.empty())
               : a.rfind("--banner-", 0) == 0 ? set_banner(o, a.substr(9), v)
                                               : parse_number_option(o, a, v);
     if (!ok) {
@@ -196,6 +222,19 @@ class EmuPort : public tb::BoardPort {
   uint32_t jitter_us_;
   std::mt19937_64 rng_;
 };
+
+// The truth log's comment line: everything injected, so the log alone says what to expect.
+std::string truth_comment(const EmuOptions& o) {
+  char text[640];
+  snprintf(text, sizeof(text),
+           "board-emu truth log v1: clock_offset_us=%" PRId64 " drift_ppm=%.6f path_up_us=%" PRIu32
+           " path_up_jitter_us=%" PRIu32 " path_down_us=%" PRIu32 " path_down_jitter_us=%" PRIu32
+           " jitter=uniform fifo=1 send_jitter_us=%" PRIu32 " seed=%" PRIu64
+           " true=CLOCK_REALTIME board=true+offset+drift*elapsed",
+           o.clock_offset_us, o.drift_ppm, o.path_up_us, o.path_up_jitter_us, o.path_down_us,
+           o.path_down_jitter_us, o.send_jitter_us, o.seed);
+  return text;
+}
 
 void sleep_ms(uint32_t ms) {
   timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000L};
@@ -230,6 +269,15 @@ int run(int argc, char** argv) {
     fprintf(stderr, "board-emu: error InvalidArgument: %s\n", error.c_str());
     return 2;
   }
+  NetPath path(o.path_up_us, o.path_up_jitter_us, o.path_down_us, o.path_down_jitter_us, o.seed);
+  TruthLog truth;
+  if (!o.truth_log.empty() && !truth.open(o.truth_log, truth_comment(o), &error)) {
+    fprintf(stderr, "board-emu: error InvalidArgument: %s\n", error.c_str());
+    return 2;
+  }
+  const bool emulate_path = path.active() || !o.truth_log.empty();
+  // The path's holds are timed sleeps: without this, Linux may wake them 50 us late (timer slack).
+  if (emulate_path) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   PtyStream pty(o.rx_buffer, o.reset_on_open);
   if (!pty.open(&error) || (!o.pty_link.empty() && !make_link(o.pty_link, pty.slave_path(), &error))) {
     fprintf(stderr, "board-emu: error Socket: %s\n", error.c_str());
@@ -262,14 +310,20 @@ int run(int argc, char** argv) {
   SimulatedSensors sensors(o.seed);
   EmuPort port(o.send_jitter_us, o.seed);
   PosixUdp udp;
+  TruthLog* truth_log = o.truth_log.empty() ? nullptr : &truth;
+  PathDatagram path_udp(udp, host_clock, clock, path, truth_log);
+  PathTransport path_tcp(host_clock, clock, path, truth_log);
+  if (emulate_path) clock.set_sleep_work(&path_tcp);
+  tb::Datagram* sync = emulate_path ? static_cast<tb::Datagram*>(&path_udp) : &udp;
   std::unique_ptr<tb::BoardSession> session;
   auto boot = [&]() {
     session.reset();
     sleep_ms(o.boot_ms);
     pty.reset_done();
     if (!g_terminate) g_stop = 0;
-    session.reset(new tb::BoardSession(pty, clock, sensors, port, o.info, &udp));
+    session.reset(new tb::BoardSession(pty, clock, sensors, port, o.info, sync));
     session->set_stop_flag(&g_stop);
+    if (emulate_path) session->set_transport_filter(&path_tcp);
     session->boot();
   };
   if (!o.reset_on_open) boot();

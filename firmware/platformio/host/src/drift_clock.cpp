@@ -1,5 +1,7 @@
 #include "drift_clock.h"
 
+#include "net_path.h"
+
 namespace vdev {
 
 DriftClock::DriftClock(tb::Clock& base, int64_t offset_us, double drift_ppm)
@@ -14,15 +16,36 @@ int64_t DriftClock::mono_us() {
   return m + drifted(m - mono0_);
 }
 
-int64_t DriftClock::wall_us() {
+DriftClock::Stamp DriftClock::now() {
   const int64_t m = base_.mono_us();
-  return base_.wall_us() + drifted(m - mono0_) + offset_us_;
+  Stamp s;
+  s.true_us = base_.wall_us();
+  s.board_us = s.true_us + drifted(m - mono0_) + offset_us_;
+  return s;
+}
+
+DriftClock::Stamp DriftClock::at(int64_t host_mono_us) {
+  const int64_t m = base_.mono_us();
+  Stamp s;
+  s.true_us = base_.wall_us() + (host_mono_us - m);
+  s.board_us = s.true_us + drifted(host_mono_us - mono0_) + offset_us_;
+  return s;
+}
+
+int64_t DriftClock::wall_us() {
+  last_wall_ = now();
+  if (next_wall_) {
+    std::function<void(const Stamp&)> f;
+    f.swap(next_wall_);
+    f(last_wall_);
+  }
+  return last_wall_.board_us;
 }
 
 void DriftClock::sleep_until_mono_us(int64_t t) {
   // board mono b = m0 + (m - m0) * rate  =>  m = m0 + (b - m0) / rate
   const int64_t target = mono0_ + static_cast<int64_t>(static_cast<double>(t - mono0_) / rate_) + 1;  // rounds up
-  base_.sleep_until_mono_us(target);
+  sleep_serving(base_, work_, target, false);
 }
 
 }  // namespace vdev

@@ -222,6 +222,10 @@ void BoardSession::handle_run_line(const char* args) {
 
 void BoardSession::release_transport() {
   board_transport_.set(nullptr);
+  if (attached_filter_ != nullptr) {
+    attached_filter_->detach();
+    attached_filter_ = nullptr;
+  }
   if (transport_ != nullptr) {
     transport_->~Transport();
     transport_ = nullptr;
@@ -262,7 +266,13 @@ Err BoardSession::prepare(const proto::RunRequest& r, PublishConfig* cfg) {
   } else {
     transport_ = new (transport_mem_) PlainTcp(clock_);
   }
-  board_transport_.set(transport_);
+  Transport* used = transport_;
+  if (filter_ != nullptr) {
+    attached_filter_ = filter_;
+    Transport* filtered = filter_->attach(*transport_);
+    if (filtered != nullptr) used = filtered;
+  }
+  board_transport_.set(used);
   Err e = publisher_.validate(*cfg);
   if (e != Err::Ok) err_.set("%s", publisher_.error_text());
   return e;

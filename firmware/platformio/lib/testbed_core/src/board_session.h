@@ -39,6 +39,18 @@ class BoardPort {
   virtual void before_send() {}
 };
 
+// Optional: sits between the Publisher and each run's transport (PlainTcp or TlsTransport), e.g. to
+// delay or record what passes through (board-emu's emulated network path). The firmware sets none.
+class TransportFilter {
+ public:
+  virtual ~TransportFilter() = default;
+  // Called once per run, after the run's transport was built and before anything uses it; returns
+  // the transport the Publisher is to use (nullptr: the inner one unchanged).
+  virtual Transport* attach(Transport& inner) = 0;
+  // Called before the run's transport is destroyed.
+  virtual void detach() = 0;
+};
+
 // The BANNER's facts. Values must not contain spaces (they are replaced by '_').
 struct BoardInfo {
   uint32_t protocol = proto::kVersion;  // only tests announce another one
@@ -78,10 +90,13 @@ class BoardSession : private SendObserver, private KeylogSink {
   Err poll(uint32_t timeout_ms);
   // Stops a run before its next message (Err::Interrupted), e.g. from a signal handler.
   void set_stop_flag(const volatile sig_atomic_t* flag) { publisher_.set_stop_flag(flag); }
+  // Installs a filter for the runs that start after this call (nullptr: none).
+  void set_transport_filter(TransportFilter* filter) { filter_ = filter; }
   uint32_t runs() const { return runs_; }
 
  private:
-  // The transport the Publisher sees: the run's PlainTcp or TlsTransport, with BoardPort::before_send.
+  // The transport the Publisher sees: the run's PlainTcp or TlsTransport (behind the TransportFilter,
+  // if one is set), with BoardPort::before_send.
   class BoardTransport : public Transport {
    public:
     explicit BoardTransport(BoardPort& port) : port_(port) {}
@@ -137,6 +152,8 @@ class BoardSession : private SendObserver, private KeylogSink {
       alignof(TlsTransport) > alignof(PlainTcp) ? alignof(TlsTransport) : alignof(PlainTcp);
   alignas(kTransportAlign) unsigned char transport_mem_[kTransportSize];
   Transport* transport_ = nullptr;  // constructed in transport_mem_ for one run
+  TransportFilter* filter_ = nullptr;
+  TransportFilter* attached_filter_ = nullptr;  // the filter of the current run
   RunStats stats_;
   bool handshake_printed_ = false;
   uint32_t heap_before_ = 0;
