@@ -19,6 +19,8 @@ OWNED_LABEL = "io.testbed.owned=true"
 CORE_SERVICES = ("broker", "capture", "subscriber")
 SERVICES = (*CORE_SERVICES, "publisher")  # every service of compose/testbed.yml run from our images
 ROUTER = "router"  # the forwarding hop of the userspace delay line (image testbed-netadmin)
+TIME_ECHO = "timeecho"  # the lab clock a board syncs with (--publisher esp32)
+TIME_ECHO_PORT = 9123
 
 
 @dataclass(frozen=True)

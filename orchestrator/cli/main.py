@@ -114,6 +114,10 @@ def down() -> None:
         out.print(line)
 
 
+SERIAL_PORT_HELP = "esp32: the board's serial port, opened once (e.g. /dev/ttyUSB0, the PTY of board-emu)"
+BOARD_HOST_HELP = "esp32: this host's address as the board reaches it (default: the address of its default route)"
+
+
 @app.command("run")
 def run_cmd(
     scenario: Annotated[str, typer.Option(help="built-in scenario name or a YAML file")] = "tls",
@@ -124,6 +128,10 @@ def run_cmd(
     seed: Annotated[int, typer.Option(help="seed of the simulated sensors")] = 1,
     impairment: Annotated[str, typer.Option(help="impairment profile name or YAML file")] = "none",
     delay_mechanism: Annotated[DelayMechanism, typer.Option(help=DELAY_MECHANISM_HELP)] = "auto",
+    publisher: Annotated[Publisher, typer.Option(help="virtual or esp32")] = "virtual",
+    serial_port: Annotated[str | None, typer.Option(help=SERIAL_PORT_HELP)] = None,
+    baud: Annotated[int, typer.Option(help="the board's serial baud rate")] = 115200,
+    board_host: Annotated[str | None, typer.Option(help=BOARD_HOST_HELP)] = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="run folder (default results/runs/<time>-...)")
                        ] = None,
 ) -> None:
@@ -132,7 +140,8 @@ def run_cmd(
 
     with user_input("run parameters"):
         spec = RunSpec(scenario=scenario, payload=payload, samples=samples, interval_ms=parse_interval(interval),
-                       qos=qos, seed=seed, impairment=impairment, delay_mechanism=delay_mechanism)
+                       qos=qos, seed=seed, impairment=impairment, delay_mechanism=delay_mechanism,
+                       publisher=publisher, serial_port=serial_port, baud=baud, board_host=board_host)
     try:
         outcome = run_with_progress(spec, out_dir)
     except KeyboardInterrupt:
@@ -163,6 +172,9 @@ def sweep(
     impairments: Annotated[str, typer.Option(help="comma list of impairment profiles")] = "none",
     delay_mechanism: Annotated[DelayMechanism, typer.Option(help=DELAY_MECHANISM_HELP)] = "auto",
     publisher: Annotated[Publisher, typer.Option(help="virtual or esp32")] = "virtual",
+    serial_port: Annotated[str | None, typer.Option(help=SERIAL_PORT_HELP)] = None,
+    baud: Annotated[int, typer.Option(help="the board's serial baud rate")] = 115200,
+    board_host: Annotated[str | None, typer.Option(help=BOARD_HOST_HELP)] = None,
     seed: Annotated[int, typer.Option(help="seed for cell order, sensors and bootstrap")] = 1,
     baseline: Annotated[str, typer.Option(help="scenario the others are compared with")] = "plain",
     out_root: Annotated[Path, typer.Option("--out", help="folder that receives the bundle")] = Path("results"),
@@ -185,7 +197,8 @@ def sweep(
                              scenarios=_csv(scenarios, "scenarios", str), repeat=repeat,
                              interval_ms=parse_interval(interval), qos=qos,
                              impairments=_csv(impairments, "impairments", str),
-                             delay_mechanism=delay_mechanism, publisher=publisher, seed=seed, baseline=baseline)
+                             delay_mechanism=delay_mechanism, publisher=publisher, serial_port=serial_port,
+                             baud=baud, board_host=board_host, seed=seed, baseline=baseline)
         job = sw.start_sweep(plan, out_root, name, argv_for_display())
         err.print(f"bundle: {job.bundle}  ({len(job.cells)} cells, seed {plan.seed})")
     with sweep_bar() as bar:
@@ -239,8 +252,9 @@ def verify_cmd(archive_path: Annotated[Path, typer.Argument(help="a .tar.gz made
 
 def _register_subapps() -> None:
     """Sub-apps that live in their own modules."""
-    from orchestrator.cli import firmware, impair
+    from orchestrator.cli import board, firmware, impair
 
+    app.add_typer(board.app, name="board")
     app.add_typer(firmware.app, name="firmware")
     app.add_typer(impair.app, name="impair")
 

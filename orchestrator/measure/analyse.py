@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from orchestrator.analysis import metrics as run_metrics
+from orchestrator.analysis.clock import one_way_delay_available
 from orchestrator.analysis.pipeline import RunInputs, analyse_run, write_run_outputs
 from orchestrator.backends.tshark import export_chunks
 from orchestrator.model.layout import Layout
@@ -17,6 +19,8 @@ def analyse_run_dir(run_dir: Path, scenario: Scenario, spec: RunSpec,
                     resources: dict[str, Any] | None = None) -> dict[str, Any]:
     """Analyse a run folder's raw files (also used by `testbed report` to rebuild)."""
     lay = Layout(run_dir)
+    summary = read_json(lay.publisher_summary)
+    board_clock = summary.get("clock") if summary and summary.get("simulated") is False else None
     suite = scenario.expected_suite()
     keylogs = sorted(p for p in lay.keylogs.glob("*.keys") if p.stat().st_size > 0)
     inputs = RunInputs(
@@ -24,9 +28,11 @@ def analyse_run_dir(run_dir: Path, scenario: Scenario, spec: RunSpec,
         payload_bytes=spec.payload, keylogs=keylogs,
         publisher_log=lay.publisher_log if lay.publisher_log.exists() else None,
         subscriber_log=lay.subscriber_log if lay.subscriber_log.exists() else None,
-        expected_tls=(f"TLS {suite.version}", suite.code) if suite else None)
+        expected_tls=(f"TLS {suite.version}", suite.code) if suite else None,
+        clocks_shared=board_clock is None or bool(board_clock.get("available")))
     analysis = analyse_run(inputs, export_chunks)
-    summary = read_json(lay.publisher_summary)
+    if board_clock is not None:
+        analysis.metrics["clock"] = with_delay_verdict(analysis.metrics, board_clock)
     res = dict(analysis.metrics.get("resources") or {})
     if resources:
         res.update(resources)
@@ -42,3 +48,19 @@ def analyse_run_dir(run_dir: Path, scenario: Scenario, spec: RunSpec,
         write_json_atomic(lay.resources, resources)
     write_run_outputs(analysis, run_dir)
     return analysis.metrics
+
+
+def with_delay_verdict(metrics: dict[str, Any], board_clock: dict[str, Any]) -> dict[str, Any]:
+    """A board's clock estimate in metrics.json, and whether its bound allows one-way delay: the uplink's
+    median against the bound (analysis/clock.py's rule); when it does not, the delay and uplink figures
+    are withdrawn with the reason."""
+    out = dict(board_clock)
+    uplink = metrics.get("uplink_ms") or {}
+    if not board_clock.get("available") or not uplink.get("available"):
+        return out
+    verdict = one_way_delay_available(float(board_clock["bound_us"]), float(uplink["median"]) * 1000)
+    out["one_way_delay"] = {"available": verdict.available, "reason": verdict.reason}
+    if not verdict.available:
+        for key in ("delay_ms", "uplink_ms"):
+            metrics[key] = run_metrics.unavailable_stats(verdict.reason)
+    return out

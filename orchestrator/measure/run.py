@@ -36,6 +36,8 @@ from orchestrator.backends.impairment import (
 )
 from orchestrator.backends.process import which
 from orchestrator.errors import TestbedError
+from orchestrator.lab.board_side import lab_address, start_time_echo
+from orchestrator.lab.pki import Pki
 from orchestrator.lab.topology import running_lab, wait_for_messages
 from orchestrator.measure.analyse import analyse_run_dir
 from orchestrator.model.impairment import Impairment, load_impairment
@@ -43,6 +45,7 @@ from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario, load_scenario
 from orchestrator.publishers import Publisher
+from orchestrator.publishers.board.publisher import BoardPublisher
 from orchestrator.publishers.virtual import VirtualPublisher
 from orchestrator.results.atomic import read_json, write_json_atomic
 from orchestrator.waiting import throttled
@@ -71,9 +74,10 @@ def preflight(scenario: Scenario, spec: RunSpec) -> Impairment:
     check_publisher_can_speak(scenario, spec)
     impairment = load_impairment(spec.impairment)
     check_supported(impairment, mechanism=spec.delay_mechanism)  # e.g. netem asked on a kernel without it
-    if spec.publisher != "virtual":
-        raise TestbedError("--publisher esp32 is not wired into `testbed run` yet",
-                           hint="flash the board with `testbed firmware upload` and use `testbed up --expose`")
+    if spec.publisher == "esp32" and not impairment.is_noop:
+        raise TestbedError(f"--impairment {impairment.name} with --publisher esp32: not supported yet (the "
+                           "impairment helpers act on the virtual publisher's container; a board's path is its "
+                           "own WiFi)", hint="run the board cells unimpaired, or impair with the virtual publisher")
     if which("tshark") is None:
         raise TestbedError("tshark is missing on this host (the analysis needs it)",
                            hint="apt-get install -y tshark")
@@ -195,6 +199,8 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
     record.save()
     try:
         seen = measure(scenario, spec, impairment, record, progress, status)
+        if spec.publisher == "esp32":
+            record.info["board"] = board_facts(Layout(run_dir))
     except KeyboardInterrupt:
         record.save(status="interrupted", error="interrupted by the user (SIGINT)", finished_utc=utc_now())
         raise
@@ -212,11 +218,13 @@ def measure(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: C
     """Up, publisher, impairment, count, stop, verdict; the teardown (which saves every container's log
     and state into logs/) runs before this returns, also when it raises."""
     status(f"{record.cell_id}: starting broker, capture and subscriber")
-    with running_lab(scenario, record.lay.root, qos=spec.qos) as (lay, pki, topo):
+    board = spec.publisher == "esp32"
+    with running_lab(scenario, record.lay.root, qos=spec.qos, expose=board) as (lay, pki, topo):
         record.lap("up")
         mechanism = resolve_mechanism(impairment, spec.delay_mechanism)
         topo, host = place_publisher(topo, mechanism)
-        publisher = VirtualPublisher(scenario, lay, pki, spec, host=host)
+        publisher = board_publisher(scenario, lay, pki, spec, topo) if board else \
+            VirtualPublisher(scenario, lay, pki, spec, host=host)
         sampler = StatsSampler(compose.container_name("broker")).start()
         status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B")
         publisher.start(topo)
@@ -224,7 +232,7 @@ def measure(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: C
         with impairment_applied(impairment, lay, mechanism, spec.seed) as watch:
             record.lap("impair")
             publisher.go()
-            seen = Observed(received=count_messages(lay, spec, progress, watch))
+            seen = Observed(received=count_messages(lay, spec, progress, watch, publisher))
             record.lap("publish")
             seen.publisher_exit_code = publisher.wait_exit(timeout_s=15 if seen.received >= spec.samples else 2)
             seen.containers = compose.containers()
@@ -248,12 +256,26 @@ def place_publisher(topo: Topology, mechanism: str | None) -> tuple[Topology, st
     return topo, router.broker_address(compose.container_name("broker"))
 
 
+def board_publisher(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, topo: Topology) -> BoardPublisher:
+    """The board as this cell's publisher: the broker and the time-echo service on the lab host's address."""
+    address = lab_address(spec.board_host)
+    sync_port = start_time_echo(topo)
+    return BoardPublisher(scenario, lay, pki, spec, broker_host=address, broker_port=topo.host_port,
+                          sync=(address, sync_port))
+
+
+def board_facts(lay: Layout) -> dict[str, Any] | None:
+    """The board's banner (chip, MAC, firmware, versions, CPU, power save, crypto in hardware) for cell.json."""
+    return (read_json(lay.publisher_summary) or {}).get("board")
+
+
 def count_messages(lay: Layout, spec: RunSpec, progress: Callable[[int, int], None],
-                   watch: LineWatch | None = None) -> int:
-    """Count until every message arrived, the timeout, or (checked once a second) a container failed or
-    the delay line broke."""
+                   watch: LineWatch | None = None, publisher: Publisher | None = None) -> int:
+    """Count until every message arrived, the timeout, or (checked once a second) a container failed,
+    the delay line broke or a board's run ended early."""
     def broken() -> bool:
-        return run_broken(compose.containers()) or (watch is not None and watch.broken())
+        ended = isinstance(publisher, BoardPublisher) and publisher.wait_exit(0) == 1
+        return ended or run_broken(compose.containers()) or (watch is not None and watch.broken())
 
     n = wait_for_messages(lay, spec.samples, spec.timeout_s(), lambda k: progress(k, spec.samples),
                           throttled(broken, 1.0))

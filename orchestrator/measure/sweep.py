@@ -31,6 +31,7 @@ from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario, load_scenario
 from orchestrator.model.sweep import Cell, SweepPlan
 from orchestrator.model.yamlfile import user_input
+from orchestrator.publishers.board.publisher import LINKS as BOARDS
 from orchestrator.results import manifest as bundles
 from orchestrator.results.atomic import read_json
 
@@ -118,6 +119,8 @@ def run_sweep(sweep: Sweep, progress: SweepProgress) -> SweepResult:
     except KeyboardInterrupt:
         raise TestbedError(f"sweep interrupted; finished cells are intact in {sweep.bundle}",
                            hint=f"resume with: testbed sweep --resume {sweep.bundle}", exit_code=130) from None
+    finally:
+        BOARDS.close()  # a board's serial port is opened once per sweep
 
 
 def check_finished(sweep: Sweep) -> None:
@@ -152,9 +155,10 @@ def run_cells(bundle: Path, plan: SweepPlan, cells: list[Cell], progress: SweepP
             status, error = "failed", exc.message
         finally:
             entry.update(status=status, error=error, finished_utc=_now())
-            impairment = read_json(Layout(run_dir).cell).get("impairment_state")
-            if impairment:
-                entry["impairment_state"] = impairment
+            recorded = read_json(Layout(run_dir).cell)
+            for key in ("impairment_state", "board"):  # board: the banner of the board that ran it
+                if recorded.get(key):
+                    entry[key] = recorded[key]
             _record_cell(bundle, cell, entry)
             result.statuses[cell.cell_id] = status
             progress.cell_finished(cell, status, error)

@@ -25,6 +25,14 @@ def payload_min_size(samples: int, device_id: str = DEVICE_ID) -> int:
     return len(worst)
 
 
+def check_board_options(publisher: str, serial_port: str | None, board_host: str | None) -> None:
+    if publisher == "esp32" and not serial_port:
+        raise ValueError("--publisher esp32 needs --serial-port (e.g. /dev/ttyUSB0, or the PTY of "
+                         "`testbed board emulate`)")
+    if publisher != "esp32" and (serial_port or board_host):
+        raise ValueError("--serial-port and --board-host are for --publisher esp32")
+
+
 class RunSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -36,6 +44,9 @@ class RunSpec(BaseModel):
     impairment: str = "none"
     delay_mechanism: DelayMechanism = "auto"  # absent in specs recorded before it existed: auto
     publisher: Publisher = "virtual"
+    serial_port: str | None = None  # esp32: the board's serial port (a device, or a pyserial URL)
+    baud: int = Field(default=115200, ge=300, le=4_000_000)
+    board_host: str | None = None  # esp32: the lab host's address the board reaches (default: its LAN address)
     seed: int = 1
     device_id: str = Field(default=DEVICE_ID, pattern=r"^[A-Za-z0-9_.-]{1,32}$")
 
@@ -45,6 +56,11 @@ class RunSpec(BaseModel):
         if self.payload < minimum:
             raise ValueError(f"payload {self.payload} B is below the minimum of {minimum} B for {self.samples} "
                              f"samples (device id {self.device_id!r}): the sample JSON needs {minimum} B")
+        return self
+
+    @model_validator(mode="after")
+    def _board_port(self) -> RunSpec:
+        check_board_options(self.publisher, self.serial_port, self.board_host)
         return self
 
     @property

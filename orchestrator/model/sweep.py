@@ -7,7 +7,15 @@ import random
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.model.impairment import DelayMechanism
-from orchestrator.model.run import DEVICE_ID, MAX_PAYLOAD, Publisher, QoS, RunSpec, payload_min_size
+from orchestrator.model.run import (
+    DEVICE_ID,
+    MAX_PAYLOAD,
+    Publisher,
+    QoS,
+    RunSpec,
+    check_board_options,
+    payload_min_size,
+)
 
 
 class Cell(BaseModel):
@@ -37,6 +45,9 @@ class SweepPlan(BaseModel):
     impairments: list[str] = Field(default_factory=lambda: ["none"], min_length=1)
     delay_mechanism: DelayMechanism = "auto"  # absent in plans recorded before it existed: auto
     publisher: Publisher = "virtual"
+    serial_port: str | None = None
+    baud: int = Field(default=115200, ge=300, le=4_000_000)
+    board_host: str | None = None
     seed: int = 1
     baseline: str = "plain"
 
@@ -56,6 +67,7 @@ class SweepPlan(BaseModel):
         low = [p for p in self.payloads if p < minimum]
         if low:
             raise ValueError(f"payload {low[0]} B is below the minimum of {minimum} B for {self.samples} samples")
+        check_board_options(self.publisher, self.serial_port, self.board_host)
         for name, items in (("scenarios", self.scenarios), ("impairments", self.impairments)):
             if len(set(items)) != len(items):
                 raise ValueError(f"{name}: an entry is listed twice")
@@ -74,4 +86,5 @@ class SweepPlan(BaseModel):
         return RunSpec(scenario=cell.scenario, payload=cell.payload, samples=self.samples,
                        interval_ms=self.interval_ms, qos=self.qos, impairment=cell.impairment,
                        delay_mechanism=self.delay_mechanism, publisher=self.publisher,
+                       serial_port=self.serial_port, baud=self.baud, board_host=self.board_host,
                        seed=self.seed + cell.repeat - 1, device_id=DEVICE_ID)

@@ -110,8 +110,13 @@ def _measured_overhead(cells: Sequence[Cell]) -> list[str]:
 def _publisher_sentence(publisher: str | None) -> str:
     if publisher == "esp32":
         return (
-            "Publisher: a real ESP32 board over WiFi; one-way delay is a number only when its SNTP "
-            "clock offset was recorded, otherwise it is n/a."
+            "Publisher: an ESP32 board (or board-emu, the emulated board: then each run's cell.json "
+            "names it) over its own network path. The board's send times are on its own clock, mapped to "
+            "the lab's by NTP-style exchanges with the lab's time-echo service before and after each "
+            "cell; one-way delay and uplink are given only where the mapping's bound (metrics.json "
+            "clock.bound_us) is at most a quarter of the uplink median, otherwise they are n/a with the "
+            "reason (clock.one_way_delay). The ESP32 accelerates AES and SHA in hardware but not "
+            "ChaCha20-Poly1305, which a cipher comparison on it must state."
         )
     if publisher in (None, "virtual"):
         return (

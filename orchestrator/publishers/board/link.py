@@ -83,6 +83,7 @@ class BoardLink:
         self._clock = clock
         self._ser: SerialPort | None = None
         self._buf = bytearray()
+        self.last_text = ""  # the raw text of the last line read
 
     @property
     def where(self) -> str:
@@ -140,6 +141,7 @@ class BoardLink:
         self._buf = bytearray(rest)
         text = raw.decode("utf-8", errors="replace").rstrip("\r")
         self.transcript.append(f"< {text}")
+        self.last_text = text
         return text
 
     def read_line(self, timeout_s: float) -> BoardLine | None:

@@ -1,0 +1,41 @@
+"""The firmware's host build (CMake + g++ + libmbedtls-dev): board-emu, the emulated board.
+
+Built once into the user's cache (``$XDG_CACHE_HOME/testbed/fw-host``, else ``~/.cache/testbed/fw-host``);
+cmake rebuilds only what changed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from orchestrator.backends.process import run, which
+from orchestrator.errors import TestbedError
+
+HOST_SOURCE = Path(__file__).resolve().parents[2] / "firmware" / "platformio" / "host"
+PACKAGES = "apt-get install -y g++ cmake make libmbedtls-dev"
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "testbed" / "fw-host"
+
+
+def build_target(target: str, build_dir: Path | None = None) -> Path:
+    """Configure (once) and build one target of firmware/platformio/host; the binary's path."""
+    missing = [t for t in ("cmake", "c++") if which(t) is None]
+    if missing:
+        raise TestbedError(f"building {target} needs {', '.join(missing)}", hint=PACKAGES)
+    if not (HOST_SOURCE / "CMakeLists.txt").is_file():
+        raise TestbedError(f"firmware host sources not found at {HOST_SOURCE}",
+                           hint="run the testbed from its source checkout")
+    out = build_dir or cache_dir()
+    if not (out / "CMakeCache.txt").is_file():
+        proc = run(["cmake", "-S", str(HOST_SOURCE), "-B", str(out)], check=False, timeout=300)
+        if proc.returncode:
+            raise TestbedError(f"cmake could not configure the firmware host build in {out}",
+                               evidence=(proc.stdout + proc.stderr)[-2000:], hint=PACKAGES)
+    proc = run(["cmake", "--build", str(out), "--target", target, "-j2"], check=False, timeout=900)
+    if proc.returncode:
+        raise TestbedError(f"building {target} failed", evidence=(proc.stdout + proc.stderr)[-3000:])
+    return out / target

@@ -1,0 +1,150 @@
+"""A board (a real ESP32, or board-emu) as the publisher of one run, over a serial link opened once per sweep.
+
+go() sends the cell's RUN; a reader thread then streams every line the board prints into
+logs/serial.log (0600: it carries key logs) and keeps the parsed lines. When the board says DONE or
+ERROR (or the link breaks) the thread writes what the analysis reads, as the virtual device does
+(records.py): publisher.csv on the lab's clock, publisher_summary.json, keylogs/publisher.keys.
+A link that broke (unplugged board, reboot) is remembered: the next cells of the sweep fail at once
+with the same cause (``BoardLinks``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.errors import TestbedError
+from orchestrator.lab.pki import Pki
+from orchestrator.model.layout import Layout
+from orchestrator.model.run import RunSpec
+from orchestrator.model.scenario import Scenario
+from orchestrator.publishers.board import protocol as p
+from orchestrator.publishers.board import records
+from orchestrator.publishers.board.lines import BoardError, BoardLine, Done, Msg
+from orchestrator.publishers.board.link import DEFAULT_BAUD, BoardLink, BoardLinkError
+
+SERVICE = "board"  # no container: a failure is the board's own (error())
+IDLE_S = 30.0  # a run's longest silence: connect + handshake on a real board (1-2 s), or an interval
+
+
+class BoardLinks:
+    """One open link per serial port for the life of a sweep (opening a port can reset the board)."""
+
+    def __init__(self) -> None:
+        self._links: dict[str, BoardLink] = {}
+        self._broken: dict[str, str] = {}
+
+    def get(self, port: str, baud: int = DEFAULT_BAUD) -> BoardLink:
+        if port in self._broken:
+            raise TestbedError(f"the board on {port} is unusable since an earlier cell: {self._broken[port]}",
+                               hint="check the cable and the board, then resume the sweep")
+        link = self._links.get(port)
+        if link is None:
+            link = BoardLink(port, baud=baud)
+            try:
+                link.open()
+                link.wait_ready()
+            except TestbedError as exc:
+                link.close()
+                self._broken[port] = exc.message
+                raise
+            self._links[port] = link
+        return link
+
+    def broke(self, port: str, why: str) -> None:
+        self._broken[port] = why
+        link = self._links.pop(port, None)
+        if link is not None:
+            link.close()
+
+    def close(self) -> None:
+        for link in self._links.values():
+            link.close()
+        self._links.clear()
+        self._broken.clear()
+
+
+LINKS = BoardLinks()
+
+
+def private_append(path: Path) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+
+@dataclass
+class BoardPublisher:
+    scenario: Scenario
+    lay: Layout
+    pki: Pki | None
+    spec: RunSpec
+    broker_host: str  # the broker as the board reaches it: an address of the lab host, the published port
+    broker_port: int
+    sync: tuple[str, int] | None = None  # the time-echo service, same address
+    service: str = SERVICE
+    lines: list[BoardLine] = field(default_factory=list)
+    failure: str | None = None
+    _thread: threading.Thread | None = None
+    _done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def port(self) -> str:
+        return str(self.spec.serial_port)
+
+    def cell(self) -> p.RunCell:
+        return records.run_cell(self.scenario, self.lay, self.pki, self.spec, self.broker_host, self.broker_port,
+                                self.sync)
+
+    def start(self, topo: object) -> None:
+        """Nothing to start: the board is there (checked when the link opened); go() sends the RUN."""
+        LINKS.get(self.port, self.spec.baud)
+
+    def go(self) -> None:
+        link = LINKS.get(self.port, self.spec.baud)
+        try:
+            link.send_run(self.cell())
+        except TestbedError as exc:
+            self._fail(link, exc)
+            raise TestbedError(f"the board did not take the RUN: {exc.message}", evidence=exc.evidence) from exc
+        self._thread = threading.Thread(target=self._read, args=(link,), name="board-reader", daemon=True)
+        self._thread.start()
+
+    def _read(self, link: BoardLink) -> None:
+        fd = private_append(self.lay.logs / "serial.log")
+        try:
+            for line in link.run_lines(IDLE_S):
+                os.write(fd, (link.last_text + "\n").encode("utf-8", "replace"))
+                self.lines.append(line)
+                if isinstance(line, Msg):
+                    records.append_send(self.lay, line)
+                if isinstance(line, BoardError):
+                    self.failure = f"the board reported {line.name}: {line.message}"
+        except TestbedError as exc:
+            self._fail(link, exc)
+        finally:
+            os.close(fd)
+            records.write_outputs(self.lay, self.lines, self.failure, link.banner)
+            self._done.set()
+
+    def _fail(self, link: BoardLink, exc: TestbedError) -> None:
+        self.failure = exc.message
+        if isinstance(exc, BoardLinkError):
+            LINKS.broke(self.port, exc.message)
+        (self.lay.logs / "serial_transcript.log").write_text(link.evidence(400) + "\n")
+
+    def wait_exit(self, timeout_s: float) -> int | None:
+        if self._thread is None:
+            return 1
+        if not self._done.wait(timeout_s):
+            return None
+        done = any(isinstance(x, Done) for x in self.lines)
+        return 0 if done and self.failure is None else 1
+
+    def error(self) -> str:
+        if self.failure:
+            return self.failure
+        if self._thread is not None and not self._done.is_set():
+            return f"the board on {self.port} is still publishing"
+        return f"the board on {self.port} ended the run without DONE"

@@ -1,0 +1,124 @@
+"""What a board run becomes on disk: the RUN it is sent, and the files the analysis reads, as vdevice's.
+
+- logs/board_messages.csv  ``seq,t_board_us,bytes,mqtt,heap,rssi``: every MSG as the board printed it
+  (its own clock), written as it comes;
+- logs/publisher.csv       ``seq,t_send_us,bytes``: the send log of the virtual device, the send time
+  mapped to the LAB's clock with the clock estimate of the exchanges before and after the cell
+  (orchestrator/analysis/clock.py); left on the board's clock, and the clocks marked not shared,
+  when there is no estimate;
+- logs/publisher_summary.json: vdevice's summary fields, plus ``board`` (the banner), ``clock`` (the
+  estimate with its bound, or why there is none) and the heap figures;
+- keylogs/publisher.keys (0600): the KEYLOG lines, so the capture decrypts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from typing import Any
+
+from orchestrator.analysis import clock
+from orchestrator.lab.pki import Pki
+from orchestrator.model.layout import Layout
+from orchestrator.model.run import RunSpec
+from orchestrator.model.scenario import Scenario
+from orchestrator.publishers.board import protocol as p
+from orchestrator.publishers.board.lines import (
+    Banner,
+    BoardLine,
+    ClockSample,
+    Done,
+    Handshake,
+    Keylog,
+    Msg,
+)
+
+BOARD_MESSAGES = "board_messages.csv"
+
+
+def run_cell(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, host: str, port: int,
+             sync: tuple[str, int] | None) -> p.RunCell:
+    """The RUN of one cell: the scenario's transport and suites, the session's CA and credentials."""
+    tls = scenario.tls is not None
+    password = None
+    if pki is not None and not scenario.anonymous and (scenario.tls is None or scenario.tls.client_auth == "password"):
+        password = pki.password_for("publisher")
+    cert = key = None
+    if tls and scenario.tls.client_auth == "certificate" and pki is not None:
+        cert = (lay.pki / "publisher.crt").read_text()
+        key = (lay.pki / "publisher.key").read_text()
+    return p.RunCell(
+        id=lay.root.name[:p.MAX_RUN_ID], host=host, port=port, transport="tls" if tls else "plain",
+        payload=spec.payload, samples=spec.samples, interval_us=round(spec.interval_ms * 1000), qos=spec.qos,
+        ciphers=tuple(scenario.client_cipher_iana()) if tls else (),
+        ca_pem=(lay.pki / "ca.crt").read_text() if tls else None, cert_pem=cert, key_pem=key,
+        server_name="broker" if tls else None, username="publisher" if password else None, password=password,
+        device_id=spec.device_id, client_id="testbed-publisher", keylog=tls,
+        sync_host=sync[0] if sync else None, sync_port=sync[1] if sync else None,
+        sync_count=p.DEFAULT_SYNC_COUNT if sync else None)
+
+
+def append_send(lay: Layout, msg: Msg) -> None:
+    path = lay.logs / BOARD_MESSAGES
+    new = not path.exists()
+    with path.open("a", encoding="ascii") as f:
+        if new:
+            f.write("seq,t_board_us,bytes,mqtt,heap,rssi\n")
+        f.write(f"{msg.seq},{msg.t_send_us},{msg.bytes},{msg.mqtt},{msg.heap},{msg.rssi}\n")
+
+
+def estimate(lines: list[BoardLine]) -> tuple[clock.ClockEstimate | None, str | None]:
+    """The clock estimate of the cell's exchanges, or None and why not."""
+    phases: dict[str, list[clock.TimeSample]] = {"pre": [], "post": []}
+    for x in lines:
+        if isinstance(x, ClockSample) and x.phase in phases:
+            phases[x.phase].append(clock.TimeSample(x.t1_us, x.t2_us, x.t3_us, x.t4_us))
+    if not phases["pre"] and not phases["post"]:
+        return None, "the board ran no clock exchange (no time-echo service given)"
+    try:
+        return clock.estimate_clock(phases["pre"], phases["post"]), None
+    except clock.ClockSyncError as exc:
+        return None, exc.message
+
+
+def _private(path: os.PathLike[str] | str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _summary(lines: list[BoardLine], failure: str | None, banner: Banner | None,
+             est: clock.ClockEstimate | None, why: str | None) -> dict[str, Any]:
+    hs = next((x for x in lines if isinstance(x, Handshake)), None)
+    msgs = [x for x in lines if isinstance(x, Msg)]
+    done = next((x for x in lines if isinstance(x, Done)), None)
+    return {
+        "device_id": banner.device if banner else None, "simulated": False,
+        "transport": "tls" if hs and hs.version else "plain",
+        "tls_version": hs.version if hs else None, "cipher_suite": hs.suite if hs else None,
+        "tcp_connect_ms": hs.tcp_ms if hs else None, "handshake_ms": hs.tls_ms if hs else None,
+        "connack_ms": hs.connack_ms if hs else None, "messages_sent": done.sent if done else len(msgs),
+        "errors": [failure] if failure else [], "ok": failure is None and done is not None,
+        "heap": {"before_connect": hs.heap_before if hs else None, "min_during_handshake": hs.min_heap if hs else None,
+                 "min_during_run": min((m.heap for m in msgs), default=None)},
+        "rssi_dbm": {"min": min((m.rssi for m in msgs), default=None),
+                     "max": max((m.rssi for m in msgs), default=None)},
+        "board": asdict(banner) if banner else None,
+        "clock": ({"available": True, **est.as_dict()} if est else {"available": False, "reason": why}),
+    }
+
+
+def write_outputs(lay: Layout, lines: list[BoardLine], failure: str | None, banner: Banner | None) -> None:
+    """publisher.csv on the lab's clock, the summary, the key log; after the run, also a failed one."""
+    est, why = estimate(lines)
+    rows = ["seq,t_send_us,bytes"]
+    for m in (x for x in lines if isinstance(x, Msg)):
+        t = round(est.to_lab(m.t_send_us).lab_us) if est else m.t_send_us
+        rows.append(f"{m.seq},{t},{m.bytes}")
+    (lay.logs / "publisher.csv").write_text("\n".join(rows) + "\n")
+    keys = [x.line for x in lines if isinstance(x, Keylog)]
+    if keys:
+        lay.keylogs.mkdir(parents=True, exist_ok=True)
+        _private(lay.keylogs / "publisher.keys", "\n".join(keys) + "\n")
+    lay.publisher_summary.write_text(json.dumps(_summary(lines, failure, banner, est, why), indent=2) + "\n")

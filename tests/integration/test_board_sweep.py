@@ -1,0 +1,76 @@
+"""--publisher esp32 end to end against the emulated board, as our users run it (the docker-group user,
+from its own clone): `testbed board emulate` (board-emu behind a pseudo-terminal, clock offset and drift
+drawn here and not shown to the orchestrator), then the study's sweep through its serial port. The board
+connects to the broker's port published on this host's LAN address (not docker-proxy on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import json
+import random
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from .conftest import owned
+from .docker_user import DockerUser
+
+CHACHA = 0xCCA9
+
+
+@pytest.fixture(scope="module")
+def board(docker_user: DockerUser) -> Iterator[tuple[Path, dict[str, float]]]:
+    rng = random.Random()
+    truth = {"offset_us": rng.uniform(-3e6, 3e6), "drift_ppm": rng.uniform(-40, 40)}
+    pty = docker_user.work / "board.pty"
+    log = (docker_user.work / "board-emu.log").open("w")
+    proc = subprocess.Popen(docker_user.argv([docker_user.testbed_exe, "board", "emulate", "--pty-link", str(pty),
+                                              "--clock-offset-us", f"{truth['offset_us']:.0f}",
+                                              "--drift-ppm", f"{truth['drift_ppm']:.3f}", "--seed", "5"]),
+                            stdout=log, stderr=subprocess.STDOUT, env=docker_user.env(), cwd=docker_user.clone)
+    deadline = time.monotonic() + 600  # the first call builds board-emu
+    while not pty.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert pty.exists(), (docker_user.work / "board-emu.log").read_text()[-3000:]
+    yield pty, truth
+    proc.terminate()
+    proc.wait(timeout=30)
+    log.close()
+
+
+def test_the_studys_sweep_with_the_emulated_board(docker_user: DockerUser, board: tuple[Path, dict]) -> None:
+    pty, _truth = board
+    docker_user.testbed("down")
+    out = docker_user.mkdir(docker_user.work / "board-sweep")
+    proc = docker_user.testbed("sweep", "--payloads", "65,100", "--samples", "200", "--interval", "50ms",
+                               "--publisher", "esp32", "--serial-port", str(pty), "--out", str(out), timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    bundle = next(p for p in out.iterdir() if p.is_dir())
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert {c["status"] for c in manifest["cells"].values()} == {"ok"} and len(manifest["cells"]) == 4
+    for cell_id in manifest["cells"]:
+        run = bundle / "runs" / cell_id
+        for name in ("metrics.json", "per_message.csv", "packets.csv", "cell.json", "logs/publisher.csv",
+                     "logs/subscriber.csv", "logs/serial.log", "logs/board_messages.csv", "capture/capture.pcapng"):
+            assert (run / name).is_file(), f"{cell_id}: {name} missing"
+        assert stat.S_IMODE((run / "logs" / "serial.log").stat().st_mode) == 0o600
+        board_msgs = pd.read_csv(run / "logs" / "board_messages.csv")
+        assert len(board_msgs) == 200 and board_msgs["heap"].gt(0).all() and board_msgs["rssi"].lt(0).all()
+        assert manifest["cells"][cell_id]["board"]["chip"], manifest["cells"][cell_id]
+        cell = json.loads((run / "cell.json").read_text())
+        assert cell["board"]["proto"] == 1 and cell["board"]["fw"] and "chacha20" in cell["board"]["sw_crypto"]
+        metrics = json.loads((run / "metrics.json").read_text())
+        assert metrics["loss"]["received_unique"] == 200
+        assert metrics["clock"]["available"], metrics["clock"]
+        if cell_id.startswith("tls"):  # what the broker negotiated, read from the capture's ServerHello
+            pub = [s for s in metrics["tls"]["sessions"] if s["role"] == "publisher"]
+            assert pub and all(int(s["cipher_suite_id"], 16) == CHACHA for s in pub), metrics["tls"]
+            assert metrics["tls"]["version"] == "TLS 1.2"
+            # not on the docker-proxy relay: the broker saw the board's connection come from this host's
+            # bridge, not from the proxy's 127.0.0.1 leg
+            assert all(not s["client_ip"].startswith("127.") for s in pub)
+    assert owned("container") == [] and owned("network") == []

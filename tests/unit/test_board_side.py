@@ -1,0 +1,36 @@
+"""The lab's side of a board: the address it reaches the broker at, and the RUN it is sent."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from orchestrator.errors import TestbedError
+from orchestrator.lab.board_side import lab_address
+from orchestrator.model.run import RunSpec
+from orchestrator.publishers.board import records
+from orchestrator.publishers.board.lines import Msg
+
+
+def test_the_board_never_gets_a_loopback_address() -> None:
+    with pytest.raises(TestbedError) as err:
+        lab_address("127.0.0.1")
+    assert "docker-proxy" in err.value.message
+    with pytest.raises(TestbedError) as err:
+        lab_address("lab.example")
+    assert "not an IP address" in err.value.message
+    assert lab_address("192.0.2.5") == "192.0.2.5"
+    assert not ipaddress.ip_address(lab_address()).is_loopback  # this host's default-route address
+
+
+def test_a_board_spec_needs_its_port_and_the_virtual_one_refuses_board_options() -> None:
+    with pytest.raises(ValueError, match="needs --serial-port"):
+        RunSpec(scenario="plain", publisher="esp32")
+    with pytest.raises(ValueError, match="are for --publisher esp32"):
+        RunSpec(scenario="plain", serial_port="/dev/ttyUSB0")
+
+
+def test_without_clock_exchanges_the_send_times_stay_the_boards_and_say_why() -> None:
+    est, why = records.estimate([Msg(0, 1_000_000, 65, 78, 200_000, -50)])
+    assert est is None and "no clock exchange" in str(why)
