@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import time
 
 from orchestrator.backends import compose
 from orchestrator.backends.compose import Topology
+from orchestrator.clients import time_echo
 from orchestrator.errors import TestbedError
 
 
@@ -39,7 +41,22 @@ def lab_address(given: str | None = None) -> str:
     return address
 
 
-def start_time_echo(topo: Topology) -> int:
-    """Start the time-echo service (published on the same bind as the broker); its UDP port."""
+def start_time_echo(topo: Topology, address: str, timeout_s: float = 20.0) -> int:
+    """Start the time-echo service (published on the same bind as the broker) and wait until it answers
+    at ``address`` (a board that asks too early gets ICMP port unreachable and no pre-cell samples)."""
     compose.start_service(topo, compose.TIME_ECHO)
-    return compose.TIME_ECHO_PORT
+    port = compose.TIME_ECHO_PORT
+    request = time_echo.WIRE.pack(time_echo.MAGIC, time_echo.VERSION, time_echo.KIND_REQUEST, 0, 1, 0, 0, 0, 0)
+    deadline = time.monotonic() + timeout_s
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(0.2)
+        while time.monotonic() < deadline:
+            try:
+                s.sendto(request, (address, port))
+                if len(s.recvfrom(64)[0]) == time_echo.WIRE.size:
+                    return port
+            except OSError:  # refused (not listening yet) or no answer within 0.2 s
+                time.sleep(0.1)
+    raise TestbedError(f"the time-echo service does not answer at {address}:{port}/udp within {timeout_s:g} s",
+                       evidence=compose.logs([compose.TIME_ECHO]),
+                       hint="a firewall on this host may drop UDP to that port")

@@ -259,7 +259,7 @@ def place_publisher(topo: Topology, mechanism: str | None) -> tuple[Topology, st
 def board_publisher(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, topo: Topology) -> BoardPublisher:
     """The board as this cell's publisher: the broker and the time-echo service on the lab host's address."""
     address = lab_address(spec.board_host)
-    sync_port = start_time_echo(topo)
+    sync_port = start_time_echo(topo, address)
     return BoardPublisher(scenario, lay, pki, spec, broker_host=address, broker_port=topo.host_port,
                           sync=(address, sync_port))
 

@@ -30,7 +30,8 @@ def board(docker_user: DockerUser) -> Iterator[tuple[Path, dict[str, float]]]:
     log = (docker_user.work / "board-emu.log").open("w")
     proc = subprocess.Popen(docker_user.argv([docker_user.testbed_exe, "board", "emulate", "--pty-link", str(pty),
                                               "--clock-offset-us", f"{truth['offset_us']:.0f}",
-                                              "--drift-ppm", f"{truth['drift_ppm']:.3f}", "--seed", "5"]),
+                                              "--drift-ppm", f"{truth['drift_ppm']:.3f}", "--seed", "5",
+                                              "--truth-log", str(docker_user.work / "truth.csv")]),
                             stdout=log, stderr=subprocess.STDOUT, env=docker_user.env(), cwd=docker_user.clone)
     deadline = time.monotonic() + 600  # the first call builds board-emu
     while not pty.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -43,7 +44,7 @@ def board(docker_user: DockerUser) -> Iterator[tuple[Path, dict[str, float]]]:
 
 
 def test_the_studys_sweep_with_the_emulated_board(docker_user: DockerUser, board: tuple[Path, dict]) -> None:
-    pty, _truth = board
+    pty, truth = board
     docker_user.testbed("down")
     out = docker_user.mkdir(docker_user.work / "board-sweep")
     proc = docker_user.testbed("sweep", "--payloads", "65,100", "--samples", "200", "--interval", "50ms",
@@ -62,10 +63,16 @@ def test_the_studys_sweep_with_the_emulated_board(docker_user: DockerUser, board
         assert len(board_msgs) == 200 and board_msgs["heap"].gt(0).all() and board_msgs["rssi"].lt(0).all()
         assert manifest["cells"][cell_id]["board"]["chip"], manifest["cells"][cell_id]
         cell = json.loads((run / "cell.json").read_text())
-        assert cell["board"]["proto"] == 1 and cell["board"]["fw"] and "chacha20" in cell["board"]["sw_crypto"]
+        assert cell["board"]["proto"] == 1 and cell["board"]["chip"] == "board-emu"
+        assert cell["board"]["sw_crypto"] == ["all"]  # the emulator says it: no crypto hardware on a PC
         metrics = json.loads((run / "metrics.json").read_text())
         assert metrics["loss"]["received_unique"] == 200
-        assert metrics["clock"]["available"], metrics["clock"]
+        clock = metrics["clock"]
+        assert clock["available"], clock
+        # lab = board + offset: the estimate undoes the injected offset (plus what the drift added since
+        # the emulator started, at most 40 ppm x 20 min)
+        assert abs(clock["pre"]["offset_us"] + truth["offset_us"]) < 50_000, (clock, truth)
+        _check_uplink_against_the_truth(run, docker_user.work / "truth.csv", clock["bound_us"])
         if cell_id.startswith("tls"):  # what the broker negotiated, read from the capture's ServerHello
             pub = [s for s in metrics["tls"]["sessions"] if s["role"] == "publisher"]
             assert pub and all(int(s["cipher_suite_id"], 16) == CHACHA for s in pub), metrics["tls"]
@@ -74,3 +81,21 @@ def test_the_studys_sweep_with_the_emulated_board(docker_user: DockerUser, board
             # bridge, not from the proxy's 127.0.0.1 leg
             assert all(not s["client_ip"].startswith("127.") for s in pub)
     assert owned("container") == [] and owned("network") == []
+
+
+def _check_uplink_against_the_truth(run: Path, truth_log: Path, bound_us: float) -> None:
+    """The uplink (broker-side capture time minus the send time mapped to the lab's clock) against the
+    emulator's true send times (its truth log): medians within max(0.3 ms, the clock's bound)."""
+    pm = pd.read_csv(run / "per_message.csv")
+    sends = pd.read_csv(truth_log, comment="#")
+    sends = sends[sends["kind"] == "send"]
+    board = pd.read_csv(run / "logs" / "board_messages.csv")
+    true_send = board.merge(sends, left_on="t_board_us", right_on="board_us")[["seq_x", "true_us"]]
+    true_send.columns = ["seq", "true_us"]
+    both = pm.merge(true_send, on="seq")
+    assert len(both) == 200
+    true_uplink_ms = (both["broker_in_us"] - both["true_us"]) / 1000
+    error = abs(both["uplink_ms"].median() - true_uplink_ms.median())
+    print(f"{run.name}: uplink median {both['uplink_ms'].median():.3f} ms, true {true_uplink_ms.median():.3f} ms, "
+          f"clock bound {bound_us / 1000:.3f} ms")
+    assert error <= max(0.3, bound_us / 1000), (error, bound_us)
