@@ -73,3 +73,17 @@ def test_an_unplugged_board_fails_its_cell_and_the_next_at_once(board_emu, broke
     with pytest.raises(Exception) as again:
         nxt.start(None)
     assert time.monotonic() - t0 < 1 and "unusable since an earlier cell" in str(again.value)
+
+
+def test_a_board_that_reboots_mid_cell_fails_it_by_name_and_serves_the_next(board_emu, broker_factory,
+                                                                            tmp_path: Path) -> None:
+    broker = broker_factory("ECDHE-ECDSA-CHACHA20-POLY1305")
+    emu = board_emu("--reboot-after-messages", "3")
+    pub = _publisher(tmp_path, "cell-1", emu.pty, broker.plain_port, None)
+    pub.start(None)
+    pub.go()
+    assert pub.wait_exit(30) == 1 and "reset during the run" in pub.error()
+    nxt = _publisher(tmp_path, "cell-2", emu.pty, broker.plain_port, None)
+    nxt.start(None)  # waits for the rebooted board's READY
+    nxt.go()
+    assert nxt.wait_exit(30) == 0, nxt.error()

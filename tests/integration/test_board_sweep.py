@@ -22,25 +22,30 @@ from .docker_user import DockerUser
 CHACHA = 0xCCA9
 
 
+def _emulate(user: DockerUser, name: str, *args: str) -> tuple[subprocess.Popen[str], Path]:
+    """`testbed board emulate` as the user, in the background; its serial port once it exists."""
+    pty = user.work / f"{name}.pty"
+    log = (user.work / f"{name}.log").open("w")
+    proc = subprocess.Popen(user.argv([user.testbed_exe, "board", "emulate", "--pty-link", str(pty), *args]),
+                            stdout=log, stderr=subprocess.STDOUT, env=user.env(), cwd=user.clone)
+    log.close()
+    deadline = time.monotonic() + 600  # the first call builds board-emu
+    while not pty.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert pty.exists(), (user.work / f"{name}.log").read_text()[-3000:]
+    return proc, pty
+
+
 @pytest.fixture(scope="module")
 def board(docker_user: DockerUser) -> Iterator[tuple[Path, dict[str, float]]]:
     rng = random.Random()
     truth = {"offset_us": rng.uniform(-3e6, 3e6), "drift_ppm": rng.uniform(-40, 40)}
-    pty = docker_user.work / "board.pty"
-    log = (docker_user.work / "board-emu.log").open("w")
-    proc = subprocess.Popen(docker_user.argv([docker_user.testbed_exe, "board", "emulate", "--pty-link", str(pty),
-                                              "--clock-offset-us", f"{truth['offset_us']:.0f}",
-                                              "--drift-ppm", f"{truth['drift_ppm']:.3f}", "--seed", "5",
-                                              "--truth-log", str(docker_user.work / "truth.csv")]),
-                            stdout=log, stderr=subprocess.STDOUT, env=docker_user.env(), cwd=docker_user.clone)
-    deadline = time.monotonic() + 600  # the first call builds board-emu
-    while not pty.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert pty.exists(), (docker_user.work / "board-emu.log").read_text()[-3000:]
+    proc, pty = _emulate(docker_user, "board", "--clock-offset-us", f"{truth['offset_us']:.0f}",
+                         "--drift-ppm", f"{truth['drift_ppm']:.3f}", "--seed", "5",
+                         "--truth-log", str(docker_user.work / "truth.csv"))
     yield pty, truth
     proc.terminate()
     proc.wait(timeout=30)
-    log.close()
 
 
 def test_the_studys_sweep_with_the_emulated_board(docker_user: DockerUser, board: tuple[Path, dict]) -> None:
@@ -99,3 +104,25 @@ def _check_uplink_against_the_truth(run: Path, truth_log: Path, bound_us: float)
     print(f"{run.name}: uplink median {both['uplink_ms'].median():.3f} ms, true {true_uplink_ms.median():.3f} ms, "
           f"clock bound {bound_us / 1000:.3f} ms")
     assert error <= max(0.3, bound_us / 1000), (error, bound_us)
+
+
+def test_a_board_unplugged_mid_sweep_fails_its_cell_with_its_log_and_the_rest_at_once(
+        docker_user: DockerUser) -> None:
+    proc, pty = _emulate(docker_user, "unplug", "--exit-after-messages", "60")
+    docker_user.testbed("down")
+    out = docker_user.mkdir(docker_user.work / "board-unplug")
+    run = docker_user.testbed("sweep", "--payloads", "65,100", "--samples", "200", "--interval", "20ms",
+                              "--publisher", "esp32", "--serial-port", str(pty), "--out", str(out), timeout=900)
+    proc.wait(timeout=30)
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stdout[-2000:] + run.stderr[-2000:]
+    bundle = next(p for p in out.iterdir() if p.is_dir())
+    cells = json.loads((bundle / "manifest.json").read_text())["cells"]
+    assert {c["status"] for c in cells.values()} == {"failed"} and len(cells) == 4
+    first = min(cells.values(), key=lambda c: c["started_utc"])
+    first_id = next(k for k, v in cells.items() if v is first)
+    assert "went away" in first["error"] or "printed nothing" in first["error"], first
+    serial = (bundle / "runs" / first_id / "logs" / "serial.log").read_text()
+    assert "MSG seq=59 " in serial  # everything the board said before it vanished is kept
+    rest = [c["error"] for k, c in cells.items() if k != first_id]
+    assert all("unusable since an earlier cell" in e for e in rest), rest
+    assert owned("container") == [] and owned("network") == []

@@ -23,7 +23,7 @@ from orchestrator.model.scenario import Scenario
 from orchestrator.publishers.board import protocol as p
 from orchestrator.publishers.board import records
 from orchestrator.publishers.board.lines import BoardError, BoardLine, Done, Msg
-from orchestrator.publishers.board.link import DEFAULT_BAUD, BoardLink, BoardLinkError
+from orchestrator.publishers.board.link import DEFAULT_BAUD, BoardLink, BoardLinkError, BoardRebooted
 
 SERVICE = "board"  # no container: a failure is the board's own (error())
 IDLE_S = 30.0  # a run's longest silence: connect + handshake on a real board (1-2 s), or an interval
@@ -35,6 +35,7 @@ class BoardLinks:
     def __init__(self) -> None:
         self._links: dict[str, BoardLink] = {}
         self._broken: dict[str, str] = {}
+        self._stale: set[str] = set()
 
     def get(self, port: str, baud: int = DEFAULT_BAUD) -> BoardLink:
         if port in self._broken:
@@ -51,7 +52,18 @@ class BoardLinks:
                 self._broken[port] = exc.message
                 raise
             self._links[port] = link
+        elif port in self._stale:
+            self._stale.discard(port)
+            try:
+                link.wait_ready(timeout_s=30)
+            except TestbedError as exc:
+                self.broke(port, exc.message)
+                raise
         return link
+
+    def rebooted(self, port: str) -> None:
+        """The board reset mid-cell: the link stays, the next cell waits for its READY again."""
+        self._stale.add(port)
 
     def broke(self, port: str, why: str) -> None:
         self._broken[port] = why
@@ -64,6 +76,7 @@ class BoardLinks:
             link.close()
         self._links.clear()
         self._broken.clear()
+        self._stale.clear()
 
 
 LINKS = BoardLinks()
@@ -130,7 +143,9 @@ class BoardPublisher:
 
     def _fail(self, link: BoardLink, exc: TestbedError) -> None:
         self.failure = exc.message
-        if isinstance(exc, BoardLinkError):
+        if isinstance(exc, BoardRebooted):
+            LINKS.rebooted(self.port)
+        elif isinstance(exc, BoardLinkError):
             LINKS.broke(self.port, exc.message)
         (self.lay.logs / "serial_transcript.log").write_text(link.evidence(400) + "\n")
 
