@@ -13,6 +13,7 @@ from pathlib import Path
 from orchestrator.analysis import stats
 from orchestrator.model.layout import BundleLayout
 from orchestrator.report import sections
+from orchestrator.report.board import board_section
 from orchestrator.report.document import Block, Bullets, Figure, Heading, render_html, render_markdown
 from orchestrator.report.figures import make_figures
 from orchestrator.report.impairment import impairment_section
@@ -47,6 +48,7 @@ def build_document(
         Bullets(tuple(sections.explanations(bundle))),
         *sections.cells_section(bundle, all_cells, options),
         *impairment_section(all_cells),
+        *board_section(all_cells),
         *sections.comparisons_section(comparisons, ok, options.baseline),
         *sections.grades_section(ok, options),
         *sections.study_section(study, load_study()),

@@ -42,6 +42,9 @@ def board(docker_user: DockerUser) -> Iterator[tuple[Path, dict[str, float]]]:
     truth = {"offset_us": rng.uniform(-3e6, 3e6), "drift_ppm": rng.uniform(-40, 40)}
     proc, pty = _emulate(docker_user, "board", "--clock-offset-us", f"{truth['offset_us']:.0f}",
                          "--drift-ppm", f"{truth['drift_ppm']:.3f}", "--seed", "5",
+                         # an asymmetric path: 3 ms + U[0, 1] ms up, 0.5 ms + U[0, 0.2] ms down
+                         "--path-up-us", "3000", "--path-up-jitter-us", "1000",
+                         "--path-down-us", "500", "--path-down-jitter-us", "200",
                          "--truth-log", str(docker_user.work / "truth.csv"))
     yield pty, truth
     proc.terminate()
@@ -75,8 +78,10 @@ def test_the_studys_sweep_with_the_emulated_board(docker_user: DockerUser, board
         clock = metrics["clock"]
         assert clock["available"], clock
         # lab = board + offset: the estimate undoes the injected offset (plus what the drift added since
-        # the emulator started, at most 40 ppm x 20 min)
+        # the emulator started, at most 40 ppm x 20 min, and the path's asymmetry, within the bound)
         assert abs(clock["pre"]["offset_us"] + truth["offset_us"]) < 50_000, (clock, truth)
+        # the bound covers half the 3.5 ms round trip: too wide against a ~3 ms uplink, so it is withheld
+        assert clock["one_way_delay"]["available"] is False and metrics["uplink_ms"]["available"] is False
         _check_uplink_against_the_truth(run, docker_user.work / "truth.csv", clock["bound_us"])
         if cell_id.startswith("tls"):  # what the broker negotiated, read from the capture's ServerHello
             pub = [s for s in metrics["tls"]["sessions"] if s["role"] == "publisher"]
@@ -85,6 +90,8 @@ def test_the_studys_sweep_with_the_emulated_board(docker_user: DockerUser, board
             # not on the docker-proxy relay: the broker saw the board's connection come from this host's
             # bridge, not from the proxy's 127.0.0.1 leg
             assert all(not s["client_ip"].startswith("127.") for s in pub)
+    report = (bundle / "report.md").read_text()
+    assert "## Board clock" in report and report.count("one-way delay is not available at that precision") == 4
     assert owned("container") == [] and owned("network") == []
 
 
