@@ -32,7 +32,7 @@ def analyse_run_dir(run_dir: Path, scenario: Scenario, spec: RunSpec,
         clocks_shared=board_clock is None or bool(board_clock.get("available")))
     analysis = analyse_run(inputs, export_chunks)
     if board_clock is not None:
-        analysis.metrics["clock"] = with_delay_verdict(analysis.metrics, board_clock)
+        analysis.metrics["clock"] = with_delay_verdict(analysis.metrics, board_clock, summary.get("puback_rtt_ms"))
     res = dict(analysis.metrics.get("resources") or {})
     if resources:
         res.update(resources)
@@ -50,17 +50,21 @@ def analyse_run_dir(run_dir: Path, scenario: Scenario, spec: RunSpec,
     return analysis.metrics
 
 
-def with_delay_verdict(metrics: dict[str, Any], board_clock: dict[str, Any]) -> dict[str, Any]:
+def with_delay_verdict(metrics: dict[str, Any], board_clock: dict[str, Any],
+                       puback_rtt_ms: dict[str, Any] | None = None) -> dict[str, Any]:
     """A board's clock estimate in metrics.json, and whether its bound allows one-way delay: the uplink's
     median against the bound (analysis/clock.py's rule); when it does not, the delay and uplink figures
-    are withdrawn with the reason."""
+    are withdrawn with the reason. Whenever one-way delay is not available, the block carries the
+    board's PUBACK round trip instead (``puback_rtt_ms`` of the publisher summary; None without QoS 1)."""
     out = dict(board_clock)
     uplink = metrics.get("uplink_ms") or {}
     if not board_clock.get("available") or not uplink.get("available"):
+        out["puback_rtt_ms"] = puback_rtt_ms
         return out
     verdict = one_way_delay_available(float(board_clock["bound_us"]), float(uplink["median"]) * 1000)
     out["one_way_delay"] = {"available": verdict.available, "reason": verdict.reason}
     if not verdict.available:
+        out["puback_rtt_ms"] = puback_rtt_ms
         for key in ("delay_ms", "uplink_ms"):
             metrics[key] = run_metrics.unavailable_stats(verdict.reason)
     return out

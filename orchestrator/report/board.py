@@ -31,14 +31,15 @@ def _ms(us: Any) -> str:
 
 
 def _row(cell: Cell, clock: dict[str, Any]) -> tuple[str, ...]:
-    if not clock.get("available"):
-        return (cell.record.cell_id, NA, NA, NA, f"n/a: {clock.get('reason') or 'no clock estimate'}", NA)
-    verdict = clock.get("one_way_delay") or {}
-    delay = "given" if verdict.get("available") else f"n/a: {verdict.get('reason') or 'no uplink figure'}"
     puback = clock.get("puback_rtt_ms") or {}
     median = puback.get("median") if isinstance(puback, dict) else None
+    rtt = f"{median:.3f}" if median is not None else NA
+    if not clock.get("available"):
+        return (cell.record.cell_id, NA, NA, NA, f"n/a: {clock.get('reason') or 'no clock estimate'}", rtt)
+    verdict = clock.get("one_way_delay") or {}
+    delay = "given" if verdict.get("available") else f"n/a: {verdict.get('reason') or 'no uplink figure'}"
     return (cell.record.cell_id, _ms(clock.get("bound_us")), _ms((clock.get("pre") or {}).get("offset_us")),
-            f"{float(clock.get('drift_ppm', 0.0)):+.2f}", delay, f"{median:.3f}" if median is not None else NA)
+            f"{float(clock.get('drift_ppm', 0.0)):+.2f}", delay, rtt)
 
 
 def board_section(cells: Sequence[Cell]) -> list[Block]:

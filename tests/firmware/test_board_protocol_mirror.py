@@ -124,6 +124,9 @@ BANNER = ("BANNER proto=1 board=esp32dev chip=ESP32-D0WD-V3-rev3 mac=24:6f:28:aa
      Handshake(1.25, None, 0.5, None, None, 9, 10)),
     ("MSG seq=3 t_send_us=1764470000123456 bytes=65 mqtt=84 heap=201000 rssi=-61",
      Msg(3, 1764470000123456, 65, 84, 201000, -61)),
+    # QoS 1: the optional PUBACK round trip; a field this host does not know is ignored (version 1 both ways)
+    ("MSG seq=3 t_send_us=1764470000123456 bytes=65 mqtt=84 heap=201000 rssi=-61 puback_us=4321 later=x",
+     Msg(3, 1764470000123456, 65, 84, 201000, -61, puback_us=4321)),
     ("DONE sent=200 id=c1\r", Done(200, "c1")),
     ("WIFI ip=192.168.1.5 rssi=-60 channel=6", Other("WIFI ip=192.168.1.5 rssi=-60 channel=6")),
     ("ets Jun  8 2016 00:22:57", Other("ets Jun  8 2016 00:22:57")),
@@ -140,7 +143,8 @@ def test_parse_banner() -> None:
     assert parse_line(BANNER + " psram=0").extra == {"psram": "0"}  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("text", ["MSG seq=x t_send_us=1 bytes=1 mqtt=1 heap=1 rssi=1", "DONE sent=1",
+@pytest.mark.parametrize("text", ["MSG seq=x t_send_us=1 bytes=1 mqtt=1 heap=1 rssi=1",
+                                  "MSG seq=1 t_send_us=1 bytes=1 mqtt=1 heap=1 rssi=1 puback_us=-", "DONE sent=1",
                                   "ACK chunk", "ACK nothing", "ERROR no colon here", "BANNER proto=1"])
 def test_malformed_protocol_lines_are_named(text: str) -> None:
     with pytest.raises(MalformedLine):

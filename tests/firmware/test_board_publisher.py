@@ -1,7 +1,7 @@
 """BoardPublisher (orchestrator/publishers/board/publisher.py) against the REAL board-emu and a local
 Mosquitto: one RUN per cell over a link opened once, the files the analysis reads written as the virtual
-device writes them (send times mapped to the lab's clock), and an unplugged board failing the cell and
-the next ones at once."""
+device writes them (send times mapped to the lab's clock), the PUBACK round trip at QoS 1, an unplugged
+board failing the cell and the next ones at once, and a board whose network drops failing by name."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from test_board_emu import time_echo  # noqa: F401 - the fixture
 
+from orchestrator.measure.analyse import with_delay_verdict
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import load_scenario
@@ -26,10 +27,11 @@ def _links_closed():
     LINKS.close()
 
 
-def _publisher(tmp_path: Path, name: str, pty: str, port: int, sync: int | None, samples: int = 20) -> BoardPublisher:
+def _publisher(tmp_path: Path, name: str, pty: str, port: int, sync: int | None, samples: int = 20,
+               qos: int = 0) -> BoardPublisher:
     lay = Layout(tmp_path / name)
     lay.logs.mkdir(parents=True)
-    spec = RunSpec(scenario="plain", samples=samples, interval_ms=20, publisher="esp32", serial_port=pty)
+    spec = RunSpec(scenario="plain", samples=samples, interval_ms=20, publisher="esp32", serial_port=pty, qos=qos)
     return BoardPublisher(load_scenario("plain"), lay, None, spec, broker_host="127.0.0.1", broker_port=port,
                           sync=("127.0.0.1", sync) if sync else None)
 
@@ -87,3 +89,67 @@ def test_a_board_that_reboots_mid_cell_fails_it_by_name_and_serves_the_next(boar
     nxt.start(None)  # waits for the rebooted board's READY
     nxt.go()
     assert nxt.wait_exit(30) == 0, nxt.error()
+
+
+@pytest.mark.parametrize("up_us,down_us", [(0, 0), (3000, 2000)])
+def test_qos1_carries_the_puback_round_trip_on_the_boards_clock(board_emu, broker_factory, tmp_path: Path,
+                                                                up_us: int, down_us: int) -> None:
+    broker = broker_factory("ECDHE-ECDSA-CHACHA20-POLY1305")
+    emu = board_emu("--path-up-us", str(up_us), "--path-down-us", str(down_us), "--drift-ppm", "20")
+    pub = _publisher(tmp_path, "cell-1", emu.pty, broker.plain_port, None, qos=1)
+    pub.start(None)
+    pub.go()
+    assert pub.wait_exit(30) == 0, pub.error()
+    board = pd.read_csv(pub.lay.logs / "board_messages.csv")
+    assert board["seq"].tolist() == list(range(20))
+    assert (board["puback_us"] > 0).all() and (board["puback_us"] >= up_us + down_us).all()
+    rtt = json.loads(pub.lay.publisher_summary.read_text())["puback_rtt_ms"]
+    assert rtt["n"] == 20 and 0 < rtt["median"] <= rtt["p95"] <= rtt["max"] < 1000
+    assert rtt["median"] >= (up_us + down_us) / 1000  # the path's holds are inside the round trip
+    assert rtt["median"] == pytest.approx(board["puback_us"].median() / 1000, abs=0.001)
+    # no clock exchange: one-way delay is not available, the clock block gives the round trip instead
+    clock = json.loads(pub.lay.publisher_summary.read_text())["clock"]
+    assert with_delay_verdict({}, clock, rtt)["puback_rtt_ms"] == rtt
+
+
+def test_qos0_has_no_puback_round_trip_and_a_precise_clock_withholds_it() -> None:
+    from orchestrator.publishers.board.lines import Msg
+    from orchestrator.publishers.board.records import puback_rtt_ms
+    assert puback_rtt_ms([Msg(0, 1, 65, 84, 1, -55)]) is None
+    rtt = puback_rtt_ms([Msg(i, 1, 65, 84, 1, -55, puback_us=1000 * (i + 1)) for i in range(20)])
+    assert rtt == {"n": 20, "median": 10.5, "p95": 19.05, "max": 20.0}
+    coarse = with_delay_verdict({"uplink_ms": {"available": True, "median": 1.0}},
+                                {"available": True, "bound_us": 5000.0}, rtt)
+    assert not coarse["one_way_delay"]["available"] and coarse["puback_rtt_ms"] == rtt
+    fine = with_delay_verdict({"uplink_ms": {"available": True, "median": 10.0}},
+                              {"available": True, "bound_us": 100.0}, rtt)
+    assert fine["one_way_delay"]["available"] and "puback_rtt_ms" not in fine
+
+
+@pytest.mark.parametrize("qos,name,within_s", [(1, "waiting for PUBACK", 10), (0, "did not close the connection", 20)])
+def test_a_board_whose_network_drops_fails_the_cell_by_name_and_the_next_too(board_emu, broker_factory,
+                                                                             tmp_path: Path, qos: int, name: str,
+                                                                             within_s: float) -> None:
+    broker = broker_factory("ECDHE-ECDSA-CHACHA20-POLY1305")
+    emu = board_emu("--network-drop-after-messages", "5")
+    pub = _publisher(tmp_path, "cell-1", emu.pty, broker.plain_port, None, qos=qos)
+    pub.start(None)
+    t0 = time.monotonic()
+    pub.go()
+    assert pub.wait_exit(40) == 1
+    took = time.monotonic() - t0
+    assert within_s <= took < within_s + 5, took  # the board's own timeout (PUBACK 10 s; drain 20 s)
+    assert pub.error().startswith("the board reported RecvTimeout: ") and name in pub.error()
+    assert ("the network is down" in pub.error()) == (qos == 1)  # the PUBACK wait names the transport's cause
+    serial = (pub.lay.logs / "serial.log").read_text()
+    assert "MSG seq=4 " in serial and "ERROR RecvTimeout: " in serial
+    board = pd.read_csv(pub.lay.logs / "board_messages.csv")
+    # QoS 1: the five acknowledged, then the sixth sent into the void without a round trip; QoS 0: all sent
+    assert len(board) == (6 if qos else 20) and board["puback_us"].notna().sum() == (5 if qos else 0)
+    nxt = _publisher(tmp_path, "cell-2", emu.pty, broker.plain_port, None, qos=qos)
+    nxt.start(None)  # the serial link is fine; the network is still down
+    t0 = time.monotonic()
+    nxt.go()
+    assert nxt.wait_exit(30) == 1
+    assert time.monotonic() - t0 < 15  # the RUN's connect timeout, 10 s
+    assert nxt.error().startswith("the board reported ConnectTimeout: ") and "network is down" in nxt.error()

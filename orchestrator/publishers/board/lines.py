@@ -97,6 +97,9 @@ class Msg:
     mqtt: int
     heap: int
     rssi: int
+    # QoS 1: the PUBACK round trip on the board's monotonic clock (PUBLISH handed to the transport ->
+    # its PUBACK read); None at QoS 0, when no PUBACK came, or from a board that does not print it
+    puback_us: int | None = None
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,8 @@ def _handshake(line: str, rest: str) -> Handshake:
 
 def _msg(line: str, rest: str) -> Msg:
     f = _fields(line, rest, ("seq", "t_send_us", "bytes", "mqtt", "heap", "rssi"))
-    return Msg(*(_int(line, f, k) for k in ("seq", "t_send_us", "bytes", "mqtt", "heap", "rssi")))
+    puback = _int(line, f, "puback_us") if "puback_us" in f else None  # optional; other extra fields are ignored
+    return Msg(*(_int(line, f, k) for k in ("seq", "t_send_us", "bytes", "mqtt", "heap", "rssi")), puback)
 
 
 def _done(line: str, rest: str) -> Done:

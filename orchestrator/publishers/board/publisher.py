@@ -26,7 +26,9 @@ from orchestrator.publishers.board.lines import BoardError, BoardLine, Done, Msg
 from orchestrator.publishers.board.link import DEFAULT_BAUD, BoardLink, BoardLinkError, BoardRebooted
 
 SERVICE = "board"  # no container: a failure is the board's own (error())
-IDLE_S = 30.0  # a run's longest silence: connect + handshake on a real board (1-2 s), or an interval
+IDLE_S = 30.0  # a run's longest silence beyond one interval: the board's own timeouts (connect, PUBACK,
+# the 20 s drain after DISCONNECT) end a run by name within it
+# (the board ends its own waits sooner: PUBACK 10 s, the close after DISCONNECT 20 s, kDrainTimeoutMs)
 
 
 class BoardLinks:
@@ -127,7 +129,7 @@ class BoardPublisher:
     def _read(self, link: BoardLink) -> None:
         fd = private_append(self.lay.logs / "serial.log")
         try:
-            for line in link.run_lines(IDLE_S):
+            for line in link.run_lines(IDLE_S + self.spec.interval_ms / 1000):
                 os.write(fd, (link.last_text + "\n").encode("utf-8", "replace"))
                 self.lines.append(line)
                 if isinstance(line, Msg):

@@ -1,13 +1,15 @@
 """What a board run becomes on disk: the RUN it is sent, and the files the analysis reads, as vdevice's.
 
-- logs/board_messages.csv  ``seq,t_board_us,bytes,mqtt,heap,rssi``: every MSG as the board printed it
-  (its own clock), written as it comes;
+- logs/board_messages.csv  ``seq,t_board_us,bytes,mqtt,heap,rssi,puback_us``: every MSG as the board
+  printed it (its own clock), written as it comes; ``puback_us`` (QoS 1: the PUBACK round trip on the
+  board's monotonic clock) is empty at QoS 0;
 - logs/publisher.csv       ``seq,t_send_us,bytes``: the send log of the virtual device, the send time
   mapped to the LAB's clock with the clock estimate of the exchanges before and after the cell
   (orchestrator/analysis/clock.py); left on the board's clock, and the clocks marked not shared,
   when there is no estimate;
 - logs/publisher_summary.json: vdevice's summary fields, plus ``board`` (the banner), ``clock`` (the
-  estimate with its bound, or why there is none) and the heap figures;
+  estimate with its bound, or why there is none), the heap figures and ``puback_rtt_ms`` (n, median,
+  p95, max of the PUBACK round trips; None without QoS 1);
 - keylogs/publisher.keys (0600): the KEYLOG lines, so the capture decrypts.
 """
 
@@ -17,6 +19,8 @@ import json
 import os
 from dataclasses import asdict
 from typing import Any
+
+import numpy as np
 
 from orchestrator.analysis import clock
 from orchestrator.lab.pki import Pki
@@ -64,8 +68,9 @@ def append_send(lay: Layout, msg: Msg) -> None:
     new = not path.exists()
     with path.open("a", encoding="ascii") as f:
         if new:
-            f.write("seq,t_board_us,bytes,mqtt,heap,rssi\n")
-        f.write(f"{msg.seq},{msg.t_send_us},{msg.bytes},{msg.mqtt},{msg.heap},{msg.rssi}\n")
+            f.write("seq,t_board_us,bytes,mqtt,heap,rssi,puback_us\n")
+        puback = "" if msg.puback_us is None else msg.puback_us
+        f.write(f"{msg.seq},{msg.t_send_us},{msg.bytes},{msg.mqtt},{msg.heap},{msg.rssi},{puback}\n")
 
 
 def estimate(lines: list[BoardLine]) -> tuple[clock.ClockEstimate | None, str | None]:
@@ -80,6 +85,15 @@ def estimate(lines: list[BoardLine]) -> tuple[clock.ClockEstimate | None, str | 
         return clock.estimate_clock(phases["pre"], phases["post"]), None
     except clock.ClockSyncError as exc:
         return None, exc.message
+
+
+def puback_rtt_ms(msgs: list[Msg]) -> dict[str, Any] | None:
+    """The PUBACK round trips (QoS 1, the board's clock) in ms: n, median, p95, max; None without any."""
+    rtt = np.array([m.puback_us / 1000 for m in msgs if m.puback_us is not None])
+    if not rtt.size:
+        return None
+    return {"n": int(rtt.size), "median": round(float(np.median(rtt)), 3),
+            "p95": round(float(np.percentile(rtt, 95)), 3), "max": round(float(rtt.max()), 3)}
 
 
 def _private(path: os.PathLike[str] | str, text: str) -> None:
@@ -104,6 +118,7 @@ def _summary(lines: list[BoardLine], failure: str | None, banner: Banner | None,
                  "min_during_run": min((m.heap for m in msgs), default=None)},
         "rssi_dbm": {"min": min((m.rssi for m in msgs), default=None),
                      "max": max((m.rssi for m in msgs), default=None)},
+        "puback_rtt_ms": puback_rtt_ms(msgs),
         "board": asdict(banner) if banner else None,
         "clock": ({"available": True, **est.as_dict()} if est else {"available": False, "reason": why}),
     }

@@ -69,6 +69,8 @@ const char kUsage[] =
     "  --no-reset-on-open         the board does not reset when the host opens the port (send HELLO)\n"
     "  --reboot-after-messages N  reset after the N-th MSG line (the BANNER comes again)\n"
     "  --exit-after-messages N    close the port after the N-th MSG line, as if unplugged\n"
+    "  --network-drop-after-messages N  the board's network (WiFi) goes down after the N-th MSG line: the\n"
+    "                             path drops everything both ways for good (reads, connects time out)\n"
     "  --banner-KEY VALUE         BANNER override, KEY one of proto board chip mac fw arduino idf mbedtls\n"
     "                             cpu-mhz wifi-ps hw-crypto sw-crypto rx-buf device\n";
 
@@ -88,6 +90,7 @@ struct EmuOptions {
   bool reset_on_open = true;
   uint64_t reboot_after = 0;
   uint64_t exit_after = 0;
+  uint64_t drop_after = 0;
   tb::BoardInfo info;
   std::string banner_strings[12];  // storage behind info's pointers
   bool rx_buf_overridden = false;
@@ -154,6 +157,8 @@ bool parse_number_option(EmuOptions* o, const std::string& a, const char* v) {
     o->reboot_after = static_cast<uint64_t>(n);
   } else if (a == "--exit-after-messages" && parse_int(v, 1, INT64_MAX, &n)) {
     o->exit_after = static_cast<uint64_t>(n);
+  } else if (a == "--network-drop-after-messages" && parse_int(v, 1, INT64_MAX, &n)) {
+    o->drop_after = static_cast<uint64_t>(n);
   } else if (a == "--drift-ppm") {
     char* end = nullptr;
     o->drift_ppm = strtod(v, &end);
@@ -275,7 +280,7 @@ int run(int argc, char** argv) {
     fprintf(stderr, "board-emu: error InvalidArgument: %s\n", error.c_str());
     return 2;
   }
-  const bool emulate_path = path.active() || !o.truth_log.empty();
+  const bool emulate_path = path.active() || !o.truth_log.empty() || o.drop_after != 0;
   // The path's holds are timed sleeps: without this, Linux may wake them 50 us late (timer slack).
   if (emulate_path) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   PtyStream pty(o.rx_buffer, o.reset_on_open);
@@ -296,6 +301,11 @@ int run(int argc, char** argv) {
       fprintf(stderr, "board-emu: reset after %" PRIu64 " messages (--reboot-after-messages)\n", messages);
       pty.request_reset();
       g_stop = 1;
+    }
+    if (o.drop_after != 0 && messages == o.drop_after) {
+      fprintf(stderr, "board-emu: network down after %" PRIu64 " messages (--network-drop-after-messages)\n",
+              messages);
+      path.dropped = true;
     }
     if (o.exit_after != 0 && messages == o.exit_after) {
       fprintf(stderr, "board-emu: unplugged after %" PRIu64 " messages (--exit-after-messages)\n", messages);

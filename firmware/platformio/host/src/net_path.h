@@ -37,6 +37,9 @@ struct NetPath {
   bool active() const { return up.active() || down.active(); }
   PathDirection up;
   PathDirection down;
+  // The network is gone (board-emu --network-drop-after-messages): from now on nothing is written and
+  // nothing is read in either direction, what is in flight is lost, and a connect never completes.
+  bool dropped = false;
 };
 
 // Work due at host-monotonic times (the uplink's delay line) that has to run while the board sleeps.

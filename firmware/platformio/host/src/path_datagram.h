@@ -2,6 +2,7 @@
 // is stamped t1 by the core, then held for the uplink's delay before it is sent; a reply is held for
 // the downlink's delay after it was received, before recv() returns (and the core stamps t4).
 // With a truth log: a "t1" row per request and a "t4" row per reply (true and board time).
+// Once the path is dropped (NetPath::dropped) a request is never sent and recv() sees nothing (RecvTimeout).
 #pragma once
 
 #include "drift_clock.h"

@@ -49,11 +49,28 @@ void PathTransport::reset() {
   failed_ = tb::Err::Ok;
   rx_.clear();
   rx_pos_ = 0;
+  drop_err_[0] = '\0';
+}
+
+// A dropped path: nothing comes; the call ends with e after its timeout (or a signal).
+tb::Err PathTransport::dropped_wait(uint32_t timeout_ms, tb::Err e, const char* what) {
+  queue_.clear();
+  rx_.clear();
+  rx_pos_ = 0;
+  host_.sleep_until_mono_us(host_.mono_us() + static_cast<int64_t>(timeout_ms) * 1000);
+  snprintf(drop_err_, sizeof(drop_err_), "%s within %u ms (board-emu: the network is down, "
+           "--network-drop-after-messages)", what, static_cast<unsigned>(timeout_ms));
+  return e;
 }
 
 tb::Err PathTransport::open(const char* host, uint16_t port, uint32_t timeout_ms) {
   if (inner_ == nullptr) return tb::Err::NotConnected;
   reset();
+  if (path_.dropped) {
+    char what[128];
+    snprintf(what, sizeof(what), "TCP connect to %s:%u did not complete", host, static_cast<unsigned>(port));
+    return dropped_wait(timeout_ms, tb::Err::ConnectTimeout, what);
+  }
   return inner_->open(host, port, timeout_ms);
 }
 
@@ -91,6 +108,10 @@ void PathTransport::hand_over(const Pending& p) {
 tb::Err PathTransport::write_all(const uint8_t* data, size_t len) {
   if (inner_ == nullptr) return tb::Err::NotConnected;
   if (failed_ != tb::Err::Ok) return failed_;
+  if (path_.dropped) {  // taken, never written
+    queue_.clear();
+    return tb::Err::Ok;
+  }
   Pending p;
   p.publish = false;
   p.seq = 0;
@@ -117,6 +138,7 @@ int64_t PathTransport::next_due_mono_us() const {
 }
 
 void PathTransport::run_due() {
+  if (path_.dropped) queue_.clear();  // in flight when the network went: lost
   while (!queue_.empty() && inner_ != nullptr && failed_ == tb::Err::Ok &&
          queue_.front().release_mono_us <= host_.mono_us()) {
     Pending p = std::move(queue_.front());
@@ -128,6 +150,7 @@ void PathTransport::run_due() {
 tb::Err PathTransport::read_some(uint8_t* buf, size_t cap, size_t* got, uint32_t timeout_ms) {
   *got = 0;
   if (inner_ == nullptr) return tb::Err::NotConnected;
+  if (path_.dropped) return dropped_wait(timeout_ms, tb::Err::RecvTimeout, "no data from the broker");
   if (rx_pos_ < rx_.size()) {  // released already (the hold is served before the first byte is given)
     sleep_serving(host_, this, rx_release_mono_us_, true);
     const size_t n = rx_.size() - rx_pos_ < cap ? rx_.size() - rx_pos_ : cap;
@@ -165,7 +188,10 @@ void PathTransport::close() {
   inner_->close();
 }
 
-const char* PathTransport::error_text() const { return inner_ != nullptr ? inner_->error_text() : "no transport"; }
+const char* PathTransport::error_text() const {
+  if (drop_err_[0] != '\0') return drop_err_;
+  return inner_ != nullptr ? inner_->error_text() : "no transport";
+}
 
 const tb::TransportStats& PathTransport::stats() const { return inner_ != nullptr ? inner_->stats() : none_; }
 

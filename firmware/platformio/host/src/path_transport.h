@@ -13,6 +13,9 @@
 // over, FIFO applied) and a "wire" row (when its bytes really went to the inner transport; after
 // "due" by the host's scheduling latency).
 // Not delayed: the TCP connect and the TLS handshake (both inside the inner transport's open()).
+// Once the path is dropped (NetPath::dropped): write_all() takes the bytes and throws them away (a TCP
+// send buffer in front of a dead link), read_some() sees nothing until its timeout (RecvTimeout),
+// open() never connects (ConnectTimeout after its timeout); what was in flight is lost.
 #pragma once
 
 #include <deque>
@@ -56,6 +59,7 @@ class PathTransport : public tb::Transport, public tb::TransportFilter, public T
   void reset();
   void hand_over(const Pending& p);
   void note_publish(const uint8_t* data, size_t len, bool* publish, uint32_t* seq);
+  tb::Err dropped_wait(uint32_t timeout_ms, tb::Err e, const char* what);
 
   tb::Clock& host_;
   DriftClock& board_;
@@ -68,6 +72,7 @@ class PathTransport : public tb::Transport, public tb::TransportFilter, public T
   std::vector<uint8_t> rx_;       // read from the inner transport, not yet given to the board
   size_t rx_pos_ = 0;
   int64_t rx_release_mono_us_ = 0;
+  char drop_err_[192] = "";  // the error text of a dropped path's timeout
 };
 
 }  // namespace vdev

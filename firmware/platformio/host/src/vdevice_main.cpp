@@ -103,7 +103,7 @@ class KeylogFile : public tb::KeylogSink {
 class SendLog : public tb::SendObserver {
  public:
   explicit SendLog(LineFile* f) : f_(f) {}
-  bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t) override {
+  bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t, int64_t) override {
     if (f_ == nullptr) return true;
     char line[96];
     snprintf(line, sizeof(line), "%" PRIu32 ",%" PRId64 ",%zu", seq, t_send_us, payload_bytes);

@@ -3,6 +3,8 @@
 // MQTT 3.1.1 specification (sections 2.2.3 and 3.1-3.14), not produced by the encoder.
 #include <unity.h>
 
+#include "../tb_test_assert.h"
+
 #include <cstdio>
 #include <cstring>
 
@@ -14,13 +16,6 @@ using namespace tb;
 void setUp(void) {}
 void tearDown(void) {}
 
-// Evaluates `actual` exactly once.
-#define ASSERT_ERR(expected, actual)                                                          \
-  do {                                                                                        \
-    const Err got_ = (actual);                                                                \
-    TEST_ASSERT_EQUAL_INT_MESSAGE(static_cast<int>(expected), static_cast<int>(got_), err_name(got_)); \
-  } while (0)
-#define ASSERT_OK(actual) ASSERT_ERR(Err::Ok, actual)
 
 // ------------------------------------------------------------ remaining length (spec 2.2.3, table 2.4)
 static void check_rl(uint32_t value, const uint8_t* expected, size_t n) {
@@ -490,10 +485,12 @@ class FixedSensors : public SensorSource {
 class Recorder : public SendObserver {
  public:
   int64_t t[8] = {0};
+  int64_t puback[8] = {0};
   size_t mqtt_bytes = 0;
   int n = 0;
-  bool on_sent(uint32_t seq, int64_t t_send_us, size_t, size_t mqtt) override {
+  bool on_sent(uint32_t seq, int64_t t_send_us, size_t, size_t mqtt, int64_t puback_us) override {
     if (seq < 8) t[seq] = t_send_us;
+    if (seq < 8) puback[seq] = puback_us;
     mqtt_bytes = mqtt;
     ++n;
     return true;
@@ -519,6 +516,7 @@ static void test_publisher_schedule_and_packets(void) {
   ASSERT_OK(pub->run(cfg, &stats));
   TEST_ASSERT_EQUAL_INT(5, stats.messages_sent);
   TEST_ASSERT_EQUAL_INT(5, rec.n);
+  for (int i = 0; i < 5; ++i) TEST_ASSERT_EQUAL_INT(-1, rec.puback[i]);  // QoS 0: no PUBACK
   // Absolute schedule: the sleep targets are t0 + i * interval exactly.
   TEST_ASSERT_TRUE(clk.n_sleeps >= 4);
   for (int i = 1; i < 4; ++i) TEST_ASSERT_EQUAL_INT(100000, clk.sleeps[i] - clk.sleeps[i - 1]);
@@ -573,6 +571,11 @@ static void test_publisher_qos1_waits_for_matching_puback(void) {
   ASSERT_ERR(Err::AckMismatch, pub->run(cfg, &stats));
   TEST_ASSERT_EQUAL_INT(2, stats.messages_sent);
   TEST_ASSERT_NOT_NULL(strstr(pub->error_text(), "expected 2"));
+  // Both PUBLISH are reported (after their PUBACK wait); the round trip is mono before write_all ->
+  // mono after the PUBACK: two clock reads of 37 us apart here (last_tx, then the end).
+  TEST_ASSERT_EQUAL_INT(2, rec.n);
+  TEST_ASSERT_EQUAL_INT(2 * clk.cost_us, rec.puback[0]);
+  TEST_ASSERT_EQUAL_INT(-1, rec.puback[1]);  // the wrong PUBACK is no round trip
 }
 
 static void test_publisher_connack_refused(void) {

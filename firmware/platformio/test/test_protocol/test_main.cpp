@@ -2,6 +2,8 @@
 // byte stream. Runs with PlatformIO's Unity (`pio test -e native`) and with host/unity/unity.h (ctest).
 #include <unity.h>
 
+#include "../tb_test_assert.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -17,12 +19,6 @@ using namespace tb;
 void setUp(void) {}
 void tearDown(void) {}
 
-#define ASSERT_ERR(expected, actual)                                                                   \
-  do {                                                                                                 \
-    const Err got_ = (actual);                                                                         \
-    TEST_ASSERT_EQUAL_INT_MESSAGE(static_cast<int>(expected), static_cast<int>(got_), err_name(got_)); \
-  } while (0)
-#define ASSERT_OK(actual) ASSERT_ERR(Err::Ok, actual)
 #define ASSERT_CONTAINS(haystack, needle) \
   TEST_ASSERT_TRUE_MESSAGE(strstr((haystack), (needle)) != nullptr, (std::string(haystack) + " lacks " + (needle)).c_str())
 
@@ -458,6 +454,79 @@ static void test_session_refuses_unknown_cipher_before_running(void) {
   ASSERT_CONTAINS(l[l.size() - 2].c_str(), "ECDHE-ECDSA-CHACHA20-POLY1305");
 }
 
+// A broker behind the session's TransportFilter hook: CONNACK, a PUBACK per QoS 1 PUBLISH, and the
+// close after DISCONNECT.
+class FakeBroker : public Transport, public TransportFilter {
+ public:
+  std::string rx;
+  bool disconnected = false;
+  Transport* attach(Transport&) override { return this; }
+  void detach() override {}
+  Err open(const char*, uint16_t, uint32_t) override { return Err::Ok; }
+  Err write_all(const uint8_t* data, size_t len) override {
+    uint8_t out[8];
+    size_t n = 0;
+    mqtt::PublishView v;
+    if (data[0] == 0x10) {
+      mqtt::encode_connack(false, 0, out, sizeof(out), &n);
+    } else if ((data[0] >> 4) == 3 && mqtt::decode_publish(data, len, &v) == Err::Ok && v.qos == 1) {
+      mqtt::encode_puback(v.packet_id, out, sizeof(out), &n);
+    } else if (data[0] == 0xE0) {
+      disconnected = true;
+    }
+    rx.append(reinterpret_cast<const char*>(out), n);
+    return Err::Ok;
+  }
+  Err read_some(uint8_t* buf, size_t cap, size_t* got, uint32_t) override {
+    *got = 0;
+    if (rx.empty()) return disconnected ? Err::PeerClosed : Err::RecvTimeout;
+    *got = rx.size() < cap ? rx.size() : cap;
+    memcpy(buf, rx.data(), *got);
+    rx.erase(0, *got);
+    return Err::Ok;
+  }
+  void close() override {}
+  const char* error_text() const override { return "fake broker"; }
+  const TransportStats& stats() const override { return st; }
+  TransportStats st;
+};
+
+static std::vector<std::string> msg_lines_at_qos(const char* qos) {
+  Rig rig;
+  FakeBroker broker;
+  std::string body = kPlainBody;
+  body.replace(body.find("qos=0"), 5, qos);
+  add_run(&rig.io.in, body);
+  rig.info.board = "test";
+  BoardSession s(rig.io, rig.clock, rig.sensors, rig.port, rig.info, nullptr);
+  s.set_transport_filter(&broker);
+  s.boot();
+  while (s.poll(10) == Err::Ok) {
+  }
+  std::vector<std::string> msgs;
+  for (const std::string& l : rig.io.lines()) {
+    if (l.rfind("MSG ", 0) == 0) msgs.push_back(l);
+    if (l.rfind("ERROR ", 0) == 0) TEST_FAIL_MESSAGE(l.c_str());
+  }
+  return msgs;
+}
+
+// MSG carries puback_us (the PUBACK round trip, board monotonic clock) at QoS 1 only.
+static void test_session_msg_has_puback_us_at_qos1_only(void) {
+  std::vector<std::string> q1 = msg_lines_at_qos("qos=1");
+  TEST_ASSERT_EQUAL_INT(3, q1.size());
+  for (const std::string& m : q1) {
+    size_t at = m.find(" puback_us=");
+    TEST_ASSERT_TRUE_MESSAGE(at != std::string::npos, m.c_str());
+    TEST_ASSERT_TRUE_MESSAGE(std::stoll(m.substr(at + 11)) > 0, m.c_str());  // StepClock: +10 us a read
+  }
+  ASSERT_CONTAINS(q1[0].c_str(), "MSG seq=0 t_send_us=");
+  ASSERT_CONTAINS(q1[0].c_str(), " heap=1000 rssi=-60 puback_us=");
+  std::vector<std::string> q0 = msg_lines_at_qos("qos=0");
+  TEST_ASSERT_EQUAL_INT(3, q0.size());
+  for (const std::string& m : q0) TEST_ASSERT_TRUE_MESSAGE(m.find("puback_us") == std::string::npos, m.c_str());
+}
+
 int main(int, char**) {
   UNITY_BEGIN();
   RUN_TEST(test_crc32_is_zlibs);
@@ -473,5 +542,6 @@ int main(int, char**) {
   RUN_TEST(test_session_clock_exchanges_before_and_after);
   RUN_TEST(test_session_without_datagram_refuses_sync);
   RUN_TEST(test_session_refuses_unknown_cipher_before_running);
+  RUN_TEST(test_session_msg_has_puback_us_at_qos1_only);
   return UNITY_END();
 }

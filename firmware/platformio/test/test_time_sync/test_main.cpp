@@ -4,6 +4,8 @@
 // Python server over UDP is tests/unit/analysis/test_clock.py.
 #include <unity.h>
 
+#include "../tb_test_assert.h"
+
 #include <cstring>
 
 #include "testbed_core.h"
@@ -13,12 +15,6 @@ using namespace tb;
 void setUp(void) {}
 void tearDown(void) {}
 
-#define ASSERT_ERR(expected, actual)                                                                   \
-  do {                                                                                                 \
-    const Err got_ = (actual);                                                                         \
-    TEST_ASSERT_EQUAL_INT_MESSAGE(static_cast<int>(expected), static_cast<int>(got_), err_name(got_)); \
-  } while (0)
-#define ASSERT_OK(actual) ASSERT_ERR(Err::Ok, actual)
 #define ASSERT_I64(expected, actual) TEST_ASSERT_TRUE_MESSAGE((expected) == (actual), #actual " != " #expected)
 
 namespace {

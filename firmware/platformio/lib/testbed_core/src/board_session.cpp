@@ -250,6 +250,7 @@ Err BoardSession::prepare(const proto::RunRequest& r, PublishConfig* cfg) {
   cfg->samples = r.samples;
   cfg->interval_us = r.interval_us;
   cfg->connect_timeout_ms = r.connect_timeout_ms;
+  cfg->drain_timeout_ms = kDrainTimeoutMs;
   if (r.tls) {
     uint16_t ids[kMaxCiphers];
     size_t count = 0;
@@ -327,11 +328,14 @@ void BoardSession::print_handshake() {
        ts.cipher_suite[0] ? ts.cipher_suite : "-", port_.min_free_heap(), heap_before_);
 }
 
-bool BoardSession::on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes) {
+bool BoardSession::on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes,
+                           int64_t puback_us) {
   if (!handshake_printed_) print_handshake();
-  line("%s seq=%" PRIu32 " t_send_us=%" PRId64 " bytes=%u mqtt=%u heap=%" PRIu32 " rssi=%d", proto::kLineMsg, seq,
+  char puback[32] = "";  // only at QoS 1 with its PUBACK read: an optional field old hosts ignore
+  if (puback_us >= 0) snprintf(puback, sizeof(puback), " puback_us=%" PRId64, puback_us);
+  line("%s seq=%" PRIu32 " t_send_us=%" PRId64 " bytes=%u mqtt=%u heap=%" PRIu32 " rssi=%d%s", proto::kLineMsg, seq,
        t_send_us, static_cast<unsigned>(payload_bytes), static_cast<unsigned>(mqtt_bytes), port_.free_heap(),
-       port_.rssi());
+       port_.rssi(), puback);
   return true;
 }
 

@@ -72,6 +72,11 @@ struct BoardInfo {
 
 class BoardSession : private SendObserver, private KeylogSink {
  public:
+  // After DISCONNECT, how long the board waits for the broker's close (PublishConfig::drain_timeout_ms):
+  // shorter than the host's limit on a silent board (orchestrator/publishers/board/publisher.py IDLE_S,
+  // 30 s), so that a dead network fails the run by the board's own name (RecvTimeout), not by silence.
+  static constexpr uint32_t kDrainTimeoutMs = 20000;
+
   // sync: the datagram socket for clock exchanges; nullptr refuses a RUN with sync_host.
   BoardSession(ByteStream& io, Clock& clock, SensorSource& sensors, BoardPort& port, const BoardInfo& info,
                Datagram* sync);
@@ -127,7 +132,7 @@ class BoardSession : private SendObserver, private KeylogSink {
   void release_transport();
   void clock_exchange(const proto::RunRequest& r, const char* phase);
   void print_handshake();
-  bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes) override;
+  bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes, int64_t puback_us) override;
   void write_line(const char* keylog_line) override;
 
   ByteStream& io_;

@@ -218,6 +218,7 @@ Err Publisher::run(const PublishConfig& cfg, RunStats* stats) {
       err_.set("PUBLISH cannot be encoded (%s)", err_name(e));
       break;
     }
+    const int64_t handed_us = clock_.mono_us();
     e = transport_.write_all(packet_, len);
     if (e != Err::Ok) {
       transport_error(e, "sending PUBLISH failed");
@@ -225,15 +226,19 @@ Err Publisher::run(const PublishConfig& cfg, RunStats* stats) {
     }
     last_tx = clock_.mono_us();
     stats->messages_sent = seq + 1;
-    if (!observer_.on_sent(seq, t_send, cfg.payload_size, len)) {
-      err_.set("recording message %" PRIu32 " in the send log failed", seq);
-      e = Err::SendLog;
-      break;
-    }
+    int64_t puback_us = -1;
     if (cfg.qos == 1) {
       e = wait_puback(cfg, packet_id);
-      if (e != Err::Ok) break;
+      if (e == Err::Ok) puback_us = clock_.mono_us() - handed_us;
     }
+    if (!observer_.on_sent(seq, t_send, cfg.payload_size, len, puback_us)) {
+      if (e == Err::Ok) {
+        err_.set("recording message %" PRIu32 " in the send log failed", seq);
+        e = Err::SendLog;
+      }
+      break;
+    }
+    if (e != Err::Ok) break;
   }
   if (e == Err::Ok) {
     size_t len = 0;

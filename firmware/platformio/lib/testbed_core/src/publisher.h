@@ -42,8 +42,12 @@ class SensorSource {
 class SendObserver {
  public:
   virtual ~SendObserver() = default;
-  // Called after each PUBLISH was handed to the transport; false stops the run (Err::SendLog).
-  virtual bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes) = 0;
+  // Called once per PUBLISH handed to the transport: at QoS 0 right after write_all, at QoS 1 after
+  // the wait for its PUBACK (also when that wait failed). puback_us: the PUBACK round trip on the
+  // board's monotonic clock (clock.mono_us() just before write_all(PUBLISH) -> just after the whole
+  // PUBACK was read), -1 at QoS 0 or when no PUBACK came. false stops the run (Err::SendLog).
+  virtual bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes,
+                       int64_t puback_us) = 0;
 };
 
 struct RunStats {
