@@ -115,6 +115,7 @@ def down() -> None:
 
 
 SERIAL_PORT_HELP = "esp32: the board's serial port, opened once (e.g. /dev/ttyUSB0, the PTY of board-emu)"
+RESET_HELP = "esp32: reset the board through DTR/RTS before each cell, as esptool does"
 BOARD_HOST_HELP = "esp32: this host's address as the board reaches it (default: the address of its default route)"
 
 
@@ -132,6 +133,7 @@ def run_cmd(
     serial_port: Annotated[str | None, typer.Option(help=SERIAL_PORT_HELP)] = None,
     baud: Annotated[int, typer.Option(help="the board's serial baud rate")] = 115200,
     board_host: Annotated[str | None, typer.Option(help=BOARD_HOST_HELP)] = None,
+    reset_board: Annotated[bool, typer.Option("--reset-board", help=RESET_HELP)] = False,
     out_dir: Annotated[Path | None, typer.Option("--out", help="run folder (default results/runs/<time>-...)")
                        ] = None,
 ) -> None:
@@ -141,7 +143,8 @@ def run_cmd(
     with user_input("run parameters"):
         spec = RunSpec(scenario=scenario, payload=payload, samples=samples, interval_ms=parse_interval(interval),
                        qos=qos, seed=seed, impairment=impairment, delay_mechanism=delay_mechanism,
-                       publisher=publisher, serial_port=serial_port, baud=baud, board_host=board_host)
+                       publisher=publisher, serial_port=serial_port, baud=baud, board_host=board_host,
+                       reset_board=reset_board)
     try:
         outcome = run_with_progress(spec, out_dir)
     except KeyboardInterrupt:
@@ -175,6 +178,7 @@ def sweep(
     serial_port: Annotated[str | None, typer.Option(help=SERIAL_PORT_HELP)] = None,
     baud: Annotated[int, typer.Option(help="the board's serial baud rate")] = 115200,
     board_host: Annotated[str | None, typer.Option(help=BOARD_HOST_HELP)] = None,
+    reset_board: Annotated[bool, typer.Option("--reset-board", help=RESET_HELP)] = False,
     seed: Annotated[int, typer.Option(help="seed for cell order, sensors and bootstrap")] = 1,
     baseline: Annotated[str, typer.Option(help="scenario the others are compared with")] = "plain",
     out_root: Annotated[Path, typer.Option("--out", help="folder that receives the bundle")] = Path("results"),
@@ -198,7 +202,8 @@ def sweep(
                              interval_ms=parse_interval(interval), qos=qos,
                              impairments=_csv(impairments, "impairments", str),
                              delay_mechanism=delay_mechanism, publisher=publisher, serial_port=serial_port,
-                             baud=baud, board_host=board_host, seed=seed, baseline=baseline)
+                             baud=baud, board_host=board_host, reset_board=reset_board, seed=seed,
+                             baseline=baseline)
         job = sw.start_sweep(plan, out_root, name, argv_for_display())
         err.print(f"bundle: {job.bundle}  ({len(job.cells)} cells, seed {plan.seed})")
     with sweep_bar() as bar:

@@ -25,12 +25,13 @@ def payload_min_size(samples: int, device_id: str = DEVICE_ID) -> int:
     return len(worst)
 
 
-def check_board_options(publisher: str, serial_port: str | None, board_host: str | None) -> None:
+def check_board_options(publisher: str, serial_port: str | None, board_host: str | None,
+                        reset_board: bool = False) -> None:
     if publisher == "esp32" and not serial_port:
         raise ValueError("--publisher esp32 needs --serial-port (e.g. /dev/ttyUSB0, or the PTY of "
                          "`testbed board emulate`)")
-    if publisher != "esp32" and (serial_port or board_host):
-        raise ValueError("--serial-port and --board-host are for --publisher esp32")
+    if publisher != "esp32" and (serial_port or board_host or reset_board):
+        raise ValueError("--serial-port, --board-host and --reset-board are for --publisher esp32")
 
 
 class RunSpec(BaseModel):
@@ -47,6 +48,7 @@ class RunSpec(BaseModel):
     serial_port: str | None = None  # esp32: the board's serial port (a device, or a pyserial URL)
     baud: int = Field(default=115200, ge=300, le=4_000_000)
     board_host: str | None = None  # esp32: the lab host's address the board reaches (default: its LAN address)
+    reset_board: bool = False  # esp32: reset the board (DTR/RTS) before each cell
     seed: int = 1
     device_id: str = Field(default=DEVICE_ID, pattern=r"^[A-Za-z0-9_.-]{1,32}$")
 
@@ -60,7 +62,7 @@ class RunSpec(BaseModel):
 
     @model_validator(mode="after")
     def _board_port(self) -> RunSpec:
-        check_board_options(self.publisher, self.serial_port, self.board_host)
+        check_board_options(self.publisher, self.serial_port, self.board_host, self.reset_board)
         return self
 
     @property

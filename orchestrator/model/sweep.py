@@ -48,6 +48,7 @@ class SweepPlan(BaseModel):
     serial_port: str | None = None
     baud: int = Field(default=115200, ge=300, le=4_000_000)
     board_host: str | None = None
+    reset_board: bool = False
     seed: int = 1
     baseline: str = "plain"
 
@@ -67,7 +68,7 @@ class SweepPlan(BaseModel):
         low = [p for p in self.payloads if p < minimum]
         if low:
             raise ValueError(f"payload {low[0]} B is below the minimum of {minimum} B for {self.samples} samples")
-        check_board_options(self.publisher, self.serial_port, self.board_host)
+        check_board_options(self.publisher, self.serial_port, self.board_host, self.reset_board)
         for name, items in (("scenarios", self.scenarios), ("impairments", self.impairments)):
             if len(set(items)) != len(items):
                 raise ValueError(f"{name}: an entry is listed twice")
@@ -87,4 +88,4 @@ class SweepPlan(BaseModel):
                        interval_ms=self.interval_ms, qos=self.qos, impairment=cell.impairment,
                        delay_mechanism=self.delay_mechanism, publisher=self.publisher,
                        serial_port=self.serial_port, baud=self.baud, board_host=self.board_host,
-                       seed=self.seed + cell.repeat - 1, device_id=DEVICE_ID)
+                       reset_board=self.reset_board, seed=self.seed + cell.repeat - 1, device_id=DEVICE_ID)

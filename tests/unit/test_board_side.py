@@ -34,3 +34,45 @@ def test_a_board_spec_needs_its_port_and_the_virtual_one_refuses_board_options()
 def test_without_clock_exchanges_the_send_times_stay_the_boards_and_say_why() -> None:
     est, why = records.estimate([Msg(0, 1_000_000, 65, 78, 200_000, -50)])
     assert est is None and "no clock exchange" in str(why)
+
+
+class _Lines:
+    """A serial port whose modem lines are recorded (or, ``broken``, refused as on a pseudo-terminal)."""
+
+    def __init__(self, broken: bool = False) -> None:
+        self.broken, self.events = broken, []
+        self.in_waiting = 0
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in ("dtr", "rts"):
+            if self.broken:
+                raise OSError(25, "Inappropriate ioctl for device")
+            self.events.append((name, value))
+        object.__setattr__(self, name, value)
+
+    def read(self, size: int = 1) -> bytes:
+        return b""
+
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+    def flush(self) -> None: ...
+    def reset_input_buffer(self) -> None: ...
+    def close(self) -> None: ...
+
+
+def test_reset_pulls_en_low_through_rts_with_gpio0_released_as_esptool_does() -> None:
+    from orchestrator.publishers.board.link import BoardLink, BoardLinkError
+    from orchestrator.waiting import Clock
+
+    port = _Lines()
+    slept: list[float] = []
+    link = BoardLink("/dev/ttyUSB0", opener=lambda p, b: port, clock=Clock(sleep=slept.append))
+    link.open()
+    link.reset()
+    assert port.events == [("dtr", False), ("rts", True), ("rts", False)] and slept == [0.1]
+    pty = BoardLink("/dev/pts/4", opener=lambda p, b: _Lines(broken=True))
+    pty.open()
+    with pytest.raises(BoardLinkError) as err:
+        pty.reset()
+    assert "through DTR/RTS" in err.value.message and "--reset-board" in str(err.value.hint)

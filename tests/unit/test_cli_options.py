@@ -52,14 +52,15 @@ def test_every_run_option_reaches_the_run_spec(tmp_path: Path, monkeypatch: pyte
     args = ["run", "--scenario", "tls13-chacha20", "--payload", "100", "--samples", "50", "--interval", "40ms",
             "--qos", "1", "--seed", "9", "--impairment", "lossy-1pct", "--delay-mechanism", "queue",
             "--publisher", "esp32", "--serial-port", "/dev/ttyUSB3", "--baud", "921600", "--board-host", "192.0.2.7",
-            "--out", str(tmp_path / "run")]
+            "--reset-board", "--out", str(tmp_path / "run")]
     assert _given(args) == _options("run")
 
     _invoke(args)
 
     assert calls == [(RunSpec(scenario="tls13-chacha20", payload=100, samples=50, interval_ms=40.0, qos=1, seed=9,
                               impairment="lossy-1pct", delay_mechanism="queue", publisher="esp32",
-                              serial_port="/dev/ttyUSB3", baud=921600, board_host="192.0.2.7"), tmp_path / "run")]
+                              serial_port="/dev/ttyUSB3", baud=921600, board_host="192.0.2.7", reset_board=True),
+                      tmp_path / "run")]
 
 
 def _grading_tables(tmp_path: Path) -> list[Path]:
@@ -107,7 +108,7 @@ def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest
     args = ["sweep", "--payloads", "70,90", "--samples", "50", "--scenarios", "tls,tls13-chacha20",
             "--repeat", "3", "--interval", "0.04s", "--qos", "1", "--impairments", "lossy-1pct,wifi-good",
             "--delay-mechanism", "netem", "--publisher", "esp32", "--serial-port", "/dev/ttyACM0", "--baud", "460800",
-            "--board-host", "192.0.2.8", "--seed", "9", "--baseline", "tls",
+            "--board-host", "192.0.2.8", "--reset-board", "--seed", "9", "--baseline", "tls",
             "--out", str(tmp_path / "out"), "--name", "mine", "--grading", str(tables[0]), "--grading", str(tables[1])]
     assert _given(args) | {"--resume"} == _options("sweep")
 
@@ -116,7 +117,7 @@ def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest
     expected = SweepPlan(payloads=[70, 90], samples=50, scenarios=["tls", "tls13-chacha20"], repeat=3,
                          interval_ms=40.0, qos=1, impairments=["lossy-1pct", "wifi-good"], delay_mechanism="netem",
                          publisher="esp32", serial_port="/dev/ttyACM0", baud=460800, board_host="192.0.2.8",
-                         seed=9, baseline="tls")
+                         reset_board=True, seed=9, baseline="tls")
     [(plan, out_root, name, command)] = calls.started
     assert (plan, out_root, name, command[0]) == (expected, tmp_path / "out", "mine", "testbed")
     assert calls.ran == [sw.Sweep(calls.bundle, expected, expected.cells())]

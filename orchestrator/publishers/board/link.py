@@ -154,6 +154,22 @@ class BoardLink:
             raise p.VersionMismatch(banner.proto, self.where)
         self.banner = banner
 
+    def reset(self, hold_s: float = 0.1) -> None:
+        """Reset the board as esptool's hard reset does: RTS pulls EN low for ``hold_s`` with DTR (GPIO0)
+        released, so it boots the flashed firmware; a fresh BANNER and READY follow (wait_ready)."""
+        ser = self._port()
+        self.transcript.append("> (reset: RTS low-high)")
+        try:
+            ser.dtr = False  # type: ignore[attr-defined]
+            ser.rts = True  # type: ignore[attr-defined]
+            self._clock.sleep(hold_s)
+            ser.rts = False  # type: ignore[attr-defined]
+        except (serial.SerialException, OSError, AttributeError) as exc:
+            raise BoardLinkError(f"cannot reset the board on {self.where} through DTR/RTS: {exc}",
+                                 hint="a port without modem control lines (a pseudo-terminal, some USB adapters) "
+                                      "cannot reset the board: leave out --reset-board") from exc
+        self._buf.clear()
+
     def wait_ready(self, timeout_s: float = 90.0, hello_after_s: float = 1.5) -> Banner:
         """BANNER then READY (a board in its MQ-2 warm-up takes a minute); the version is checked."""
         self.banner = None

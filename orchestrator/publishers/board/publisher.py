@@ -39,7 +39,9 @@ class BoardLinks:
         self._broken: dict[str, str] = {}
         self._stale: set[str] = set()
 
-    def get(self, port: str, baud: int = DEFAULT_BAUD) -> BoardLink:
+    def get(self, port: str, baud: int = DEFAULT_BAUD, *, reset: bool = False) -> BoardLink:
+        """The port's link, opened (and the board's READY awaited) the first time; ``reset``: a link already
+        open resets the board first (DTR/RTS) and waits for its READY again."""
         if port in self._broken:
             raise TestbedError(f"the board on {port} is unusable since an earlier cell: {self._broken[port]}",
                                hint="check the cable and the board, then resume the sweep")
@@ -54,9 +56,11 @@ class BoardLinks:
                 self._broken[port] = exc.message
                 raise
             self._links[port] = link
-        elif port in self._stale:
+        elif port in self._stale or reset:
             self._stale.discard(port)
             try:
+                if reset:
+                    link.reset()
                 link.wait_ready(timeout_s=30)
             except TestbedError as exc:
                 self.broke(port, exc.message)
@@ -113,8 +117,8 @@ class BoardPublisher:
                                 self.sync)
 
     def start(self, topo: object) -> None:
-        """Nothing to start: the board is there (checked when the link opened); go() sends the RUN."""
-        LINKS.get(self.port, self.spec.baud)
+        """The board is there and READY (reset first with --reset-board); go() sends the RUN."""
+        LINKS.get(self.port, self.spec.baud, reset=self.spec.reset_board)
 
     def go(self) -> None:
         link = LINKS.get(self.port, self.spec.baud)
