@@ -7,6 +7,7 @@ noise) becomes :class:`Other`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from orchestrator.publishers.board import protocol as p
@@ -197,7 +198,9 @@ def _handshake(line: str, rest: str) -> Handshake:
 def _msg(line: str, rest: str) -> Msg:
     f = _fields(line, rest, ("seq", "t_send_us", "bytes", "mqtt", "heap", "rssi"))
     puback = _int(line, f, "puback_us") if "puback_us" in f else None  # optional; other extra fields are ignored
-    return Msg(*(_int(line, f, k) for k in ("seq", "t_send_us", "bytes", "mqtt", "heap", "rssi")), puback)
+    seq, t_send, size, mqtt, heap, rssi = (_int(line, f, k) for k in ("seq", "t_send_us", "bytes", "mqtt", "heap",
+                                                                      "rssi"))
+    return Msg(seq, t_send, size, mqtt, heap, rssi, puback)
 
 
 def _done(line: str, rest: str) -> Done:
@@ -205,7 +208,7 @@ def _done(line: str, rest: str) -> Done:
     return Done(_int(line, f, "sent"), f["id"])
 
 
-_PARSERS = {
+_PARSERS: dict[str, Callable[[str, str], BoardLine]] = {
     p.LINE_BANNER: _banner, p.LINE_ACK: _ack, p.LINE_ERROR: _error, p.LINE_CLOCK: _clock, p.LINE_SYNC: _sync,
     p.LINE_HANDSHAKE: _handshake, p.LINE_MSG: _msg, p.LINE_DONE: _done,
 }

@@ -49,7 +49,7 @@ def run_cell(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, ho
     if pki is not None and not scenario.anonymous and (scenario.tls is None or scenario.tls.client_auth == "password"):
         password = pki.password_for("publisher")
     cert = key = None
-    if tls and scenario.tls.client_auth == "certificate" and pki is not None:
+    if scenario.tls is not None and scenario.tls.client_auth == "certificate" and pki is not None:
         cert = (lay.pki / "publisher.crt").read_text()
         key = (lay.pki / "publisher.key").read_text()
     return p.RunCell(
