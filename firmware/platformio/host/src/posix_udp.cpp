@@ -1,5 +1,7 @@
 #include "posix_udp.h"
 
+#include "plain_tcp.h"  // tb::resolve_ipv4
+
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -15,17 +17,10 @@ namespace vdev {
 tb::Err PosixUdp::open(const char* host, uint16_t port) {
   close();
   err_.clear();
-  addrinfo hints;
-  memset(&hints, 0, sizeof(hints));
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  char port_str[8];
-  snprintf(port_str, sizeof(port_str), "%u", static_cast<unsigned>(port));
-  addrinfo* res = nullptr;
-  int rc = getaddrinfo(host, port_str, &hints, &res);
-  if (rc != 0 || res == nullptr) {
+  int rc = 0;
+  addrinfo* res = tb::resolve_ipv4(host, port, SOCK_DGRAM, &rc);
+  if (res == nullptr) {
     err_.set("cannot resolve time-echo host \"%s\" (getaddrinfo error %d)", host, rc);
-    if (res != nullptr) freeaddrinfo(res);
     return tb::Err::Dns;
   }
   tb::Err result = tb::Err::Ok;

@@ -90,21 +90,30 @@ Err PlainTcp::connect_once(const void* addr, unsigned addrlen, int64_t deadline_
   return Err::Ok;
 }
 
+addrinfo* resolve_ipv4(const char* host, uint16_t port, int socktype, int* rc) {
+  addrinfo hints;
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = socktype;
+  char port_str[8];
+  snprintf(port_str, sizeof(port_str), "%u", static_cast<unsigned>(port));
+  addrinfo* res = nullptr;
+  *rc = getaddrinfo(host, port_str, &hints, &res);
+  if (*rc != 0 || res == nullptr) {
+    if (res != nullptr) freeaddrinfo(res);
+    return nullptr;
+  }
+  return res;
+}
+
 Err PlainTcp::open(const char* host, uint16_t port, uint32_t timeout_ms) {
   close();
   err_.clear();
   stats_ = TransportStats();
-  addrinfo hints;
-  memset(&hints, 0, sizeof(hints));
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  char port_str[8];
-  snprintf(port_str, sizeof(port_str), "%u", static_cast<unsigned>(port));
-  addrinfo* res = nullptr;
-  int rc = getaddrinfo(host, port_str, &hints, &res);
-  if (rc != 0 || res == nullptr) {
+  int rc = 0;
+  addrinfo* res = resolve_ipv4(host, port, SOCK_STREAM, &rc);
+  if (res == nullptr) {
     err_.set("cannot resolve broker host \"%s\" (getaddrinfo error %d)", host, rc);
-    if (res != nullptr) freeaddrinfo(res);
     return Err::Dns;
   }
   int64_t deadline = clock_.mono_us() + static_cast<int64_t>(timeout_ms) * 1000;
