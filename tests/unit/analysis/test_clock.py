@@ -276,7 +276,8 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("probe") / "time_sync_probe"
     core, host = FW / "lib" / "testbed_core" / "src", FW / "host" / "src"
     argv = [gxx, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Wpedantic", "-Wshadow", "-Werror", f"-I{core}",
-            str(core / "time_sync.cpp"), str(core / "tb_error.cpp"), str(host / "posix_udp.cpp"),
+            str(core / "time_sync.cpp"), str(core / "tb_error.cpp"), str(core / "resolve.cpp"),
+            str(host / "posix_udp.cpp"),
             str(host / "posix_clock.cpp"), str(host / "time_sync_probe.cpp"), "-o", str(out)]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -1,6 +1,6 @@
 #include "posix_udp.h"
 
-#include "plain_tcp.h"  // tb::resolve_ipv4
+#include "resolve.h"  // tb::resolve_ipv4
 
 #include <errno.h>
 #include <netdb.h>

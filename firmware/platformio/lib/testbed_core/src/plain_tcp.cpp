@@ -1,5 +1,7 @@
 #include "plain_tcp.h"
 
+#include "resolve.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -88,22 +90,6 @@ Err PlainTcp::connect_once(const void* addr, unsigned addrlen, int64_t deadline_
     }
   }
   return Err::Ok;
-}
-
-addrinfo* resolve_ipv4(const char* host, uint16_t port, int socktype, int* rc) {
-  addrinfo hints;
-  memset(&hints, 0, sizeof(hints));
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = socktype;
-  char port_str[8];
-  snprintf(port_str, sizeof(port_str), "%u", static_cast<unsigned>(port));
-  addrinfo* res = nullptr;
-  *rc = getaddrinfo(host, port_str, &hints, &res);
-  if (*rc != 0 || res == nullptr) {
-    if (res != nullptr) freeaddrinfo(res);
-    return nullptr;
-  }
-  return res;
 }
 
 Err PlainTcp::open(const char* host, uint16_t port, uint32_t timeout_ms) {
