@@ -2,7 +2,10 @@
 
 A copy of a segment (the original or any resend) that the capture saw on its way in was delivered when
 an ACK from the broker acknowledges its bytes after it arrived and before the next copy of those bytes
-did: the cumulative ACK reaching its end, or a SACK block (D-SACK included) holding it. A copy whose
+did: the cumulative ACK reaching its end, or a SACK block (D-SACK included) holding it, or a reset
+that answers it (a copy reaching a socket the broker already closed: RFC 793 sets the reset's sequence
+number to the copy's ACK number; seen at the end of a connection whose last segments were held by a
+delay line downstream of the capture, as on a board's path). A copy whose
 bytes were already acknowledged when it arrived (a spurious resend) was delivered only if a SACK block
 after it reports it. Every other copy was lost between the capture and the broker's TCP: that is
 where the testbed drops (nft or the delay line's loss at the broker's ingress), so these counts are
@@ -19,6 +22,8 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.analysis.fields import AGGREGATOR
+
+RST = 0x04  # the TCP flags' reset bit
 
 
 class ByteRanges:
@@ -64,6 +69,10 @@ def _delivered(data: pd.DataFrame, acks: pd.DataFrame) -> np.ndarray:
     ack_frame = acks["frame"].to_numpy(dtype=float)
     cum = np.maximum.accumulate(acks["tcp_ack"].fillna(0).to_numpy(dtype=float)) if len(acks) else np.array([])
     sacks = [_blocks(le, re_) for le, re_ in zip(acks["sack_le"], acks["sack_re"], strict=True)]
+    reset = ((acks["tcp_flags"].fillna(0).astype(int) & RST) != 0).to_numpy() if "tcp_flags" in acks else \
+        np.zeros(len(acks), dtype=bool)
+    reset_seq = acks["tcp_seq"].to_numpy(dtype=float) if "tcp_seq" in acks else np.zeros(len(acks))
+    copy_ack = data["tcp_ack"].to_numpy(dtype=float) if "tcp_ack" in data else np.full(len(data), np.nan)
     out = np.zeros(len(data), dtype=bool)
     for i in range(len(data)):
         lo = np.searchsorted(ack_frame, frames[i], side="right")  # first ACK after the copy
@@ -71,7 +80,7 @@ def _delivered(data: pd.DataFrame, acks: pd.DataFrame) -> np.ndarray:
         if lo >= hi:
             continue
         before = cum[lo - 1] if lo > 0 else -np.inf
-        if before < end[i] <= cum[hi - 1]:
+        if before < end[i] <= cum[hi - 1] or bool((reset[lo:hi] & (reset_seq[lo:hi] == copy_ack[i])).any()):
             out[i] = True
             continue
         out[i] = any(a <= seq[i] and end[i] <= b for k in range(lo, hi) for a, b in sacks[k])

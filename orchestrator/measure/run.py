@@ -34,6 +34,12 @@ from orchestrator.backends.impairment import (
     router,
     targets_for_containers,
 )
+from orchestrator.backends.impairment.board import (
+    board_mechanism,
+    board_targets,
+    check_board_profile,
+    where_on_board_path,
+)
 from orchestrator.backends.process import which
 from orchestrator.errors import TestbedError
 from orchestrator.lab.board_side import lab_address, start_time_echo
@@ -73,11 +79,11 @@ def preflight(scenario: Scenario, spec: RunSpec) -> Impairment:
     """Everything that can be checked before a container starts; the run's impairment profile."""
     check_publisher_can_speak(scenario, spec)
     impairment = load_impairment(spec.impairment)
-    check_supported(impairment, mechanism=spec.delay_mechanism)  # e.g. netem asked on a kernel without it
-    if spec.publisher == "esp32" and not impairment.is_noop:
-        raise TestbedError(f"--impairment {impairment.name} with --publisher esp32: not supported yet (the "
-                           "impairment helpers act on the virtual publisher's container; a board's path is its "
-                           "own WiFi)", hint="run the board cells unimpaired, or impair with the virtual publisher")
+    mechanism: str = spec.delay_mechanism
+    if spec.publisher == "esp32":  # the board's path: at the broker's ingress (backends/impairment/board.py)
+        check_board_profile(impairment, mechanism)
+        mechanism = board_mechanism(impairment) or mechanism
+    check_supported(impairment, mechanism=mechanism)  # e.g. netem asked on a kernel without it
     if which("tshark") is None:
         raise TestbedError("tshark is missing on this host (the analysis needs it)",
                            hint="apt-get install -y tshark")
@@ -89,11 +95,14 @@ def preflight(scenario: Scenario, spec: RunSpec) -> Impairment:
     return impairment
 
 
-def impairment_targets(impairment: Impairment,
-                       mechanism: str | None = None) -> tuple[list[ImpairmentTarget], list[PlanCommand]]:
+def impairment_targets(impairment: Impairment, mechanism: str | None = None,
+                       board: bool = False) -> tuple[list[ImpairmentTarget], list[PlanCommand]]:
     """Where the profile acts: the publisher's link, the broker->subscriber link, or both; with the
-    userspace delay line (``queue``) the publisher's link through the router, and the routes to it."""
+    userspace delay line (``queue``) the publisher's link through the router, and the routes to it; for
+    a board, its packets at the broker's ingress."""
     names = {role: compose.container_name(role) for role in ("publisher", "broker", "subscriber", "router")}
+    if board:
+        return board_targets(impairment, names), []
     if mechanism == "queue":
         path = router.router_path(names["publisher"], names["broker"], names["router"])
         targets = router.queue_targets(path, correlated_loss=bool(impairment.loss_correlation_pct))
@@ -121,25 +130,27 @@ class LineWatch:
 
 @contextmanager
 def impairment_applied(impairment: Impairment, lay: Layout, mechanism: str | None = None,
-                       seed: int = 1) -> Iterator[LineWatch]:
+                       seed: int = 1, board: bool = False) -> Iterator[LineWatch]:
     """Apply the profile for the block and ALWAYS clear it; tc/nft state before, during and after is
-    written to impairment.json in the run folder (with the delay mechanism and the line's stats)."""
+    written to impairment.json in the run folder (with the delay mechanism and the line's stats; for a
+    board, where on its path the profile acted and what the capture sees of it)."""
     record_path = lay.impairment
     if impairment.is_noop:
         write_json_atomic(record_path, {"profile": impairment.name, "applied": False, "delay_mechanism": None,
                                         "note": "no impairment: nothing applied, nothing to clear"})
         yield LineWatch(impairment, [])
         return
-    targets, setup = impairment_targets(impairment, mechanism)
+    targets, setup = impairment_targets(impairment, mechanism, board)
+    where = {"board_path": where_on_board_path(impairment, str(targets[0].source_outside))} if board else {}
     record: ImpairmentRecord | None = None
     try:
         with impaired(impairment, targets, mechanism=mechanism or "netem", seed=seed, setup=setup) as record:
-            write_json_atomic(record_path, {"profile": impairment.name, "applied": True,
+            write_json_atomic(record_path, {"profile": impairment.name, "applied": True, **where,
                                             **record.model_dump(mode="json")})
             yield LineWatch(impairment, targets)
     finally:  # also after Ctrl-C or a failed cell: the state at the end and after the clear are kept
         if record is not None:
-            write_json_atomic(record_path, {"profile": impairment.name, "applied": True,
+            write_json_atomic(record_path, {"profile": impairment.name, "applied": True, **where,
                                             "dropped_packets": dropped_packets(record.before_clear or ""),
                                             "delay_line": router.line_stats(record.before_clear or ""),
                                             **record.model_dump(mode="json")})
@@ -221,15 +232,19 @@ def measure(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: C
     board = spec.publisher == "esp32"
     with running_lab(scenario, record.lay.root, qos=spec.qos, expose=board) as (lay, pki, topo):
         record.lap("up")
-        mechanism = resolve_mechanism(impairment, spec.delay_mechanism)
-        topo, host = place_publisher(topo, mechanism)
-        publisher = board_publisher(scenario, lay, pki, spec, topo) if board else \
-            VirtualPublisher(scenario, lay, pki, spec, host=host)
+        publisher: Publisher
+        if board:
+            mechanism = board_mechanism(impairment)
+            publisher = board_publisher(scenario, lay, pki, spec, topo)
+        else:
+            mechanism = resolve_mechanism(impairment, spec.delay_mechanism)
+            topo, host = place_publisher(topo, mechanism)
+            publisher = VirtualPublisher(scenario, lay, pki, spec, host=host)
         sampler = StatsSampler(compose.container_name("broker")).start()
         status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B")
         publisher.start(topo)
         record.lap("publisher_start")
-        with impairment_applied(impairment, lay, mechanism, spec.seed) as watch:
+        with impairment_applied(impairment, lay, mechanism, spec.seed, board) as watch:
             record.lap("impair")
             publisher.go()
             seen = Observed(received=count_messages(lay, spec, progress, watch, publisher))

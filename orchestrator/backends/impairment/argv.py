@@ -168,10 +168,11 @@ def ingress_argvs(imp: Impairment, target: ImpairmentTarget, mechanism: str = "n
                   seed: int = 1) -> list[list[str]]:
     """nft commands for an ingress target: random drop of arriving packets (loss without netem); with the
     ``queue`` mechanism correlated loss is the delay line's Gilbert model at that same place."""
-    if (uses_netem(imp) and mechanism == "netem") or not imp.loss_pct:
+    if uses_netem(imp) and mechanism == "netem":
         return []
-    if imp.loss_correlation_pct and target.line:
-        return queue.apply_argvs(imp, target, seed)
+    line = queue.apply_argvs(imp, target, seed) if queue.runs_line(imp, target) else []
+    if not imp.loss_pct or (line and imp.loss_correlation_pct):
+        return line
     pre = enter_argv(target)
     chain = f"{target.label}_{target.interface}".replace(".", "_").replace("-", "_").replace(":", "_")
     peer: list[str] = []
@@ -179,8 +180,10 @@ def ingress_argvs(imp: Impairment, target: ImpairmentTarget, mechanism: str = "n
         peer = _nft_addr_match(target.peer_ip, "daddr")
     if target.source_ip is not None:
         peer += _nft_addr_match(target.source_ip, "saddr")
+    if target.source_outside is not None:
+        peer += ["ip" if target.source_outside.version == 4 else "ip6", "saddr", "!=", str(target.source_outside)]
     table = [NFT_FAMILY, NFT_TABLE]
-    return [
+    return line + [
         pre + ["nft", "add", "table", *table],
         pre + ["nft", "add", "chain", *table, chain, "{", "type", "filter", "hook", "ingress",
                "device", f'"{target.interface}"', "priority", "0", ";", "policy", "accept", ";", "}"],

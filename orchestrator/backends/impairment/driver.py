@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from orchestrator.backends.impairment import helpers, queue
 from orchestrator.backends.impairment.argv import NETEM_MISSING
-from orchestrator.backends.impairment.models import LOCALHOST, Hook, ImpairmentRecord, ImpairmentTarget, PlanCommand
+from orchestrator.backends.impairment.models import LOCALHOST, ImpairmentRecord, ImpairmentTarget, PlanCommand
 from orchestrator.backends.impairment.plan import build_plan, state_has_ours
 from orchestrator.backends.impairment.probe import check_supported
 from orchestrator.errors import TestbedError
@@ -249,8 +249,7 @@ def show(targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None) 
 
 def line_targets(impairment: Impairment, targets: Sequence[ImpairmentTarget]) -> list[ImpairmentTarget]:
     """The targets where a userspace delay line runs for ``impairment`` (queue mechanism)."""
-    return [t for t in targets if (t.hook is Hook.FORWARD and (impairment.delay_ms or impairment.jitter_ms))
-            or (t.line and t.hook is Hook.INGRESS and impairment.loss_correlation_pct)]
+    return [t for t in targets if queue.runs_line(impairment, t)]
 
 
 def line_health(impairment: Impairment, targets: Sequence[ImpairmentTarget], *, final: bool = False) -> str | None:

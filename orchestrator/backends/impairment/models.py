@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field, IPvAnyAddress, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, IPvAnyAddress, IPvAnyNetwork, field_validator, model_validator
 
 from orchestrator.model.impairment import Direction, Impairment
 
@@ -41,6 +41,8 @@ class ImpairmentTarget(BaseModel):
     interface: str = Field(pattern=r"^[A-Za-z0-9_.:@-]{1,15}$")
     peer_ip: IPvAnyAddress | None = None
     source_ip: IPvAnyAddress | None = None  # ingress: only packets from this sender are dropped
+    source_outside: IPvAnyNetwork | None = None  # ingress: only packets from outside this network (a board's)
+    delays: bool = False  # an ingress line that also delays: a board's path crosses no hop of ours
     hook: Hook = Hook.EGRESS
     line: bool = False  # the userspace delay line may run here (queue mechanism; always for FORWARD)
     host: str = LOCALHOST
@@ -61,6 +63,8 @@ class ImpairmentTarget(BaseModel):
 
     @model_validator(mode="after")
     def _one_place(self) -> ImpairmentTarget:
+        if self.delays and not (self.line and self.hook is Hook.INGRESS):
+            raise ValueError("delays: only for an ingress target with the delay line (line)")
         if (self.hook is Hook.FORWARD or self.line) and self.container is None:
             raise ValueError("the userspace delay line runs in a container target's helper (give container)")
         if self.container is not None and (self.netns_path is not None or self.host != LOCALHOST):
@@ -86,6 +90,7 @@ class ImpairmentTarget(BaseModel):
         where = f"container {self.container}" if self.container else self.netns_path or "host namespace"
         peer = f", peer {self.peer_ip}" if self.peer_ip else ""
         peer += f", from {self.source_ip}" if self.source_ip else ""
+        peer += f", from outside {self.source_outside}" if self.source_outside else ""
         return f"{self.label} {self.hook} {self.interface} ({self.host}: {where}{peer})"
 
 

@@ -44,7 +44,8 @@ def validate_targets(imp: Impairment, targets: Sequence[ImpairmentTarget], mecha
         queue = mechanism == "queue" and uses_netem(imp)
         needs_egress = (uses_netem(imp) and not queue) or imp.rate_kbit is not None
         needs_ingress = (queue or not uses_netem(imp)) and imp.loss_pct > 0
-        if queue and (imp.delay_ms or imp.jitter_ms) and not any(t.hook is Hook.FORWARD for t in ours):
+        delaying = any(t.hook is Hook.FORWARD or t.delays for t in ours)
+        if queue and (imp.delay_ms or imp.jitter_ms) and not delaying:
             raise TestbedError(f"impairment {imp.name}: the delay line needs a forwarding hop for {direction} "
                                "(the router container)")
         if queue and imp.loss_correlation_pct and not any(t.hook is Hook.INGRESS and t.line for t in ours):

@@ -41,22 +41,35 @@ def chain(queue: int) -> str:
     return f"TESTBED_Q{queue}"
 
 
+def delays_at(imp: Impairment, target: ImpairmentTarget) -> bool:
+    """The line at ``target`` delays: the router's forwarding hop, or a board's path at the broker's ingress."""
+    return bool(imp.delay_ms or imp.jitter_ms) and (target.hook is Hook.FORWARD or target.delays)
+
+
+def runs_line(imp: Impairment, target: ImpairmentTarget) -> bool:
+    """A delay line runs at ``target`` for ``imp``: to delay there, or for the Gilbert loss at an ingress."""
+    return delays_at(imp, target) or (target.line and target.hook is Hook.INGRESS and bool(imp.loss_correlation_pct))
+
+
 def line_options(imp: Impairment, target: ImpairmentTarget, seed: int) -> list[str]:
-    """The line's options: delay/jitter at the forwarding hop, the Gilbert loss at the receiver's ingress."""
+    """The line's options: delay/jitter at the forwarding hop (or a board's ingress), the Gilbert loss at the
+    receiver's ingress."""
     queue = queue_of(target)
     opts = ["--queue", str(queue), "--seed", str(seed + queue), "--stats", stats_path(queue)]
-    if target.hook is Hook.FORWARD:
+    if delays_at(imp, target):
         dist = "uniform" if imp.distribution is Distribution.UNIFORM else imp.distribution.value
         opts += ["--delay-ms", f"{imp.delay_ms:g}", "--jitter-ms", f"{imp.jitter_ms:g}", "--distribution", dist,
                  "--order", imp.order.value]
     else:
-        opts += ["--delay-ms", "0", "--loss-pct", f"{imp.loss_pct:g}",
-                 "--loss-correlation-pct", f"{imp.loss_correlation_pct:g}"]
+        opts += ["--delay-ms", "0"]
+    if target.hook is Hook.INGRESS and imp.loss_correlation_pct:
+        opts += ["--loss-pct", f"{imp.loss_pct:g}", "--loss-correlation-pct", f"{imp.loss_correlation_pct:g}"]
     return opts
 
 
 def _match(target: ImpairmentTarget) -> list[str]:
     m = ["-s", str(target.source_ip)] if target.source_ip else []
+    m += ["!", "-s", str(target.source_outside)] if target.source_outside else []
     return m + (["-d", str(target.peer_ip)] if target.peer_ip else [])
 
 

@@ -51,6 +51,11 @@ def router_path(publisher: str, broker: str, router: str) -> RouterPath:
                       str(pub.network), str(brk.network))
 
 
+def lab_interface(broker: str) -> str:
+    """The broker's address on the lab network with its prefix (a.b.c.d/len)."""
+    return str(_address(broker, LAB))
+
+
 def broker_address(broker: str) -> str:
     """Where the publisher behind the router connects: the broker's address on the lab network."""
     return str(_address(broker, LAB).ip)

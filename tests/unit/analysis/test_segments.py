@@ -73,3 +73,17 @@ def test_an_original_overtaken_by_later_segments_is_not_a_resend() -> None:
 
     rows = [("d", 1, 10), ("d", 21, 10), ("d", 11, 10), ("d", 11, 10), ("d", 5, 20)]
     assert resent(_table(rows)).tolist() == [False, False, False, True, True]
+
+
+def test_a_copy_answered_by_the_brokers_reset_reached_it_another_reset_proves_nothing() -> None:
+    # the broker closed first; the client's last record (its ACK number 77) reaches a closed socket, and
+    # the reset answering it carries seq 77 (RFC 793): delivered. A reset with another seq is no evidence.
+    def closing(reset_seq: int) -> pd.DataFrame:
+        table = _table([("d", 1, 10), ("a", 11), ("d", 11, 23), ("a", 11)])
+        table.loc[2, "tcp_ack"] = 77
+        rst = dict(frame=5, stream=0, src_port=PORT, dst_port=50000, tcp_len=0, tcp_seq=reset_seq, tcp_ack=0,
+                   sack_le="", sack_re="", tcp_flags=0x04)
+        return pd.concat([table.assign(tcp_flags=0x10), pd.DataFrame([rst])], ignore_index=True)
+
+    assert broker_losses(closing(77), {0}, PORT)["tcp_copies_lost_to_broker"] == 0
+    assert broker_losses(closing(78), {0}, PORT)["tcp_copies_lost_to_broker"] == 1
