@@ -244,18 +244,21 @@ def measure(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: C
         status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B")
         publisher.start(topo)
         record.lap("publisher_start")
-        with impairment_applied(impairment, lay, mechanism, spec.seed, board) as watch:
-            record.lap("impair")
-            publisher.go()
-            seen = Observed(received=count_messages(lay, spec, progress, watch, publisher))
-            record.lap("publish")
-            seen.publisher_exit_code = publisher.wait_exit(timeout_s=15 if seen.received >= spec.samples else 2)
-            seen.containers = compose.containers()
-            time.sleep(0.3)  # let the last segments (ACKs, DISCONNECT) reach the capture
-            seen.resources = sampler.stop()
-            stop_capture()
-        record.info["impairment_state"] = state = read_json(lay.impairment)
-        seen.error = verdict(seen, spec, publisher, watch.problem or (state or {}).get("line_problem"))
+        try:
+            with impairment_applied(impairment, lay, mechanism, spec.seed, board) as watch:
+                record.lap("impair")
+                publisher.go()
+                seen = Observed(received=count_messages(lay, spec, progress, watch, publisher))
+                record.lap("publish")
+                seen.publisher_exit_code = publisher.wait_exit(timeout_s=15 if seen.received >= spec.samples else 2)
+                seen.containers = compose.containers()
+                time.sleep(0.3)  # let the last segments (ACKs, DISCONNECT) reach the capture
+                seen.resources = sampler.stop()
+                stop_capture()
+            record.info["impairment_state"] = state = read_json(lay.impairment)
+            seen.error = verdict(seen, spec, publisher, watch.problem or (state or {}).get("line_problem"))
+        finally:  # a run still going ends here, also on Ctrl-C (a board would publish on into the next cell)
+            publisher.stop()
         record.lap("stop")
     record.lap("teardown")
     return seen

@@ -15,3 +15,4 @@ class Publisher(Protocol):
     def go(self) -> None: ...  # publish now (after the impairment is applied)
     def wait_exit(self, timeout_s: float) -> int | None: ...  # exit code, None while still running
     def error(self) -> str: ...  # why it failed, in its own words
+    def stop(self) -> None: ...  # end a run still going (a failed cell, Ctrl-C); nothing when it ended

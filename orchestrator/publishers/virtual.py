@@ -62,6 +62,9 @@ class VirtualPublisher:
     def wait_exit(self, timeout_s: float) -> int | None:
         return docker.wait_exited(compose.container_name(self.service), timeout_s)
 
+    def stop(self) -> None:
+        """Nothing here: the teardown stops and removes the container (its log and state saved first)."""
+
     def error(self) -> str:
         """The errors vdevice wrote to its summary, else the last line it printed."""
         summary = read_json(self.lay.publisher_summary)

@@ -116,11 +116,11 @@ def test_unknown_key_and_missing_key_are_named(board_emu) -> None:
 
 
 def test_version_mismatch_names_both_versions_and_the_fix(board_emu) -> None:
-    emu = board_emu("--banner-proto", "2")
+    emu = board_emu("--banner-proto", "1")
     with BoardLink(emu.pty) as link, pytest.raises(p.VersionMismatch) as mismatch:
         link.wait_ready(timeout_s=10)
     message = str(mismatch.value)
-    assert "version 2" in message and f"version {p.VERSION}" in message and emu.pty in message
+    assert "version 1" in message and f"version {p.VERSION}" in message and emu.pty in message
     assert "testbed firmware build && testbed firmware upload" in (mismatch.value.hint or "")
 
 
@@ -195,6 +195,29 @@ def test_unplugged_mid_run(board_emu, broker_factory) -> None:
     assert [m.seq for m in seen if isinstance(m, Msg)] == [0, 1]
     assert "went away" in str(gone.value) or "printed nothing" in str(gone.value)
     assert wait_exit(emu) == 0
+
+
+def test_the_hosts_stop_ends_a_run_before_its_next_message_and_the_board_serves_again(board_emu,
+                                                                                      broker_factory) -> None:
+    broker = broker_factory("ECDHE-ECDSA-CHACHA20-POLY1305")
+    emu = board_emu()
+    cell = p.RunCell(id="s1", host="127.0.0.1", port=broker.plain_port, transport="plain", payload=65, samples=500,
+                     interval_us=20000)
+    seen = []
+    with BoardLink(emu.pty) as link:
+        link.wait_ready(timeout_s=10)
+        link.send_run(cell)
+        for line in link.run_lines(5):
+            seen.append(line)
+            if isinstance(line, Msg) and line.seq == 3:
+                link.write_line(p.CMD_STOP)
+        link.write_line(p.CMD_STOP)  # no run going: just READY again
+        assert link.read_text(5) == p.LINE_READY
+        again = _run(link, dataclasses.replace(cell, id="s2", samples=3))
+    sent = [m.seq for m in seen if isinstance(m, Msg)]
+    assert 4 <= len(sent) <= 6 and sent == list(range(len(sent))), sent  # within a message or two of STOP
+    assert isinstance(seen[-1], BoardError) and seen[-1].name == "Interrupted", seen[-1]
+    assert again[-1] == Done(3, "s2")
 
 
 # ------------------------------------------------------------------ clock exchanges

@@ -33,6 +33,8 @@ def _session(link: BoardLink) -> None:
             link.send_frames(frames, CELL.id)
     link.send_run(CELL)  # accepted; the connection is refused
     list(link.run_lines(10))
+    link.write_line(p.CMD_STOP)  # no run going: READY
+    assert link.read_text(5) == p.LINE_READY
     link.write_line(p.CMD_HELLO)
     link.wait_ready(timeout_s=10)
 

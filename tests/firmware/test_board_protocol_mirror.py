@@ -104,7 +104,7 @@ def test_run_cell_refuses_what_the_board_would() -> None:
         p.frame_body(b"x", 20)  # no chunk line fits a 20-byte buffer
 
 
-BANNER = ("BANNER proto=1 board=esp32dev chip=ESP32-D0WD-V3-rev3 mac=24:6f:28:aa:bb:cc fw=abc123 arduino=2.0.14 "
+BANNER = ("BANNER proto=2 board=esp32dev chip=ESP32-D0WD-V3-rev3 mac=24:6f:28:aa:bb:cc fw=abc123 arduino=2.0.14 "
           "idf=v4.4.6 mbedtls=2.28.3 cpu_mhz=240 wifi_ps=none hw_crypto=aes,sha,mpi sw_crypto=chacha20,poly1305 "
           "rx_buf=256 device=e1")
 
@@ -124,7 +124,7 @@ BANNER = ("BANNER proto=1 board=esp32dev chip=ESP32-D0WD-V3-rev3 mac=24:6f:28:aa
      Handshake(1.25, None, 0.5, None, None, 9, 10)),
     ("MSG seq=3 t_send_us=1764470000123456 bytes=65 mqtt=84 heap=201000 rssi=-61",
      Msg(3, 1764470000123456, 65, 84, 201000, -61)),
-    # QoS 1: the optional PUBACK round trip; a field this host does not know is ignored (version 1 both ways)
+    # QoS 1: the optional PUBACK round trip; a field this host does not know is ignored (version 2 both ways)
     ("MSG seq=3 t_send_us=1764470000123456 bytes=65 mqtt=84 heap=201000 rssi=-61 puback_us=4321 later=x",
      Msg(3, 1764470000123456, 65, 84, 201000, -61, puback_us=4321)),
     ("DONE sent=200 id=c1\r", Done(200, "c1")),
@@ -138,7 +138,7 @@ def test_parse_every_line(text: str, expected: object) -> None:
 def test_parse_banner() -> None:
     b = parse_line(BANNER)
     assert isinstance(b, Banner)
-    assert b.proto == 1 and b.hw_crypto == ("aes", "sha", "mpi") and b.sw_crypto == ("chacha20", "poly1305")
+    assert b.proto == 2 and b.hw_crypto == ("aes", "sha", "mpi") and b.sw_crypto == ("chacha20", "poly1305")
     assert b.rx_buf == 256 and b.extra == {}
     assert parse_line(BANNER + " psram=0").extra == {"psram": "0"}  # type: ignore[union-attr]
 

@@ -54,7 +54,7 @@ def test_a_cell_becomes_the_virtual_devices_files_on_the_labs_clock(board_emu, b
         assert (board["t_board_us"] < started - 3.5e6).all()
         assert abs(sends["t_send_us"].iloc[0] - started) < 1e6
         summary = json.loads(pub.lay.publisher_summary.read_text())
-        assert summary["ok"] and summary["clock"]["available"] and summary["board"]["proto"] == 1
+        assert summary["ok"] and summary["clock"]["available"] and summary["board"]["proto"] == 2
         assert abs(summary["clock"]["pre"]["offset_us"] - 4_000_000) < 20_000
         assert stat.S_IMODE((logs / "serial.log").stat().st_mode) == 0o600
         assert "DONE sent=20" in (logs / "serial.log").read_text()

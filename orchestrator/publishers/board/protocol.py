@@ -20,7 +20,7 @@ from typing import Literal
 
 from orchestrator.errors import TestbedError
 
-VERSION = 1
+VERSION = 2  # 2: the host's STOP mid-run
 
 # Board -> host: the first word of every line.
 LINE_BANNER = "BANNER"
@@ -41,6 +41,7 @@ RUN_BEGIN = "BEGIN"
 RUN_CHUNK = "CHUNK"
 RUN_END = "END"
 RUN_ABORT = "ABORT"
+CMD_STOP = "STOP"  # mid-run: the board stops before its next message (ERROR Interrupted, then READY)
 
 # What an ACK acknowledges.
 ACK_BEGIN = "begin"

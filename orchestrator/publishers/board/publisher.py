@@ -106,6 +106,7 @@ class BoardPublisher:
     lines: list[BoardLine] = field(default_factory=list)
     failure: str | None = None
     _thread: threading.Thread | None = None
+    _link: BoardLink | None = None
     _done: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -127,6 +128,7 @@ class BoardPublisher:
         except TestbedError as exc:
             self._fail(link, exc)
             raise TestbedError(f"the board did not take the RUN: {exc.message}", evidence=exc.evidence) from exc
+        self._link = link
         self._thread = threading.Thread(target=self._read, args=(link,), name="board-reader", daemon=True)
         self._thread.start()
 
@@ -162,6 +164,18 @@ class BoardPublisher:
             return None
         done = any(isinstance(x, Done) for x in self.lines)
         return 0 if done and self.failure is None else 1
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """A run still going (the cell failed, or Ctrl-C): STOP, and wait until the board ended it, so the
+        next cell (or the next sweep) finds it READY. A board that cannot be told is left to its link."""
+        if self._thread is None or self._done.is_set():
+            return
+        try:
+            if self._link is not None:
+                self._link.write_line(p.CMD_STOP)
+        except TestbedError:  # gone (unplugged): the reader names it
+            return
+        self._done.wait(timeout_s + self.spec.interval_ms / 1000)
 
     def error(self) -> str:
         if self.failure:

@@ -148,7 +148,7 @@ static void check_body_error(const std::string& text, Err expected, const char* 
 
 static void test_body_refuses_with_named_causes(void) {
   const std::string ok = kPlainBody;
-  check_body_error(ok + "colour=blue\n", Err::UnknownKey, "\"colour\" is unknown to protocol version 1");
+  check_body_error(ok + "colour=blue\n", Err::UnknownKey, "\"colour\" is unknown to protocol version 2");
   check_body_error(ok + "port=2\n", Err::DuplicateKey, "\"port\" given twice");
   check_body_error("id=a\nhost=h\nport=1\ntransport=plain\nsamples=1\ninterval_us=0\nqos=0\n", Err::MissingKey,
                    "\"payload\" missing");
@@ -357,13 +357,13 @@ static void test_session_banner_ready_hello_unknown(void) {
   std::vector<std::string> l = rig.run();
   TEST_ASSERT_EQUAL_INT(6, l.size());
   TEST_ASSERT_EQUAL_STRING(
-      "BANNER proto=1 board=test chip=fake_chip mac=- fw=- arduino=- idf=- mbedtls=2.28.x cpu_mhz=0 wifi_ps=- "
+      "BANNER proto=2 board=test chip=fake_chip mac=- fw=- arduino=- idf=- mbedtls=2.28.x cpu_mhz=0 wifi_ps=- "
       "hw_crypto=- sw_crypto=- rx_buf=256 device=e1",
       l[0].c_str());
   TEST_ASSERT_EQUAL_STRING("READY", l[1].c_str());
   TEST_ASSERT_EQUAL_STRING(l[0].c_str(), l[2].c_str());
   TEST_ASSERT_EQUAL_STRING("READY", l[3].c_str());
-  TEST_ASSERT_EQUAL_STRING("ERROR UnknownCommand: unknown command \"FLASH\" (HELLO, RUN)", l[4].c_str());
+  TEST_ASSERT_EQUAL_STRING("ERROR UnknownCommand: unknown command \"FLASH\" (HELLO, RUN, STOP)", l[4].c_str());
   TEST_ASSERT_EQUAL_STRING("READY", l[5].c_str());
 }
 

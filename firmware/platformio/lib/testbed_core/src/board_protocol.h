@@ -7,6 +7,7 @@
 // Board -> host:  BANNER, READY, ACK, ERROR, and the run lines CLOCK, SYNC, KEYLOG, HANDSHAKE, MSG, DONE.
 // Host -> board:  HELLO (banner + READY again), RUN BEGIN len=N crc=XXXXXXXX, RUN CHUNK i=K <base64>,
 //                 RUN END, RUN ABORT. Every chunk is ACKed before the next one is sent (flow control).
+//                 STOP (mid-run; version 2): stop before the next message, ERROR Interrupted, READY.
 // The RUN body (decoded from the chunks) is UTF-8 text, one `key=value` per line; in a value a
 // backslash is written `\\`, a newline `\n`, a carriage return `\r` (a PEM keeps its line breaks).
 #pragma once
@@ -21,7 +22,7 @@ namespace proto {
 
 // The version rule: any change to a line's fields, a command, the framing or the body keys bumps it.
 // The host refuses a board whose BANNER carries another version (reflash the board).
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 // Board -> host: the first word of every line.
 constexpr char kLineBanner[] = "BANNER";
@@ -38,6 +39,7 @@ constexpr char kLineDone[] = "DONE";
 // Host -> board.
 constexpr char kCmdHello[] = "HELLO";
 constexpr char kCmdRun[] = "RUN";
+constexpr char kCmdStop[] = "STOP";  // mid-run: stop before the next message (ERROR Interrupted, READY)
 constexpr char kRunBegin[] = "BEGIN";
 constexpr char kRunChunk[] = "CHUNK";
 constexpr char kRunEnd[] = "END";
@@ -65,7 +67,7 @@ constexpr size_t chunk_bytes_for(size_t rx_buf) {
                                                                     : ((rx_buf - kChunkLineOverhead) / 4) * 3;
 }
 
-// RUN body keys (version 1). Required: id host port transport payload samples interval_us qos;
+// RUN body keys (version 2). Required: id host port transport payload samples interval_us qos;
 // with transport=tls also ca and ciphers. Any other key is refused (Err::UnknownKey).
 constexpr const char* kRunKeys[] = {
     "id",        "host",       "port",      "transport", "ciphers",    "ca",          "cert",

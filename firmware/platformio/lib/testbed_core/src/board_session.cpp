@@ -79,6 +79,7 @@ BoardSession::BoardSession(ByteStream& io, Clock& clock, SensorSource& sensors, 
       publisher_(board_transport_, clock, sensors, *this) {
   in_[0] = '\0';
   out_[0] = '\0';
+  publisher_.set_driver_stop_flag(&host_stop_);
 }
 
 BoardSession::~BoardSession() { release_transport(); }
@@ -178,9 +179,13 @@ void BoardSession::handle_line(char* text) {
     handle_run_line(rest);
     return;
   }
+  if (strcmp(text, proto::kCmdStop) == 0) {  // no run to stop (it ended as the host sent this): READY
+    ready();
+    return;
+  }
   receiver_.reset();
   size_t n = strcspn(text, " ");
-  err_.set("unknown command \"%.*s\" (HELLO, RUN)", static_cast<int>(n < 24 ? n : 24), text);
+  err_.set("unknown command \"%.*s\" (HELLO, RUN, STOP)", static_cast<int>(n < 24 ? n : 24), text);
   error(Err::UnknownCommand, err_.c_str());
   ready();
 }
@@ -291,6 +296,8 @@ void BoardSession::execute(const proto::RunRequest& r) {
   line("%s %s id=%s", proto::kLineAck, proto::kAckRun, r.id);
   if (r.sync_host != nullptr) clock_exchange(r, "pre");
   handshake_printed_ = false;
+  host_stop_ = 0;
+  stop_len_ = 0;
   heap_before_ = port_.free_heap();
   e = publisher_.run(cfg, &stats_);
   if (!handshake_printed_) print_handshake();
@@ -336,7 +343,30 @@ bool BoardSession::on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes
   line("%s seq=%" PRIu32 " t_send_us=%" PRId64 " bytes=%u mqtt=%u heap=%" PRIu32 " rssi=%d%s", proto::kLineMsg, seq,
        t_send_us, static_cast<unsigned>(payload_bytes), static_cast<unsigned>(mqtt_bytes), port_.free_heap(),
        port_.rssi(), puback);
+  check_host_stop();
   return true;
+}
+
+// Between messages: a STOP line from the host stops the run before the next one (the publisher's
+// Err::Interrupted, then ERROR and READY). Anything else that arrives mid-run is dropped.
+void BoardSession::check_host_stop() {
+  uint8_t buf[kReadChunk];
+  size_t got = 0;
+  if (io_.read(buf, sizeof(buf), &got, 0) != Err::Ok) return;
+  for (size_t i = 0; i < got; ++i) {
+    char c = static_cast<char>(buf[i]);
+    if (c == '\n') {
+      if (stop_len_ > 0 && stop_buf_[stop_len_ - 1] == '\r') --stop_len_;
+      stop_buf_[stop_len_] = '\0';
+      if (strcmp(stop_buf_, proto::kCmdStop) == 0) host_stop_ = 1;
+      stop_len_ = 0;
+    } else if (stop_len_ + 1 < sizeof(stop_buf_)) {
+      stop_buf_[stop_len_++] = c;
+    } else {
+      stop_len_ = sizeof(stop_buf_) - 1;  // a long line is no STOP: keep it from matching
+      stop_buf_[0] = '#';
+    }
+  }
 }
 
 void BoardSession::write_line(const char* keylog_line) { line("%s %s", proto::kLineKeylog, keylog_line); }

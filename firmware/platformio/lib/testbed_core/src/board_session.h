@@ -133,6 +133,7 @@ class BoardSession : private SendObserver, private KeylogSink {
   void clock_exchange(const proto::RunRequest& r, const char* phase);
   void print_handshake();
   bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes, int64_t puback_us) override;
+  void check_host_stop();
   void write_line(const char* keylog_line) override;
 
   ByteStream& io_;
@@ -163,6 +164,9 @@ class BoardSession : private SendObserver, private KeylogSink {
   bool handshake_printed_ = false;
   uint32_t heap_before_ = 0;
   uint32_t runs_ = 0;
+  volatile sig_atomic_t host_stop_ = 0;  // the host's STOP, read between messages
+  char stop_buf_[16];
+  size_t stop_len_ = 0;
   TimeSample samples_[proto::kMaxSyncCount];
 };
 

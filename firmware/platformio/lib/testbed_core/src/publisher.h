@@ -69,6 +69,8 @@ class Publisher {
   Err run(const PublishConfig& cfg, RunStats* stats);
   // A flag (set from a signal handler) that stops the run before the next message: Err::Interrupted.
   void set_stop_flag(const volatile sig_atomic_t* flag) { stop_ = flag; }
+  // A second such flag, for whoever drives the run (the board session: the host's STOP command).
+  void set_driver_stop_flag(const volatile sig_atomic_t* flag) { driver_stop_ = flag; }
   const char* error_text() const { return err_.c_str(); }
 
  private:
@@ -84,9 +86,12 @@ class Publisher {
   Clock& clock_;
   SensorSource& sensors_;
   SendObserver& observer_;
-  bool stop_requested() const { return stop_ != nullptr && *stop_ != 0; }
+  bool stop_requested() const {
+    return (stop_ != nullptr && *stop_ != 0) || (driver_stop_ != nullptr && *driver_stop_ != 0);
+  }
 
   const volatile sig_atomic_t* stop_ = nullptr;
+  const volatile sig_atomic_t* driver_stop_ = nullptr;
   ErrorText err_;
   char payload_[kMaxPayload + 1];
   uint8_t packet_[kPacketCapacity];
