@@ -6,7 +6,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, TypeVar, cast
 
 import typer
 
@@ -15,7 +15,7 @@ from orchestrator.cli.console import err, out
 from orchestrator.errors import TestbedError
 from orchestrator.model.impairment import DelayMechanism
 from orchestrator.model.layout import BundleLayout
-from orchestrator.model.run import Publisher, QoS, RunSpec, parse_interval
+from orchestrator.model.run import Close, Connection, Publisher, QoS, RunSpec, parse_interval
 from orchestrator.model.sweep import SweepPlan
 from orchestrator.model.yamlfile import user_input
 
@@ -119,6 +119,13 @@ RESET_HELP = "esp32: reset the board through DTR/RTS before each cell, as esptoo
 BOARD_HOST_HELP = "esp32: this host's address as the board reaches it (default: the address of its default route)"
 
 
+CONNECTION_HELP = ("persistent (one connection for the run), reconnect (connect, publish --per-connection "
+                   "readings, end, sleep until the next), resume-id or resume-ticket (the same with TLS 1.2 "
+                   "session resumption by session ID or by ticket)")
+PER_CONNECTION_HELP = "readings per connection (K) when the connection is not persistent"
+CLOSE_HELP = "how a connection ends: disconnect (DISCONNECT + close_notify) or drop (as a sensor losing power)"
+
+
 @app.command("run")
 def run_cmd(
     scenario: Annotated[str, typer.Option(help="built-in scenario name or a YAML file")] = "tls",
@@ -134,6 +141,9 @@ def run_cmd(
     baud: Annotated[int, typer.Option(help="the board's serial baud rate")] = 115200,
     board_host: Annotated[str | None, typer.Option(help=BOARD_HOST_HELP)] = None,
     reset_board: Annotated[bool, typer.Option("--reset-board", help=RESET_HELP)] = False,
+    connection: Annotated[Connection, typer.Option(help=CONNECTION_HELP)] = "persistent",
+    per_connection: Annotated[int, typer.Option(help=PER_CONNECTION_HELP)] = 1,
+    close: Annotated[Close, typer.Option(help=CLOSE_HELP)] = "disconnect",
     out_dir: Annotated[Path | None, typer.Option("--out", help="run folder (default results/runs/<time>-...)")
                        ] = None,
 ) -> None:
@@ -144,7 +154,7 @@ def run_cmd(
         spec = RunSpec(scenario=scenario, payload=payload, samples=samples, interval_ms=parse_interval(interval),
                        qos=qos, seed=seed, impairment=impairment, delay_mechanism=delay_mechanism,
                        publisher=publisher, serial_port=serial_port, baud=baud, board_host=board_host,
-                       reset_board=reset_board)
+                       reset_board=reset_board, connection=connection, per_connection=per_connection, close=close)
     try:
         outcome = run_with_progress(spec, out_dir)
     except KeyboardInterrupt:
@@ -179,6 +189,10 @@ def sweep(
     baud: Annotated[int, typer.Option(help="the board's serial baud rate")] = 115200,
     board_host: Annotated[str | None, typer.Option(help=BOARD_HOST_HELP)] = None,
     reset_board: Annotated[bool, typer.Option("--reset-board", help=RESET_HELP)] = False,
+    connections: Annotated[str, typer.Option(help="comma list of connection modes: " + CONNECTION_HELP)
+                           ] = "persistent",
+    per_connection: Annotated[int, typer.Option(help=PER_CONNECTION_HELP)] = 1,
+    close: Annotated[Close, typer.Option(help=CLOSE_HELP)] = "disconnect",
     seed: Annotated[int, typer.Option(help="seed for cell order, sensors and bootstrap")] = 1,
     baseline: Annotated[str, typer.Option(help="scenario the others are compared with")] = "plain",
     out_root: Annotated[Path, typer.Option("--out", help="folder that receives the bundle")] = Path("results"),
@@ -203,7 +217,8 @@ def sweep(
                              impairments=_csv(impairments, "impairments", str),
                              delay_mechanism=delay_mechanism, publisher=publisher, serial_port=serial_port,
                              baud=baud, board_host=board_host, reset_board=reset_board, seed=seed,
-                             baseline=baseline)
+                             baseline=baseline, connections=cast(list[Connection], _csv(connections, "connections", str)),
+                             per_connection=per_connection, close=close)
         job = sw.start_sweep(plan, out_root, name, argv_for_display())
         err.print(f"bundle: {job.bundle}  ({len(job.cells)} cells, seed {plan.seed})")
     with sweep_bar() as bar:

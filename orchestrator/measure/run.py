@@ -48,7 +48,7 @@ from orchestrator.lab.topology import running_lab, wait_for_messages
 from orchestrator.measure.analyse import analyse_run_dir
 from orchestrator.model.impairment import Impairment, load_impairment
 from orchestrator.model.layout import Layout
-from orchestrator.model.run import RunSpec
+from orchestrator.model.run import RunSpec, effective_connection
 from orchestrator.model.scenario import Scenario, load_scenario
 from orchestrator.publishers import Publisher
 from orchestrator.publishers.board.publisher import BoardPublisher
@@ -202,10 +202,17 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
     returns status 'failed' with its logs kept; KeyboardInterrupt is re-raised after cleanup."""
     scenario = load_scenario(spec.scenario)
     impairment = preflight(scenario, spec)
+    asked = spec.connection
+    used, why = effective_connection(asked, scenario.is_tls)
+    if why:
+        spec = spec.model_copy(update={"connection": used})
+        status(f"{run_dir.name}: {why}")
     run_dir.mkdir(parents=True, exist_ok=True)
     record = CellRecord(Layout(run_dir), {
         "cell_id": run_dir.name, "scenario": scenario.name, "payload": spec.payload,
         "impairment": spec.impairment, "repeat": 1, **(cell or {}),
+        "connection": {"asked": asked, "used": used, "per_connection": spec.per_connection, "close": spec.close,
+                       "note": why},
         "spec": spec.model_dump(), "status": "running", "error": None, "started_utc": utc_now()})
     record.save()
     try:

@@ -156,7 +156,7 @@ def run_cells(bundle: Path, plan: SweepPlan, cells: list[Cell], progress: SweepP
         finally:
             entry.update(status=status, error=error, finished_utc=_now())
             recorded = read_json(Layout(run_dir).cell)
-            for key in ("impairment_state", "board"):  # board: the banner of the board that ran it
+            for key in ("impairment_state", "board", "connection"):  # board: the banner of the board that ran it
                 if recorded.get(key):
                     entry[key] = recorded[key]
             _record_cell(bundle, cell, entry)

@@ -111,6 +111,16 @@ class Layout:
         return self.logs / "publisher.csv"
 
     @property
+    def publisher_connections(self) -> Path:
+        """The publisher's own record of each connection (not persistent): its claim of resumption."""
+        return self.logs / "publisher_connections.csv"
+
+    @property
+    def connections(self) -> Path:
+        """The publisher's connections as the capture shows them (analysis/lifecycle.py)."""
+        return self.root / "connections.csv"
+
+    @property
     def publisher_summary(self) -> Path:
         return self.logs / "publisher_summary.json"
 

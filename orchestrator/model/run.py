@@ -14,6 +14,18 @@ DEVICE_ID = "v1"
 
 QoS = Literal[0, 1]
 Publisher = Literal["virtual", "esp32"]
+# How the publisher's connection lives (issue 13): one for the run; or connect, publish K readings, end
+# it, sleep until the next reading (every TLS handshake full, or resumed by session ID or by ticket).
+Connection = Literal["persistent", "reconnect", "resume-id", "resume-ticket"]
+CONNECTIONS: tuple[str, ...] = ("persistent", "reconnect", "resume-id", "resume-ticket")
+Close = Literal["disconnect", "drop"]  # DISCONNECT + close_notify, or the link just dropped (power lost)
+
+
+def effective_connection(connection: str, tls: bool) -> tuple[str, str | None]:
+    """The mode a run uses, and why it differs from the one asked: plain MQTT has nothing to resume."""
+    if not tls and connection.startswith("resume-"):
+        return "reconnect", f"{connection} on plain MQTT runs as reconnect: there is no TLS session to resume"
+    return connection, None
 
 
 def payload_min_size(samples: int, device_id: str = DEVICE_ID) -> int:
@@ -51,6 +63,13 @@ class RunSpec(BaseModel):
     reset_board: bool = False  # esp32: reset the board (DTR/RTS) before each cell
     seed: int = 1
     device_id: str = Field(default=DEVICE_ID, pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+    connection: Connection = "persistent"  # absent in specs recorded before it existed: persistent
+    per_connection: int = Field(default=1, ge=1, le=1_000_000)  # readings per connection (not persistent)
+    close: Close = "disconnect"
+
+    @property
+    def connections_expected(self) -> int:
+        return 1 if self.connection == "persistent" else -(-self.samples // self.per_connection)
 
     @model_validator(mode="after")
     def _payload_fits(self) -> RunSpec:

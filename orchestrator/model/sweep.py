@@ -10,6 +10,8 @@ from orchestrator.model.impairment import DelayMechanism
 from orchestrator.model.run import (
     DEVICE_ID,
     MAX_PAYLOAD,
+    Close,
+    Connection,
     Publisher,
     QoS,
     RunSpec,
@@ -25,12 +27,15 @@ class Cell(BaseModel):
     payload: int
     impairment: str
     repeat: int
+    connection: Connection = "persistent"  # absent in plans recorded before it existed
 
     @property
     def cell_id(self) -> str:
+        """``tls-65B-none-r1``; a connection mode other than persistent is named before the repeat."""
         scen = self.scenario.rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".yml")
         imp = self.impairment.rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".yml")
-        return f"{scen}-{self.payload}B-{imp}-r{self.repeat}"
+        conn = "" if self.connection == "persistent" else f"-{self.connection}"
+        return f"{scen}-{self.payload}B-{imp}{conn}-r{self.repeat}"
 
 
 class SweepPlan(BaseModel):
@@ -51,6 +56,9 @@ class SweepPlan(BaseModel):
     reset_board: bool = False
     seed: int = 1
     baseline: str = "plain"
+    connections: list[Connection] = Field(default_factory=lambda: list[Connection](["persistent"]), min_length=1)
+    per_connection: int = Field(default=1, ge=1, le=1_000_000)
+    close: Close = "disconnect"
 
     @field_validator("payloads")
     @classmethod
@@ -69,15 +77,16 @@ class SweepPlan(BaseModel):
         if low:
             raise ValueError(f"payload {low[0]} B is below the minimum of {minimum} B for {self.samples} samples")
         check_board_options(self.publisher, self.serial_port, self.board_host, self.reset_board)
-        for name, items in (("scenarios", self.scenarios), ("impairments", self.impairments)):
+        for name, items in (("scenarios", self.scenarios), ("impairments", self.impairments),
+                            ("connections", self.connections)):
             if len(set(items)) != len(items):
                 raise ValueError(f"{name}: an entry is listed twice")
         return self
 
     def cells(self) -> list[Cell]:
         """Every cell; in a seeded random order when repeated (the seed is recorded in the manifest)."""
-        cells = [Cell(scenario=s, payload=p, impairment=i, repeat=r)
-                 for r in range(1, self.repeat + 1) for i in self.impairments
+        cells = [Cell(scenario=s, payload=p, impairment=i, repeat=r, connection=c)
+                 for r in range(1, self.repeat + 1) for i in self.impairments for c in self.connections
                  for p in self.payloads for s in self.scenarios]
         if self.repeat > 1:
             random.Random(self.seed).shuffle(cells)
@@ -88,4 +97,5 @@ class SweepPlan(BaseModel):
                        interval_ms=self.interval_ms, qos=self.qos, impairment=cell.impairment,
                        delay_mechanism=self.delay_mechanism, publisher=self.publisher,
                        serial_port=self.serial_port, baud=self.baud, board_host=self.board_host,
-                       reset_board=self.reset_board, seed=self.seed + cell.repeat - 1, device_id=DEVICE_ID)
+                       reset_board=self.reset_board, seed=self.seed + cell.repeat - 1, device_id=DEVICE_ID,
+                       connection=cell.connection, per_connection=self.per_connection, close=self.close)

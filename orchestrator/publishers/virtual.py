@@ -37,6 +37,9 @@ def publisher_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSp
         if scenario.tls.client_auth == "certificate":
             args += ["--cert", lay.in_container(lay.pki / "publisher.crt"),
                      "--key", lay.in_container(lay.pki / "publisher.key")]
+    if spec.connection != "persistent":  # the study's cells keep their command line unchanged
+        args += ["--connection", spec.connection, "--per-connection", str(spec.per_connection),
+                 "--close", spec.close, "--connections-log", lay.in_container(lay.publisher_connections)]
     if pki is not None and not scenario.anonymous and (scenario.tls is None
                                                         or scenario.tls.client_auth == "password"):
         args += ["--username", "publisher", "--password", pki.password_for("publisher")]

@@ -28,6 +28,20 @@ PUBLISHER_TO_BROKER = "publisher->broker"
 BROKER_TO_SUBSCRIBER = "broker->subscriber"
 MESSAGE_COLUMNS = ("seq", "delay_ms", "broker_transit_ms", "frame_len", "msgs_in_frame", "dup", "direction")
 REQUIRED_MESSAGE_COLUMNS = ("seq", "delay_ms")
+PERSISTENT = "persistent"
+_JOIN = " + "
+
+
+def condition(impairment: str, connection: str = PERSISTENT) -> str:
+    """The cells' shared conditions, as the report groups them: the impairment, and the connection mode
+    when it is not the study's persistent one (``none + resume-id``)."""
+    return impairment if connection == PERSISTENT else f"{impairment}{_JOIN}{connection}"
+
+
+def split_condition(text: str) -> tuple[str, str]:
+    """(impairment, connection mode) of a :func:`condition`."""
+    impairment, _, connection = text.partition(_JOIN)
+    return impairment, connection or PERSISTENT
 
 
 class CellRecord(BaseModel):
@@ -43,6 +57,12 @@ class CellRecord(BaseModel):
     status: str
     error: str | None = None
     impairment_state: dict[str, Any] | None = None  # the run's impairment.json, as the sweep copied it
+    connection: dict[str, Any] | None = None  # asked, used, per_connection, close, note (absent: persistent)
+
+    @property
+    def connection_mode(self) -> str:
+        """The mode the cell was asked for (a plain cell asked to resume runs as reconnect, and says so)."""
+        return str((self.connection or {}).get("asked") or PERSISTENT)
 
 
 @dataclass
@@ -58,8 +78,10 @@ class Cell:
 
     @property
     def group(self) -> tuple[int, str, str]:
-        """(payload, impairment, scenario): the cells that differ only by repeat."""
-        return (self.record.payload, self.record.impairment, self.record.scenario)
+        """(payload, condition, scenario): the cells that differ only by repeat (the condition: the
+        impairment, and the connection mode when it is not persistent)."""
+        return (self.record.payload, condition(self.record.impairment, self.record.connection_mode),
+                self.record.scenario)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from orchestrator.report.loader import (
     delay_samples,
     frame_samples,
     jitter_samples,
+    split_condition,
     transit_samples,
 )
 from orchestrator.report.order import groups, scenario_order
@@ -103,6 +104,7 @@ SUMMARY_HEAD = (
     "scenario",
     "payload",
     "impairment",
+    "connection",
     "repeat",
     "status",
     "error",
@@ -143,6 +145,7 @@ def summary_row(cell: Cell, tables: Sequence[Table]) -> Row:
         "scenario": rec.scenario,
         "payload": rec.payload,
         "impairment": rec.impairment,
+        "connection": rec.connection_mode,
         "repeat": rec.repeat,
         "status": rec.status,
         "error": rec.error,
@@ -222,6 +225,7 @@ COMPARED: tuple[MetricSpec, ...] = (
 COMPARISON_COLUMNS = (
     "payload",
     "impairment",
+    "connection",
     "metric",
     "unit",
     "baseline",
@@ -289,7 +293,8 @@ def _comparison_row(pair: _Pair, spec: MetricSpec, *, seed: int, resamples: int)
     spread_s = stats.repeat_spread(_per_repeat(pair.scen_cells, spec))
     return {
         "payload": pair.payload,
-        "impairment": pair.impairment,
+        "impairment": split_condition(pair.impairment)[0],
+        "connection": split_condition(pair.impairment)[1],
         "metric": spec.name,
         "unit": spec.unit,
         "baseline": pair.baseline,

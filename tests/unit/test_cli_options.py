@@ -52,14 +52,16 @@ def test_every_run_option_reaches_the_run_spec(tmp_path: Path, monkeypatch: pyte
     args = ["run", "--scenario", "tls13-chacha20", "--payload", "100", "--samples", "50", "--interval", "40ms",
             "--qos", "1", "--seed", "9", "--impairment", "lossy-1pct", "--delay-mechanism", "queue",
             "--publisher", "esp32", "--serial-port", "/dev/ttyUSB3", "--baud", "921600", "--board-host", "192.0.2.7",
-            "--reset-board", "--out", str(tmp_path / "run")]
+            "--reset-board", "--connection", "resume-ticket", "--per-connection", "10", "--close", "drop",
+            "--out", str(tmp_path / "run")]
     assert _given(args) == _options("run")
 
     _invoke(args)
 
     assert calls == [(RunSpec(scenario="tls13-chacha20", payload=100, samples=50, interval_ms=40.0, qos=1, seed=9,
                               impairment="lossy-1pct", delay_mechanism="queue", publisher="esp32",
-                              serial_port="/dev/ttyUSB3", baud=921600, board_host="192.0.2.7", reset_board=True),
+                              serial_port="/dev/ttyUSB3", baud=921600, board_host="192.0.2.7", reset_board=True,
+                              connection="resume-ticket", per_connection=10, close="drop"),
                       tmp_path / "run")]
 
 
@@ -109,6 +111,7 @@ def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest
             "--repeat", "3", "--interval", "0.04s", "--qos", "1", "--impairments", "lossy-1pct,wifi-good",
             "--delay-mechanism", "netem", "--publisher", "esp32", "--serial-port", "/dev/ttyACM0", "--baud", "460800",
             "--board-host", "192.0.2.8", "--reset-board", "--seed", "9", "--baseline", "tls",
+            "--connections", "persistent,resume-id", "--per-connection", "5", "--close", "drop",
             "--out", str(tmp_path / "out"), "--name", "mine", "--grading", str(tables[0]), "--grading", str(tables[1])]
     assert _given(args) | {"--resume"} == _options("sweep")
 
@@ -117,12 +120,15 @@ def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest
     expected = SweepPlan(payloads=[70, 90], samples=50, scenarios=["tls", "tls13-chacha20"], repeat=3,
                          interval_ms=40.0, qos=1, impairments=["lossy-1pct", "wifi-good"], delay_mechanism="netem",
                          publisher="esp32", serial_port="/dev/ttyACM0", baud=460800, board_host="192.0.2.8",
-                         reset_board=True, seed=9, baseline="tls")
+                         reset_board=True, seed=9, baseline="tls", connections=["persistent", "resume-id"],
+                         per_connection=5, close="drop")
     [(plan, out_root, name, command)] = calls.started
     assert (plan, out_root, name, command[0]) == (expected, tmp_path / "out", "mine", "testbed")
     assert calls.ran == [sw.Sweep(calls.bundle, expected, expected.cells())]
     assert {expected.run_spec(c).delay_mechanism for c in expected.cells()} == {"netem"}
     assert {expected.run_spec(c).serial_port for c in expected.cells()} == {"/dev/ttyACM0"}
+    assert {(expected.run_spec(c).connection, expected.run_spec(c).per_connection, expected.run_spec(c).close)
+            for c in expected.cells()} == {("persistent", 5, "drop"), ("resume-id", 5, "drop")}
     assert calls.derived == [(calls.bundle, "tls", tables)]
     assert calls.resumed == []
 

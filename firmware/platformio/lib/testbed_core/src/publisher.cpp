@@ -27,6 +27,10 @@ Err Publisher::validate(const PublishConfig& cfg) {
     err_.set("qos must be 0 or 1");
     return Err::InvalidArgument;
   }
+  if (cfg.mode != ConnectionMode::Persistent && cfg.per_connection == 0) {
+    err_.set("messages per connection must be at least 1");
+    return Err::InvalidArgument;
+  }
   Err e = payload_check_size(cfg.device_id, cfg.samples, cfg.payload_size, &err_);
   if (e != Err::Ok) return e;
   // Try one packet with worst-case values so topic/client id problems surface before connecting.
@@ -86,10 +90,13 @@ Err Publisher::read_packet(uint32_t timeout_ms, size_t* len) {
   return Err::Ok;
 }
 
-Err Publisher::connect(const PublishConfig& cfg, RunStats* stats) {
+Err Publisher::connect(const PublishConfig& cfg, ConnectionStats* cs) {
   Err e = transport_.open(cfg.host, cfg.port, cfg.connect_timeout_ms);
-  stats->tcp_connect_us = transport_.stats().tcp_connect_us;
-  stats->handshake_us = transport_.stats().handshake_us;
+  const TransportStats& ts = transport_.stats();
+  cs->tcp_connect_us = ts.tcp_connect_us;
+  cs->handshake_us = ts.handshake_us;
+  cs->resumed = ts.resumed;
+  cs->session_offered = ts.session_offered;
   if (e != Err::Ok) {
     err_.set("%s", transport_.error_text());
     return e;
@@ -122,7 +129,7 @@ Err Publisher::connect(const PublishConfig& cfg, RunStats* stats) {
     err_.set("expected CONNACK, got a malformed or different packet (type %u)", rx_[0] >> 4);
     return Err::Protocol;
   }
-  stats->connack_us = clock_.mono_us() - start;
+  cs->connack_us = clock_.mono_us() - start;
   if (rc != 0) {
     err_.set("the broker refused the MQTT connection: CONNACK %u (%s)", rc, mqtt::connack_reason(rc));
     return Err::ConnackRefused;
@@ -171,86 +178,16 @@ Err Publisher::wait_until(const PublishConfig& cfg, int64_t target_us, int64_t* 
     }
     int64_t now = clock_.mono_us();
     if (now >= target_us) return Err::Ok;
-    if (ping_every > 0 && now - *last_tx_us >= ping_every) {
+    if (last_tx_us != nullptr && ping_every > 0 && now - *last_tx_us >= ping_every) {
       Err e = ping(cfg);
       if (e != Err::Ok) return e;
       *last_tx_us = clock_.mono_us();
       continue;
     }
     int64_t wake = target_us;
-    if (ping_every > 0 && *last_tx_us + ping_every < wake) wake = *last_tx_us + ping_every;
+    if (last_tx_us != nullptr && ping_every > 0 && *last_tx_us + ping_every < wake) wake = *last_tx_us + ping_every;
     clock_.sleep_until_mono_us(wake);
   }
-}
-
-Err Publisher::run(const PublishConfig& cfg, RunStats* stats) {
-  *stats = RunStats();
-  Err e = validate(cfg);
-  if (e != Err::Ok) return e;
-  e = connect(cfg, stats);
-  if (e != Err::Ok) {
-    transport_.close();
-    return e;
-  }
-  const int64_t t0 = clock_.mono_us();
-  int64_t last_tx = t0;
-  uint16_t packet_id = 0;
-  for (uint32_t seq = 0; seq < cfg.samples; ++seq) {
-    e = wait_until(cfg, t0 + static_cast<int64_t>(seq * cfg.interval_us), &last_tx);
-    if (e == Err::Interrupted) {
-      err_.set("stopped by a signal after %" PRIu32 " of %" PRIu32 " messages", seq, cfg.samples);
-    }
-    if (e != Err::Ok) break;
-    SensorReading reading;
-    e = sensors_.read(seq, &reading);
-    if (e != Err::Ok) {
-      err_.set("sensor read failed at message %" PRIu32, seq);
-      break;
-    }
-    int64_t t_send = clock_.wall_us();
-    e = payload_encode(cfg.device_id, seq, t_send, reading, cfg.payload_size, payload_, sizeof(payload_), &err_);
-    if (e != Err::Ok) break;
-    if (cfg.qos == 1) packet_id = static_cast<uint16_t>(packet_id == 0xFFFF ? 1 : packet_id + 1);
-    size_t len = 0;
-    e = mqtt::encode_publish(cfg.topic, reinterpret_cast<const uint8_t*>(payload_), cfg.payload_size, cfg.qos,
-                             cfg.qos == 1 ? packet_id : 0, false, false, packet_, sizeof(packet_), &len);
-    if (e != Err::Ok) {
-      err_.set("PUBLISH cannot be encoded (%s)", err_name(e));
-      break;
-    }
-    const int64_t handed_us = clock_.mono_us();
-    e = transport_.write_all(packet_, len);
-    if (e != Err::Ok) {
-      transport_error(e, "sending PUBLISH failed");
-      break;
-    }
-    last_tx = clock_.mono_us();
-    stats->messages_sent = seq + 1;
-    int64_t puback_us = -1;
-    if (cfg.qos == 1) {
-      e = wait_puback(cfg, packet_id);
-      if (e == Err::Ok) puback_us = clock_.mono_us() - handed_us;
-    }
-    if (!observer_.on_sent(seq, t_send, cfg.payload_size, len, puback_us)) {
-      if (e == Err::Ok) {
-        err_.set("recording message %" PRIu32 " in the send log failed", seq);
-        e = Err::SendLog;
-      }
-      break;
-    }
-    if (e != Err::Ok) break;
-  }
-  if (e == Err::Ok) {
-    size_t len = 0;
-    e = mqtt::encode_disconnect(packet_, sizeof(packet_), &len);
-    if (e == Err::Ok) {
-      e = transport_.write_all(packet_, len);
-      if (e != Err::Ok) transport_error(e, "sending DISCONNECT failed");
-    }
-    if (e == Err::Ok) e = wait_broker_close(cfg.drain_timeout_ms);
-  }
-  transport_.close();
-  return e;
 }
 
 // MQTT 3.1.1 section 3.14.4: on DISCONNECT the broker closes the network connection. Waiting for

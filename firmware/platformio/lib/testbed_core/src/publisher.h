@@ -1,5 +1,9 @@
 // The publish loop shared by the ESP32 and the virtual ESP32: connect, CONNECT/CONNACK,
 // N PUBLISH on an absolute schedule (t0 + i * interval, no drift), DISCONNECT.
+// The connection lifecycle (connection_mode.h): Persistent = one connection for the run (t0 = just
+// after its CONNACK); Reconnect/ResumeId/ResumeTicket = a connection per K messages, opened at the
+// scheduled time of its first message (t0 = just before the first connection is opened), ended after
+// its K-th, none open in between; a slow connect makes messages late, never skipped.
 #pragma once
 
 #include <csignal>
@@ -7,6 +11,7 @@
 #include <cstdint>
 
 #include "clock.h"
+#include "connection_mode.h"
 #include "mqtt_codec.h"
 #include "payload.h"
 #include "transport.h"
@@ -31,6 +36,23 @@ struct PublishConfig {
   // after DISCONNECT: how long to wait for the broker to close the connection, i.e. to have
   // received every message sent before it (a slow or lossy link can hold seconds of data)
   uint32_t drain_timeout_ms = 60000;
+  ConnectionMode mode = ConnectionMode::Persistent;
+  uint32_t per_connection = 1;  // K messages per connection, >= 1; ignored for Persistent
+  CloseMode close = CloseMode::Disconnect;  // how every connection ends (Persistent's one too)
+};
+
+// One connection of a run, reported when it has ended (SendObserver::on_connection).
+struct ConnectionStats {
+  uint32_t index = 0;       // 0, 1, ...: connection i carries messages i*K .. i*K+K-1
+  int64_t t_open_us = -1;   // wall clock just before the transport was opened
+  int64_t tcp_connect_us = -1;
+  int64_t handshake_us = -1;  // TLS only
+  int64_t connack_us = -1;    // CONNECT written -> CONNACK read
+  int resumed = -1;           // TLS: 1 resumed, 0 full handshake (TransportStats::resumed); -1 plain / failed
+  bool session_offered = false;
+  uint32_t messages = 0;      // PUBLISH handed to the transport on this connection
+  CloseMode close = CloseMode::Disconnect;
+  Err error = Err::Ok;        // why the connection (and so the run) failed; Ok when it ended as planned
 };
 
 class SensorSource {
@@ -48,13 +70,18 @@ class SendObserver {
   // PUBACK was read), -1 at QoS 0 or when no PUBACK came. false stops the run (Err::SendLog).
   virtual bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes,
                        int64_t puback_us) = 0;
+  // Called once per connection after it ended (also a failed one, with its error), before the next opens.
+  virtual void on_connection(const ConnectionStats& stats) { (void)stats; }
 };
 
 struct RunStats {
+  // of the FIRST connection (set before its first on_sent)
   int64_t tcp_connect_us = -1;
   int64_t handshake_us = -1;
   int64_t connack_us = -1;  // CONNECT written -> CONNACK read
   uint32_t messages_sent = 0;
+  uint32_t connections = 0;          // opened or attempted
+  uint32_t resumed_connections = 0;  // with the client's claim resumed = 1
 };
 
 class Publisher {
@@ -74,11 +101,17 @@ class Publisher {
   const char* error_text() const { return err_.c_str(); }
 
  private:
-  Err connect(const PublishConfig& cfg, RunStats* stats);
+  Err connect(const PublishConfig& cfg, ConnectionStats* cs);
+  Err connection(const PublishConfig& cfg, int64_t* t0, uint32_t first, uint32_t count, ConnectionStats* cs,
+                 RunStats* stats);
+  Err publish_one(const PublishConfig& cfg, uint32_t seq, int64_t* last_tx, RunStats* stats);
+  Err end_connection(const PublishConfig& cfg, Err e);
+  Err interrupted(const PublishConfig& cfg, uint32_t seq);
   Err read_packet(uint32_t timeout_ms, size_t* len);
   Err wait_broker_close(uint32_t timeout_ms);
   Err ping(const PublishConfig& cfg);
   Err wait_puback(const PublishConfig& cfg, uint16_t id);
+  // last_tx_us: nullptr while no connection is open (no PINGREQ then)
   Err wait_until(const PublishConfig& cfg, int64_t target_us, int64_t* last_tx_us);
   Err transport_error(Err e, const char* what);
 
@@ -93,6 +126,7 @@ class Publisher {
   const volatile sig_atomic_t* stop_ = nullptr;
   const volatile sig_atomic_t* driver_stop_ = nullptr;
   ErrorText err_;
+  uint16_t packet_id_ = 0;  // QoS 1, continues across the run's connections
   char payload_[kMaxPayload + 1];
   uint8_t packet_[kPacketCapacity];
   uint8_t rx_[64];

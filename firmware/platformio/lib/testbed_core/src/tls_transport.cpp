@@ -56,10 +56,12 @@ TlsTransport::TlsTransport(Clock& clock, const TlsOptions& options) : clock_(clo
   mbedtls_pk_init(&client_key_);
   mbedtls_ssl_config_init(&conf_);
   mbedtls_ssl_init(&ssl_);
+  mbedtls_ssl_session_init(&saved_);
 }
 
 TlsTransport::~TlsTransport() {
   close();
+  mbedtls_ssl_session_free(&saved_);
   mbedtls_ssl_free(&ssl_);
   mbedtls_ssl_config_free(&conf_);
   mbedtls_pk_free(&client_key_);
@@ -151,6 +153,7 @@ Err TlsTransport::configure(const char* host) {
     return Err::Keylog;
 #endif
   }
+  if (resumption_ != SessionResumption::None) apply_resumption();  // None: mbedTLS's client defaults
 
   ret = mbedtls_ssl_setup(&ssl_, &conf_);
   if (ret != 0) return fail(ret, Err::TlsSetup, "mbedtls_ssl_setup failed");
@@ -164,11 +167,16 @@ Err TlsTransport::configure(const char* host) {
 
 Err TlsTransport::open(const char* host, uint16_t port, uint32_t timeout_ms) {
   err_.clear();
-  if (configured_) {
-    err_.set("a TLS transport is used for one connection only");
-    return Err::InvalidArgument;
+  if (open_) abort();
+  stats_ = TransportStats();
+  if (!configured_ && setup_attempted_) {
+    err_.set("the TLS configuration failed before: this transport cannot connect");
+    return Err::TlsSetup;
   }
-  Err e = configure(host);
+  Err e = check_resumption();
+  if (e != Err::Ok) return e;
+  setup_attempted_ = true;
+  e = configured_ ? reopen(host) : configure(host);
   if (e != Err::Ok) return e;
   e = tcp_.open(host, port, timeout_ms);
   stats_.tcp_connect_us = tcp_.stats().tcp_connect_us;
@@ -182,6 +190,8 @@ Err TlsTransport::open(const char* host, uint16_t port, uint32_t timeout_ms) {
 
 Err TlsTransport::handshake(uint32_t timeout_ms) {
   mbedtls_ssl_conf_read_timeout(&conf_, timeout_ms);
+  Err e = offer_session();
+  if (e != Err::Ok) return e;
   int64_t start = clock_.mono_us();
   int ret;
   do {
@@ -196,7 +206,7 @@ Err TlsTransport::handshake(uint32_t timeout_ms) {
     stats_.cipher_id = static_cast<uint16_t>(id);
     const char* iana = cipher_iana_name(stats_.cipher_id);
     snprintf(stats_.cipher_suite, sizeof(stats_.cipher_suite), "%s", iana ? iana : (mbed_name ? mbed_name : "?"));
-    return Err::Ok;
+    return after_handshake();
   }
   char offered[kMaxCiphers * 48];
   offered_names(offered, sizeof(offered));

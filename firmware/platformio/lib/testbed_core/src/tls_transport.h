@@ -1,5 +1,8 @@
 // TLS 1.2 client transport over mbedTLS 2.28: CA verification + hostname check, configured
 // cipher suites only, handshake time, optional client certificate and NSS key log.
+// open() may be called again after close()/abort(): the configuration (RNG, CA, suites) is made once,
+// the SSL context is reset for each connection, and with set_resumption(SessionId|Ticket) the session
+// of the last completed handshake is offered in the next ClientHello (tls_session.cpp).
 #pragma once
 
 #include "chacha_guard.h"
@@ -42,11 +45,19 @@ class TlsTransport : public Transport {
   Err write_all(const uint8_t* data, size_t len) override;
   Err read_some(uint8_t* buf, size_t cap, size_t* got, uint32_t timeout_ms) override;
   void close() override;
+  void abort() override;  // no close_notify: the socket is just closed
+  void set_resumption(SessionResumption r) override;
   const char* error_text() const override { return err_.c_str(); }
   const TransportStats& stats() const override { return stats_; }
 
  private:
   Err configure(const char* host);
+  Err reopen(const char* host);
+  void apply_resumption();
+  Err check_resumption();
+  Err offer_session();
+  Err after_handshake();
+  void forget_session();
   Err handshake(uint32_t timeout_ms);
   Err fail(int ret, Err fallback, const char* what);
   void offered_names(char* out, size_t cap) const;
@@ -65,9 +76,13 @@ class TlsTransport : public Transport {
   ErrorText err_;
   TransportStats stats_;
   bool configured_ = false;
+  bool setup_attempted_ = false;
   bool open_ = false;
   int cipher_list_[kMaxCiphers + 1] = {0};  // zero-terminated, kept alive for mbedtls_ssl_conf_ciphersuites
   size_t cipher_count_ = 0;
+  SessionResumption resumption_ = SessionResumption::None;
+  bool have_saved_ = false;                 // saved_ holds the session of the last completed handshake
+  unsigned char offered_master_[48] = {0};  // the master secret of the session offered in this handshake
 
   mbedtls_entropy_context entropy_;
   mbedtls_ctr_drbg_context drbg_;
@@ -76,6 +91,7 @@ class TlsTransport : public Transport {
   mbedtls_pk_context client_key_;
   mbedtls_ssl_config conf_;
   mbedtls_ssl_context ssl_;
+  mbedtls_ssl_session saved_;
 };
 
 }  // namespace tb

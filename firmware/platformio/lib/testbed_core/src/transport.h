@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "connection_mode.h"
 #include "tb_error.h"
 
 namespace tb {
@@ -14,6 +15,11 @@ struct TransportStats {
   char tls_version[16] = {0};   // e.g. "TLSv1.2"; empty for plain TCP
   char cipher_suite[64] = {0};  // IANA name; empty for plain TCP
   uint16_t cipher_id = 0;
+  // TLS, the client's own claim after a completed handshake: 1 = the session offered was resumed (the
+  // new master secret is the offered session's), 0 = full handshake (also when nothing was offered);
+  // -1 = plain TCP or no completed handshake.
+  int resumed = -1;
+  bool session_offered = false;  // TLS: a saved session was offered in the ClientHello
 };
 
 class Transport {
@@ -23,7 +29,13 @@ class Transport {
   virtual Err write_all(const uint8_t* data, size_t len) = 0;
   // Reads 1..cap bytes; Err::RecvTimeout when nothing arrived within timeout_ms.
   virtual Err read_some(uint8_t* buf, size_t cap, size_t* got, uint32_t timeout_ms) = 0;
+  // Ends the connection orderly (TLS: close_notify, then the socket). A transport may be opened again.
   virtual void close() = 0;
+  // Ends the connection as a power loss would: the socket is closed, nothing else is sent (no TLS
+  // close_notify). Plain TCP: the same as close().
+  virtual void abort() { close(); }
+  // What to do with a connection's TLS session for the next open(); plain transports ignore it.
+  virtual void set_resumption(SessionResumption) {}
   virtual const char* error_text() const = 0;
   virtual const TransportStats& stats() const = 0;
 

@@ -1,0 +1,38 @@
+// The connection lifecycle of a run, a measured axis of the study: how a sensor's MQTT connections
+// come and go (one for the whole run, or one every K messages with a full or a resumed TLS
+// handshake), and how each one ends (MQTT DISCONNECT + TLS close_notify, or dropped as by a power loss).
+#pragma once
+
+#include <cstdint>
+
+namespace tb {
+
+enum class ConnectionMode : uint8_t {
+  Persistent,    // one connection for the whole run (the default)
+  Reconnect,     // a new connection every K messages; every TLS handshake full
+  ResumeId,      // like Reconnect; TLS 1.2 resumption by session ID (client session tickets disabled)
+  ResumeTicket,  // like Reconnect; TLS 1.2 resumption by session ticket (RFC 5077)
+};
+
+enum class CloseMode : uint8_t {
+  Disconnect,  // MQTT DISCONNECT, wait for the broker's close, TLS close_notify
+  Drop,        // a sensor losing power: no DISCONNECT, no close_notify, the socket is just closed
+};
+
+// What a TLS transport is asked to do with the session of one connection for the next one.
+enum class SessionResumption : uint8_t {
+  None,       // mbedTLS client defaults (tickets enabled), nothing offered: every handshake full
+  SessionId,  // tickets disabled; the last session offered by its ID
+  Ticket,     // tickets enabled; the last session (with its ticket) offered
+};
+
+// "persistent", "reconnect", "resume-id", "resume-ticket"
+const char* connection_mode_name(ConnectionMode m);
+// "disconnect", "drop"
+const char* close_mode_name(CloseMode c);
+// false for anything but the names above (exact, lower case)
+bool parse_connection_mode(const char* name, ConnectionMode* out);
+bool parse_close_mode(const char* name, CloseMode* out);
+SessionResumption resumption_for(ConnectionMode m);
+
+}  // namespace tb
