@@ -217,8 +217,8 @@ def sweep(
                              impairments=_csv(impairments, "impairments", str),
                              delay_mechanism=delay_mechanism, publisher=publisher, serial_port=serial_port,
                              baud=baud, board_host=board_host, reset_board=reset_board, seed=seed,
-                             baseline=baseline, connections=cast(list[Connection], _csv(connections, "connections", str)),
-                             per_connection=per_connection, close=close)
+                             baseline=baseline, per_connection=per_connection, close=close,
+                             connections=cast(list[Connection], _csv(connections, "connections", str)))
         job = sw.start_sweep(plan, out_root, name, argv_for_display())
         err.print(f"bundle: {job.bundle}  ({len(job.cells)} cells, seed {plan.seed})")
     with sweep_bar() as bar:

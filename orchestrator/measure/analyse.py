@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from orchestrator.analysis import lifecycle
 from orchestrator.analysis import metrics as run_metrics
 from orchestrator.analysis.clock import one_way_delay_available
-from orchestrator.analysis.pipeline import RunInputs, analyse_run, write_run_outputs
+from orchestrator.analysis.connections import connections_table
+from orchestrator.analysis.pipeline import RunAnalysis, RunInputs, analyse_run, write_run_outputs
 from orchestrator.backends.tshark import export_chunks
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
@@ -31,6 +33,8 @@ def analyse_run_dir(run_dir: Path, scenario: Scenario, spec: RunSpec,
         expected_tls=(f"TLS {suite.version}", suite.code) if suite else None,
         clocks_shared=board_clock is None or bool(board_clock.get("available")))
     analysis = analyse_run(inputs, export_chunks)
+    if spec.connection != "persistent":
+        add_connections(analysis, lay, scenario, spec, keylogs)
     if board_clock is not None:
         analysis.metrics["clock"] = with_delay_verdict(analysis.metrics, board_clock, summary.get("puback_rtt_ms"))
     res = dict(analysis.metrics.get("resources") or {})
@@ -48,6 +52,31 @@ def analyse_run_dir(run_dir: Path, scenario: Scenario, spec: RunSpec,
         write_json_atomic(lay.resources, resources)
     write_run_outputs(analysis, run_dir)
     return analysis.metrics
+
+
+def add_connections(analysis: RunAnalysis, lay: Layout, scenario: Scenario, spec: RunSpec,
+                    keylogs: list[Path]) -> None:
+    """connections.csv and metrics.json ``connections``: the publisher's connections as the capture shows
+    them (its own claim of resumption checked against the wire; a disagreement is a warning)."""
+    pk = analysis.per_packet
+    up = pk[pk["leg"] == "publisher->broker"]
+    ips = set(up["ip_src"].dropna().astype(str)) | set(up["ipv6_src"].dropna().astype(str))
+    sub_streams = set(pk.loc[pk["leg"].isin(["subscriber->broker", "broker->subscriber"]), "stream"].astype(int))
+    table = connections_table(lay.capture, scenario.port, scenario.is_tls, keylogs, export_chunks)
+    rows, mismatches = lifecycle.with_claims(lifecycle.publisher_rows(table, ips - {""}, sub_streams),
+                                             lifecycle.read_claims(lay.publisher_connections))
+    readings = int(analysis.metrics.get("loss", {}).get("publisher_logged") or spec.samples)
+    block = lifecycle.lifecycle(rows, mismatches, mode=spec.connection, per_connection=spec.per_connection,
+                                close=spec.close, expected=spec.connections_expected, readings=readings,
+                                tls=scenario.is_tls)
+    rows.to_csv(lay.connections, index=False)
+    analysis.metrics["connections"] = block
+    warnings = lifecycle.mismatch_warnings(block)
+    if block["missing"]:
+        warnings.append(f"{block['missing']} of {block['expected']} expected connections are not on the capture")
+    analysis.warnings.extend(warnings)
+    if analysis.metrics.get("warnings") is not analysis.warnings:
+        analysis.metrics.setdefault("warnings", []).extend(warnings)
 
 
 def with_delay_verdict(metrics: dict[str, Any], board_clock: dict[str, Any],

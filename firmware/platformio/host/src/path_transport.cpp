@@ -188,6 +188,18 @@ void PathTransport::close() {
   inner_->close();
 }
 
+// What the board wrote before its power went is on the wire already: it still arrives.
+void PathTransport::abort() {
+  if (inner_ == nullptr) return;
+  while (failed_ == tb::Err::Ok && !queue_.empty()) sleep_serving(host_, this, next_due_mono_us(), true);
+  queue_.clear();
+  inner_->abort();
+}
+
+void PathTransport::set_resumption(tb::SessionResumption r) {
+  if (inner_ != nullptr) inner_->set_resumption(r);
+}
+
 const char* PathTransport::error_text() const {
   if (drop_err_[0] != '\0') return drop_err_;
   return inner_ != nullptr ? inner_->error_text() : "no transport";

@@ -42,6 +42,8 @@ class PathTransport : public tb::Transport, public tb::TransportFilter, public T
   tb::Err write_all(const uint8_t* data, size_t len) override;
   tb::Err read_some(uint8_t* buf, size_t cap, size_t* got, uint32_t timeout_ms) override;
   void close() override;  // sends what is still in the delay line first
+  void abort() override;  // the same, then the inner transport's abort (no TLS close_notify)
+  void set_resumption(tb::SessionResumption r) override;
   const char* error_text() const override;
   const tb::TransportStats& stats() const override;
 

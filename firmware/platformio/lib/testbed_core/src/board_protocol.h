@@ -4,7 +4,8 @@
 // limits, RUN keys, error names). firmware/platformio/README.md "Serial control protocol" explains it.
 //
 // Lines are ASCII, '\n' terminated ('\r' before it is ignored), fields `key=value` separated by one space.
-// Board -> host:  BANNER, READY, ACK, ERROR, and the run lines CLOCK, SYNC, KEYLOG, HANDSHAKE, MSG, DONE.
+// Board -> host:  BANNER, READY, ACK, ERROR, and the run lines CLOCK, SYNC, KEYLOG, HANDSHAKE, MSG, CONN
+//                 (one per connection of a non-persistent run), DONE.
 // Host -> board:  HELLO (banner + READY again), RUN BEGIN len=N crc=XXXXXXXX, RUN CHUNK i=K <base64>,
 //                 RUN END, RUN ABORT. Every chunk is ACKed before the next one is sent (flow control).
 //                 STOP (mid-run; version 2): stop before the next message, ERROR Interrupted, READY.
@@ -15,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "connection_mode.h"
 #include "tb_error.h"
 
 namespace tb {
@@ -34,6 +36,7 @@ constexpr char kLineSync[] = "SYNC";
 constexpr char kLineKeylog[] = "KEYLOG";
 constexpr char kLineHandshake[] = "HANDSHAKE";
 constexpr char kLineMsg[] = "MSG";
+constexpr char kLineConn[] = "CONN";  // after each connection of a non-persistent run
 constexpr char kLineDone[] = "DONE";
 
 // Host -> board.
@@ -73,13 +76,20 @@ constexpr const char* kRunKeys[] = {
     "id",        "host",       "port",      "transport", "ciphers",    "ca",          "cert",
     "key",       "server_name", "username", "password",  "payload",    "samples",     "interval_us",
     "qos",       "device_id",  "topic",     "client_id", "keylog",     "connect_timeout_ms",
-    "sync_host", "sync_port",  "sync_count", "mode",
+    "sync_host", "sync_port",  "sync_count", "mode",      "per_connection", "close",
 };
 constexpr size_t kRunKeyCount = sizeof(kRunKeys) / sizeof(kRunKeys[0]);
 constexpr uint32_t kMaxSyncCount = 64;
 constexpr uint32_t kDefaultSyncCount = 8;
-// The connection modes a board of this version knows ("mode" key; more may come with a new version).
-constexpr char kModePersistent[] = "persistent";  // one MQTT connection for the whole run (the default)
+// The connection modes ("mode" key; connection_mode.h). Optional with them: "per_connection" (K >= 1,
+// default 1, ignored for persistent) and "close" (kCloseDisconnect, the default, or kCloseDrop).
+constexpr char kModePersistent[] = "persistent";       // one MQTT connection for the whole run (the default)
+constexpr char kModeReconnect[] = "reconnect";         // a connection per K messages, full TLS handshakes
+constexpr char kModeResumeId[] = "resume-id";          // ... TLS 1.2 resumption by session ID
+constexpr char kModeResumeTicket[] = "resume-ticket";  // ... TLS 1.2 resumption by session ticket
+constexpr char kCloseDisconnect[] = "disconnect";      // MQTT DISCONNECT, the broker's close, close_notify
+constexpr char kCloseDrop[] = "drop";                  // the socket just closed (a power loss)
+constexpr uint32_t kMaxPerConnection = 10000000;       // = the samples limit
 
 // One cell's parameters, as the board received them. Strings point into the receiver's body buffer.
 struct RunRequest {
@@ -106,7 +116,10 @@ struct RunRequest {
   const char* sync_host = nullptr;  // nullptr: no clock exchanges
   uint16_t sync_port = 0;
   uint32_t sync_count = kDefaultSyncCount;
-  const char* mode = kModePersistent;
+  const char* mode = kModePersistent;  // the mode's name (one of the kMode* constants)
+  ConnectionMode connection_mode = ConnectionMode::Persistent;
+  uint32_t per_connection = 1;
+  CloseMode close = CloseMode::Disconnect;
 };
 
 // zlib's CRC-32 (polynomial 0xEDB88320; Python's zlib.crc32). Pass the previous value to continue.

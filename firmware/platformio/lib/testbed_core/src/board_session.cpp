@@ -59,6 +59,14 @@ void BoardSession::BoardTransport::close() {
   if (inner_ != nullptr) inner_->close();
 }
 
+void BoardSession::BoardTransport::abort() {
+  if (inner_ != nullptr) inner_->abort();
+}
+
+void BoardSession::BoardTransport::set_resumption(SessionResumption r) {
+  if (inner_ != nullptr) inner_->set_resumption(r);
+}
+
 const char* BoardSession::BoardTransport::error_text() const {
   return inner_ != nullptr ? inner_->error_text() : "no transport";
 }
@@ -256,6 +264,9 @@ Err BoardSession::prepare(const proto::RunRequest& r, PublishConfig* cfg) {
   cfg->interval_us = r.interval_us;
   cfg->connect_timeout_ms = r.connect_timeout_ms;
   cfg->drain_timeout_ms = kDrainTimeoutMs;
+  cfg->mode = r.connection_mode;
+  cfg->per_connection = r.per_connection;
+  cfg->close = r.close;
   if (r.tls) {
     uint16_t ids[kMaxCiphers];
     size_t count = 0;
@@ -296,6 +307,7 @@ void BoardSession::execute(const proto::RunRequest& r) {
   line("%s %s id=%s", proto::kLineAck, proto::kAckRun, r.id);
   if (r.sync_host != nullptr) clock_exchange(r, "pre");
   handshake_printed_ = false;
+  mode_ = cfg.mode;
   host_stop_ = 0;
   stop_len_ = 0;
   heap_before_ = port_.free_heap();
@@ -345,6 +357,17 @@ bool BoardSession::on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes
        port_.rssi(), puback);
   check_host_stop();
   return true;
+}
+
+void BoardSession::on_connection(const ConnectionStats& c) {
+  if (mode_ == ConnectionMode::Persistent) return;  // its HANDSHAKE line says it all
+  char tcp[24], tls[24], connack[24];
+  fmt_ms(c.tcp_connect_us, tcp, sizeof(tcp));
+  fmt_ms(c.handshake_us, tls, sizeof(tls));
+  fmt_ms(c.connack_us, connack, sizeof(connack));
+  const char* resumed = c.resumed == 1 ? "1" : c.resumed == 0 ? "0" : "-";
+  line("%s i=%" PRIu32 " tcp_ms=%s tls_ms=%s connack_ms=%s resumed=%s msgs=%" PRIu32 " close=%s", proto::kLineConn,
+       c.index, tcp, tls, connack, resumed, c.messages, close_mode_name(c.close));
 }
 
 // Between messages: a STOP line from the host stops the run before the next one (the publisher's

@@ -110,6 +110,8 @@ class BoardSession : private SendObserver, private KeylogSink {
     Err write_all(const uint8_t* data, size_t len) override;
     Err read_some(uint8_t* buf, size_t cap, size_t* got, uint32_t timeout_ms) override;
     void close() override;
+    void abort() override;
+    void set_resumption(SessionResumption r) override;
     const char* error_text() const override;
     const TransportStats& stats() const override;
 
@@ -133,6 +135,7 @@ class BoardSession : private SendObserver, private KeylogSink {
   void clock_exchange(const proto::RunRequest& r, const char* phase);
   void print_handshake();
   bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes, int64_t puback_us) override;
+  void on_connection(const ConnectionStats& c) override;  // CONN line (non-persistent runs)
   void check_host_stop();
   void write_line(const char* keylog_line) override;
 
@@ -161,6 +164,7 @@ class BoardSession : private SendObserver, private KeylogSink {
   TransportFilter* filter_ = nullptr;
   TransportFilter* attached_filter_ = nullptr;  // the filter of the current run
   RunStats stats_;
+  ConnectionMode mode_ = ConnectionMode::Persistent;  // of the current run
   bool handshake_printed_ = false;
   uint32_t heap_before_ = 0;
   uint32_t runs_ = 0;

@@ -1,0 +1,129 @@
+"""The publisher's connections of one run (issue 13): how many, how each TLS handshake went ON THE WIRE,
+what each cost, and whether the publisher's own claim of resumption agrees.
+
+Input: the per-connection table of the capture (``analysis/connections.py``, every connection to the
+broker port), the publisher's addresses (from the packets the analysis put on the publisher->broker
+leg) and, when the publisher wrote one, its connections log (``logs/publisher_connections.csv``:
+``conn,t_open_us,tcp_connect_ms,handshake_ms,connack_ms,resumed,messages,close,error``).
+
+Output: ``connections.csv`` (the publisher's rows, in SYN order, with the client's claim beside the
+wire's verdict) and the ``connections`` block of metrics.json. Per reading: every byte of the
+publisher's connections on the wire (all headers, both directions, retransmissions included) divided by
+the readings it sent, and the set-up time (first SYN -> first PUBLISH) divided the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+RESUMED = ("resumed-id", "resumed-ticket", "resumed-psk")
+KINDS = ("full", *RESUMED, "none", "unknown")
+MEDIANS = ("tcp_connect_ms", "tls_handshake_ms", "mqtt_connect_ms", "syn_to_first_publish_ms")
+
+
+def read_claims(path: Path) -> pd.DataFrame | None:
+    """The publisher's connections log, or None when it wrote none."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    return pd.read_csv(path)
+
+
+def publisher_rows(table: pd.DataFrame, publisher_ips: Iterable[str], subscriber_streams: Iterable[int]
+                   ) -> pd.DataFrame:
+    """The publisher's connections: from its addresses, never a subscriber's stream; by first SYN."""
+    if table.empty:
+        return table
+    ips, subs = set(publisher_ips), set(subscriber_streams)
+    rows = table[table["client_ip"].isin(ips) & ~table["stream"].isin(subs)]
+    return rows.sort_values(["syn_time", "stream"], na_position="last").reset_index(drop=True)
+
+
+def _claim(value: object) -> bool | None:
+    if value is None or (isinstance(value, float) and pd.isna(value)) or str(value).strip() in ("", "-"):
+        return None
+    return str(value).strip() in ("1", "1.0", "true", "True")
+
+
+def with_claims(rows: pd.DataFrame, claims: pd.DataFrame | None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """``claimed_resumed`` beside each wire row (the i-th claim for the i-th connection), and where the
+    two disagree."""
+    out = rows.copy()
+    out["claimed_resumed"] = None
+    if claims is None or out.empty:
+        return out, []
+    mismatches: list[dict[str, Any]] = []
+    for i, value in enumerate(claims["resumed"].tolist()[: len(out)]):
+        claim = _claim(value)
+        out.at[i, "claimed_resumed"] = claim
+        wire = str(out.at[i, "handshake"])
+        if claim is None or wire in ("none", "unknown"):
+            continue
+        if claim != (wire in RESUMED):
+            mismatches.append({"connection": i + 1, "client_says": "resumed" if claim else "full", "wire": wire})
+    return out, mismatches
+
+
+def _median(rows: pd.DataFrame, col: str) -> float | None:
+    values = pd.to_numeric(rows[col], errors="coerce").dropna() if col in rows else pd.Series(dtype=float)
+    return round(float(values.median()), 3) if len(values) else None
+
+
+def _by_kind(rows: pd.DataFrame) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kind, part in rows.groupby("handshake", sort=True):
+        wire = part["wire_client_to_server"] + part["wire_server_to_client"]
+        out[str(kind)] = {"n": int(len(part)), "wire_bytes_median": float(wire.median()),
+                          "wire_client_to_server_median": float(part["wire_client_to_server"].median()),
+                          "wire_server_to_client_median": float(part["wire_server_to_client"].median()),
+                          **{f"{c}_median": _median(part, c) for c in MEDIANS}}
+    return out
+
+
+def _resumption(rows: pd.DataFrame, mode: str, tls: bool) -> dict[str, Any]:
+    """After the first connection: how many were resumed on the wire, and what that says."""
+    later = rows["handshake"].iloc[1:] if len(rows) > 1 else pd.Series(dtype=str)
+    resumed = int(later.isin(RESUMED).sum())
+    out: dict[str, Any] = {"reconnections": int(len(later)), "resumed_after_first": resumed}
+    if not tls or not mode.startswith("resume-") or later.empty:
+        out["verdict"] = None
+    elif resumed == len(later):
+        out["verdict"] = "every reconnection resumed"
+    elif resumed == 0:
+        out["verdict"] = ("resumption refused: every reconnection after the first was a full handshake on the "
+                          "wire (the broker did not accept the offered session)")
+    else:
+        out["verdict"] = f"{len(later) - resumed} of {len(later)} reconnections were full handshakes on the wire"
+    return out
+
+
+def lifecycle(rows: pd.DataFrame, mismatches: list[dict[str, Any]], *, mode: str, per_connection: int,
+              close: str, expected: int, readings: int, tls: bool) -> dict[str, Any]:
+    """metrics.json ``connections``: counts, handshakes by kind, costs per connection and per reading."""
+    wire = (rows["wire_client_to_server"] + rows["wire_server_to_client"]) if len(rows) else pd.Series(dtype=float)
+    setup = pd.to_numeric(rows.get("syn_to_first_publish_ms"), errors="coerce") if len(rows) else wire
+    per_reading = readings if readings else None
+    return {
+        "mode": mode, "per_connection": per_connection, "close": close,
+        "expected": expected, "count": int(len(rows)), "missing": max(expected - int(len(rows)), 0),
+        "handshakes": {k: int((rows["handshake"] == k).sum()) if len(rows) else 0 for k in KINDS},
+        **_resumption(rows, mode, tls),
+        "by_kind": _by_kind(rows) if len(rows) else {},
+        "tcp_end": {str(k): int(v) for k, v in rows["tcp_end"].value_counts().items()} if len(rows) else {},
+        "client_claims": {"compared": int(rows["claimed_resumed"].notna().sum()) if "claimed_resumed" in rows
+                          else 0, "mismatches": mismatches},
+        "wire_bytes": int(wire.sum()) if len(rows) else 0,
+        "wire_bytes_per_reading": round(float(wire.sum()) / per_reading, 1) if per_reading and len(rows) else None,
+        "setup_ms_per_reading": (round(float(setup.dropna().sum()) / per_reading, 3)
+                                 if per_reading and len(rows) and setup.notna().any() else None),
+        **{f"{c}_median": _median(rows, c) for c in MEDIANS},
+    }
+
+
+def mismatch_warnings(block: dict[str, Any]) -> list[str]:
+    """One warning per disagreement between the publisher's claim and the wire."""
+    return [f"connection {m['connection']}: the publisher says {m['client_says']}, the wire shows {m['wire']}"
+            for m in block["client_claims"]["mismatches"]]
