@@ -56,13 +56,17 @@ def render_mosquitto_conf(scenario: Scenario) -> str:
 
 
 def render_openssl_conf(scenario: Scenario) -> str | None:
-    """An OPENSSL_CONF capping the broker at TLS 1.2, or None when no cap is needed."""
-    if scenario.tls is None or scenario.tls.max_version != "1.2":
+    """An OPENSSL_CONF for what Mosquitto has no setting for: capping the broker at TLS 1.2, turning
+    session tickets off (``Options = -SessionTicket``: the session-ID cache stays); None when neither."""
+    tls = scenario.tls
+    if tls is None or (tls.max_version != "1.2" and tls.session_tickets):
         return None
+    settings = (["MaxProtocol = TLSv1.2"] if tls.max_version == "1.2" else []) + \
+        ([] if tls.session_tickets else ["Options = -SessionTicket"])
     return (
-        "# rendered by testbed: Mosquitto's tls_version is only a minimum; this caps the broker at TLS 1.2\n"
+        "# rendered by testbed: Mosquitto's tls_version is only a minimum, and it has no setting for tickets\n"
         "openssl_conf = openssl_init\n\n"
         "[openssl_init]\nssl_conf = ssl_sect\n\n"
         "[ssl_sect]\nsystem_default = system_default_sect\n\n"
-        "[system_default_sect]\nMaxProtocol = TLSv1.2\n"
+        "[system_default_sect]\n" + "\n".join(settings) + "\n"
     )

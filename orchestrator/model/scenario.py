@@ -27,6 +27,8 @@ class TlsSettings(BaseModel):
     ciphers_tls13: list[str] = Field(default_factory=list, description="TLS 1.3 suite names")
     key_type: KeyType = "ecdsa-p256"
     client_auth: ClientAuth = "password"
+    session_tickets: bool = Field(default=True, description="false: the broker issues and accepts no TLS 1.2 "
+                                  "session ticket (OpenSSL Options = -SessionTicket); its session-ID cache stays")
     client_max_version: TlsVersion = Field(
         "1.2", description="highest version our clients offer; the ESP32's mbedTLS 2.28 speaks TLS 1.2")
 

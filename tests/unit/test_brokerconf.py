@@ -34,3 +34,13 @@ def test_tls13_only_scenario_sets_minimum_13():
     conf = _directives(render_mosquitto_conf(load_scenario("tls13-chacha20")))
     assert "tls_version tlsv1.3" in conf
     assert not any(d.startswith("ciphers ") for d in conf)
+
+
+def test_tickets_off_is_an_openssl_option_and_combines_with_the_tls12_cap():
+    noticket = load_scenario("tls-noticket")
+    conf = render_openssl_conf(noticket)
+    assert conf is not None and "Options = -SessionTicket" in conf and "MaxProtocol" not in conf
+    capped = noticket.model_copy(update={"tls": noticket.tls.model_copy(update={"max_version": "1.2",
+                                                                                 "ciphers_tls13": []})})
+    both = render_openssl_conf(capped)
+    assert both is not None and "MaxProtocol = TLSv1.2\nOptions = -SessionTicket\n" in both

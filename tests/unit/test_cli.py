@@ -21,7 +21,7 @@ def _run(capsys, *argv):
 def test_unknown_scenario_lists_known(capsys):
     code, _out, err = _run(capsys, "up", "--scenario", "nope")
     assert code == 1
-    assert "error: unknown scenario 'nope'; known: plain, tls, tls-aes128gcm, tls13-chacha20" in err
+    assert "error: unknown scenario 'nope'; known: plain, tls, tls-aes128gcm, tls-noticket, tls13-chacha20" in err
     assert "Traceback" not in err
 
 

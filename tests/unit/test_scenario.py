@@ -8,7 +8,7 @@ from orchestrator.model.scenario import builtin_names, load_scenario
 
 
 def test_builtins_are_the_documented_ones():
-    assert builtin_names() == ["plain", "tls", "tls-aes128gcm", "tls13-chacha20"]
+    assert builtin_names() == ["plain", "tls", "tls-aes128gcm", "tls-noticket", "tls13-chacha20"]
 
 
 def test_tls_scenario_is_chacha20_poly1305_only():
@@ -97,7 +97,7 @@ def test_tls13_allowed_without_tls13_list_is_refused(tmp_path):
 def test_unknown_scenario_lists_known_ones():
     with pytest.raises(TestbedError) as exc:
         load_scenario("tlz")
-    assert "plain, tls, tls-aes128gcm, tls13-chacha20" in exc.value.message
+    assert "plain, tls, tls-aes128gcm, tls-noticket, tls13-chacha20" in exc.value.message
 
 
 def test_user_yaml_file_loads(tmp_path):

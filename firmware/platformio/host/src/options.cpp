@@ -13,7 +13,7 @@ namespace {
 enum OptId {
   kHost = 1000, kPort, kTransport, kCiphers, kCa, kServerName, kCert, kKey, kUsername, kPassword, kPayload,
   kSamples, kIntervalMs, kQos, kDeviceId, kTopic, kClientId, kKeylog, kSendLog, kSummary, kSeed,
-  kConnectTimeoutMs, kHelp,
+  kConnectTimeoutMs, kConnection, kPerConnection, kClose, kConnectionsLog, kHelp,
 };
 
 struct Spec {
@@ -45,6 +45,10 @@ const Spec kSpecs[] = {
     {"summary", "TESTBED_SUMMARY", kSummary},
     {"seed", "TESTBED_SEED", kSeed},
     {"connect-timeout-ms", "TESTBED_CONNECT_TIMEOUT_MS", kConnectTimeoutMs},
+    {"connection", "TESTBED_CONNECTION", kConnection},
+    {"per-connection", "TESTBED_PER_CONNECTION", kPerConnection},
+    {"close", "TESTBED_CLOSE", kClose},
+    {"connections-log", "TESTBED_CONNECTIONS_LOG", kConnectionsLog},
 };
 
 bool parse_uint(const char* text, uint64_t max, uint64_t* out) {
@@ -55,6 +59,30 @@ bool parse_uint(const char* text, uint64_t max, uint64_t* out) {
   if (errno != 0 || *end != '\0' || v > max) return false;
   *out = v;
   return true;
+}
+
+// The connection lifecycle options (connection_mode.h).
+bool apply_connection(Options* o, int id, const char* name, const char* value, std::string* error) {
+  uint64_t v = 0;
+  switch (id) {
+    case kConnection:
+      if (tb::parse_connection_mode(value, &o->connection)) return true;
+      *error = std::string(name) + ": expected persistent, reconnect, resume-id or resume-ticket, got \"" + value + "\"";
+      return false;
+    case kPerConnection:
+      if (parse_uint(value, 100000000, &v) && v >= 1) {
+        o->per_connection = static_cast<uint32_t>(v);
+        return true;
+      }
+      *error = std::string(name) + ": expected an integer 1..100000000, got \"" + value + "\"";
+      return false;
+    case kClose:
+      if (tb::parse_close_mode(value, &o->close)) return true;
+      *error = std::string(name) + ": expected disconnect or drop, got \"" + value + "\"";
+      return false;
+    case kConnectionsLog: o->connections_log = value; return true;
+    default: return false;
+  }
 }
 
 bool apply(Options* o, int id, const char* name, const char* value, std::string* error) {
@@ -110,7 +138,7 @@ bool apply(Options* o, int id, const char* name, const char* value, std::string*
       if (!number(1, 3600000)) return false;
       o->connect_timeout_ms = static_cast<uint32_t>(v);
       break;
-    default: return false;
+    default: return apply_connection(o, id, name, value, error);
   }
   return true;
 }
@@ -125,6 +153,13 @@ const char* usage() {
          "  --payload BYTES (65) --samples N (200) --interval-ms MS (1000) --qos 0|1 --device-id ID (v1)\n"
          "  --topic T (testbed/sensors) --client-id ID --keylog FILE --send-log FILE.csv --summary FILE.json\n"
          "  --seed S (1) --connect-timeout-ms MS (10000)\n"
+         "  --connection persistent|reconnect|resume-id|resume-ticket (persistent: one connection for the run;\n"
+         "      else a connection per K messages, opened at its first message's scheduled time: full TLS\n"
+         "      handshakes, or TLS 1.2 resumption by session ID / by session ticket; plain: all as reconnect)\n"
+         "  --per-connection K (1; messages per connection, ignored for persistent)\n"
+         "  --close disconnect|drop (disconnect: MQTT DISCONNECT + close_notify; drop: the socket just closed)\n"
+         "  --connections-log FILE.csv (conn,t_open_us,tcp_connect_ms,handshake_ms,connack_ms,resumed,messages,\n"
+         "      close,error: one row per connection)\n"
          "Every option X-Y can also be given as environment variable TESTBED_X_Y; flags win.\n";
 }
 

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "connection_mode.h"
+
 namespace vdev {
 
 struct Options {
@@ -23,6 +25,10 @@ struct Options {
   std::string keylog, send_log, summary;
   uint64_t seed = 1;
   uint32_t connect_timeout_ms = 10000;
+  tb::ConnectionMode connection = tb::ConnectionMode::Persistent;
+  uint32_t per_connection = 1;  // K, ignored for persistent
+  tb::CloseMode close = tb::CloseMode::Disconnect;
+  std::string connections_log;  // CSV, one row per connection
 };
 
 // Parses argv and the environment. On failure returns false and sets error (one line);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "connection_log.h"
 #include "mbedtls/version.h"
 #include "options.h"
 #include "posix_clock.h"
@@ -100,18 +101,26 @@ class KeylogFile : public tb::KeylogSink {
   LineFile& f_;
 };
 
+// The send log (a row per PUBLISH) and the connections log (a row per connection); either may be absent.
 class SendLog : public tb::SendObserver {
  public:
-  explicit SendLog(LineFile* f) : f_(f) {}
+  SendLog(LineFile* sends, LineFile* connections) : f_(sends), conn_(connections) {}
   bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t, int64_t) override {
     if (f_ == nullptr) return true;
     char line[96];
     snprintf(line, sizeof(line), "%" PRIu32 ",%" PRId64 ",%zu", seq, t_send_us, payload_bytes);
     return f_->line(line);
   }
+  void on_connection(const tb::ConnectionStats& c) override {
+    if (conn_ == nullptr) return;
+    char line[160];
+    format_connection_row(c, line, sizeof(line));
+    conn_->line(line);  // a failed write is reported at the end (LineFile::failed)
+  }
 
  private:
   LineFile* f_;
+  LineFile* conn_;
 };
 
 std::string json_string(const std::string& s) {
@@ -186,7 +195,12 @@ bool write_summary(const Options& o, const Outcome& r, std::string* error) {
                      ",\"tcp_connect_ms\":" + json_ms(r.stats.tcp_connect_us) +
                      ",\"handshake_ms\":" + json_ms(tls ? r.stats.handshake_us : -1) +
                      ",\"connack_ms\":" + json_ms(r.stats.connack_us) +
-                     ",\"messages_sent\":" + std::to_string(r.stats.messages_sent) + "," + cpu +
+                     ",\"messages_sent\":" + std::to_string(r.stats.messages_sent) +
+                     ",\"connection_mode\":" + json_string(tb::connection_mode_name(o.connection)) +
+                     ",\"per_connection\":" + std::to_string(o.per_connection) +
+                     ",\"close\":" + json_string(tb::close_mode_name(o.close)) +
+                     ",\"connections\":" + std::to_string(r.stats.connections) +
+                     ",\"resumed_connections\":" + std::to_string(r.stats.resumed_connections) + "," + cpu +
                      ",\"errors\":" + errs + ",\"ok\":" + (r.errors.empty() ? "true" : "false") + "}\n";
   std::string tmp = o.summary + ".tmp";
   FILE* f = fopen(tmp.c_str(), "w");
@@ -218,6 +232,118 @@ int fail_config(const Options& o, const std::string& line) {
   return kExitUsage;
 }
 
+tb::PublishConfig make_config(const Options& o) {
+  tb::PublishConfig cfg;
+  cfg.host = o.host.c_str();
+  cfg.port = o.port;
+  cfg.device_id = o.device_id.c_str();
+  cfg.topic = o.topic.c_str();
+  cfg.client_id = o.client_id.c_str();
+  cfg.username = o.has_username ? o.username.c_str() : nullptr;
+  cfg.password = o.has_password ? o.password.c_str() : nullptr;
+  cfg.qos = o.qos;
+  cfg.payload_size = o.payload;
+  cfg.samples = o.samples;
+  cfg.interval_us = o.interval_us;
+  cfg.connect_timeout_ms = o.connect_timeout_ms;
+  cfg.mode = o.connection;
+  cfg.per_connection = o.per_connection;
+  cfg.close = o.close;
+  return cfg;
+}
+
+struct Outputs {
+  LineFile send, keylog, connections;
+};
+
+// Opens the logs the options name; false with the error line ("<ErrName>: ...") for fail_config.
+bool open_outputs(const Options& o, Outputs* out, std::string* line) {
+  std::string error;
+  if (!o.send_log.empty()) {
+    if (!out->send.open(o.send_log, "send log", &error)) return *line = "SendLog: " + error, false;
+    out->send.line("seq,t_send_us,bytes");
+  }
+  if (!o.connections_log.empty()) {
+    if (!out->connections.open(o.connections_log, "connections log", &error)) return *line = "SendLog: " + error, false;
+    out->connections.line(kConnectionsLogHeader);
+  }
+  if (!o.keylog.empty() && !out->keylog.open(o.keylog, "key log", &error, 0600)) {
+    return *line = "Keylog: " + error, false;
+  }
+  return true;
+}
+
+void print_start(const Options& o) {
+  char mbed_version[32];  // the API needs at least 18 bytes
+  mbedtls_version_get_string_full(mbed_version);
+  std::string lifecycle;
+  if (o.connection != tb::ConnectionMode::Persistent) {
+    lifecycle = std::string(", connection ") + tb::connection_mode_name(o.connection) + " every " +
+                std::to_string(o.per_connection) + ", close " + tb::close_mode_name(o.close);
+  }
+  fprintf(stdout, "vdevice %s (SIMULATED sensors, seed %" PRIu64 ") -> %s:%u %s, %u x %u B every %.3f ms, qos %u%s, %s\n",
+          o.device_id.c_str(), o.seed, o.host.c_str(), static_cast<unsigned>(o.port), o.transport.c_str(), o.samples,
+          o.payload, static_cast<double>(o.interval_us) / 1000.0, static_cast<unsigned>(o.qos), lifecycle.c_str(),
+          mbed_version);
+  fflush(stdout);
+}
+
+void print_end(const Options& o, const Outcome& r) {
+  fprintf(stdout, "vdevice %s (SIMULATED sensors): sent %" PRIu32 " messages over %s%s%s, tcp %s ms, handshake %s ms, "
+          "connack %s ms, %" PRIu32 " connection(s), %" PRIu32 " resumed\n",
+          o.device_id.c_str(), r.stats.messages_sent, o.transport == "tls" ? r.transport.tls_version : "plain TCP",
+          r.transport.tls_version[0] ? " " : "", r.transport.cipher_suite, json_ms(r.stats.tcp_connect_us).c_str(),
+          json_ms(r.stats.handshake_us).c_str(), json_ms(r.stats.connack_us).c_str(), r.stats.connections,
+          r.stats.resumed_connections);
+}
+
+int publish(const Options& o, const std::string& ca, const std::string& cert, const std::string& key) {
+  Outputs files;
+  std::string error;
+  if (!open_outputs(o, &files, &error)) return fail_config(o, error);
+  install_signal_handlers();
+  PosixClock clock(&g_stop);
+  SimulatedSensors sensors(o.seed);
+  KeylogFile keylog(files.keylog);
+  SendLog send_log(o.send_log.empty() ? nullptr : &files.send,
+                   o.connections_log.empty() ? nullptr : &files.connections);
+  tb::TlsOptions tls;
+  tls.ca_pem = ca.c_str();
+  tls.client_cert_pem = cert.empty() ? nullptr : cert.c_str();
+  tls.client_key_pem = key.empty() ? nullptr : key.c_str();
+  tls.server_name = o.server_name.empty() ? nullptr : o.server_name.c_str();
+  tls.ciphers = o.ciphers.c_str();
+  tls.keylog = o.keylog.empty() ? nullptr : &keylog;
+  std::unique_ptr<tb::Transport> transport;
+  if (o.transport == "tls") {
+    transport.reset(new tb::TlsTransport(clock, tls));
+  } else {
+    transport.reset(new tb::PlainTcp(clock));
+  }
+  std::unique_ptr<tb::Publisher> publisher(new tb::Publisher(*transport, clock, sensors, send_log));
+  const tb::PublishConfig cfg = make_config(o);
+  publisher->set_stop_flag(&g_stop);
+  tb::Err e = publisher->validate(cfg);
+  if (e != tb::Err::Ok) return fail_config(o, std::string(tb::err_name(e)) + ": " + publisher->error_text());
+  print_start(o);
+
+  Outcome outcome;
+  e = publisher->run(cfg, &outcome.stats);
+  outcome.transport = transport->stats();
+  if (e != tb::Err::Ok) outcome.errors.push_back(std::string(tb::err_name(e)) + ": " + publisher->error_text());
+  if (files.keylog.failed()) outcome.errors.push_back("Keylog: writing the key log " + o.keylog + " failed");
+  if (files.connections.failed()) {
+    outcome.errors.push_back("SendLog: writing the connections log " + o.connections_log + " failed");
+  }
+  if (!o.summary.empty() && !write_summary(o, outcome, &error)) outcome.errors.push_back("SendLog: " + error);
+  if (!outcome.errors.empty()) {
+    fprintf(stderr, "vdevice: error %s\n", outcome.errors.front().c_str());
+    return kExitFailure;
+  }
+  print_end(o, outcome);
+  return 0;
+}
+
 int run(int argc, char** argv) {
   Options o;
   std::string error;
@@ -234,76 +360,7 @@ int run(int argc, char** argv) {
       return fail_config(o, "InvalidArgument: " + error);
     }
   }
-  LineFile send_file, keylog_file;
-  if (!o.send_log.empty()) {
-    if (!send_file.open(o.send_log, "send log", &error)) return fail_config(o, "SendLog: " + error);
-    send_file.line("seq,t_send_us,bytes");
-  }
-  if (!o.keylog.empty() && !keylog_file.open(o.keylog, "key log", &error, 0600)) return fail_config(o, "Keylog: " + error);
-
-  install_signal_handlers();
-  PosixClock clock(&g_stop);
-  SimulatedSensors sensors(o.seed);
-  KeylogFile keylog(keylog_file);
-  SendLog send_log(o.send_log.empty() ? nullptr : &send_file);
-  tb::TlsOptions tls;
-  tls.ca_pem = ca.c_str();
-  tls.client_cert_pem = cert.empty() ? nullptr : cert.c_str();
-  tls.client_key_pem = key.empty() ? nullptr : key.c_str();
-  tls.server_name = o.server_name.empty() ? nullptr : o.server_name.c_str();
-  tls.ciphers = o.ciphers.c_str();
-  tls.keylog = o.keylog.empty() ? nullptr : &keylog;
-  std::unique_ptr<tb::Transport> transport;
-  if (o.transport == "tls") {
-    transport.reset(new tb::TlsTransport(clock, tls));
-  } else {
-    transport.reset(new tb::PlainTcp(clock));
-  }
-  std::unique_ptr<tb::Publisher> publisher(new tb::Publisher(*transport, clock, sensors, send_log));
-  tb::PublishConfig cfg;
-  cfg.host = o.host.c_str();
-  cfg.port = o.port;
-  cfg.device_id = o.device_id.c_str();
-  cfg.topic = o.topic.c_str();
-  cfg.client_id = o.client_id.c_str();
-  cfg.username = o.has_username ? o.username.c_str() : nullptr;
-  cfg.password = o.has_password ? o.password.c_str() : nullptr;
-  cfg.qos = o.qos;
-  cfg.payload_size = o.payload;
-  cfg.samples = o.samples;
-  cfg.interval_us = o.interval_us;
-  cfg.connect_timeout_ms = o.connect_timeout_ms;
-
-  publisher->set_stop_flag(&g_stop);
-  tb::Err e = publisher->validate(cfg);
-  if (e != tb::Err::Ok) {
-    return fail_config(o, std::string(tb::err_name(e)) + ": " + publisher->error_text());
-  }
-  char mbed_version[32];  // the API needs at least 18 bytes
-  mbedtls_version_get_string_full(mbed_version);
-  fprintf(stdout, "vdevice %s (SIMULATED sensors, seed %" PRIu64 ") -> %s:%u %s, %u x %u B every %.3f ms, qos %u, %s\n",
-          o.device_id.c_str(), o.seed, o.host.c_str(), static_cast<unsigned>(o.port), o.transport.c_str(), o.samples,
-          o.payload, static_cast<double>(o.interval_us) / 1000.0, static_cast<unsigned>(o.qos), mbed_version);
-  fflush(stdout);
-
-  Outcome outcome;
-  e = publisher->run(cfg, &outcome.stats);
-  outcome.transport = transport->stats();
-  if (e != tb::Err::Ok) {
-    outcome.errors.push_back(std::string(tb::err_name(e)) + ": " + publisher->error_text());
-  }
-  if (keylog_file.failed()) outcome.errors.push_back("Keylog: writing the key log " + o.keylog + " failed");
-  if (!o.summary.empty() && !write_summary(o, outcome, &error)) outcome.errors.push_back("SendLog: " + error);
-  if (!outcome.errors.empty()) {
-    fprintf(stderr, "vdevice: error %s\n", outcome.errors.front().c_str());
-    return kExitFailure;
-  }
-  fprintf(stdout, "vdevice %s (SIMULATED sensors): sent %" PRIu32 " messages over %s%s%s, tcp %s ms, handshake %s ms, connack %s ms\n",
-          o.device_id.c_str(), outcome.stats.messages_sent, o.transport == "tls" ? outcome.transport.tls_version : "plain TCP",
-          outcome.transport.tls_version[0] ? " " : "", outcome.transport.cipher_suite,
-          json_ms(outcome.stats.tcp_connect_us).c_str(), json_ms(outcome.stats.handshake_us).c_str(),
-          json_ms(outcome.stats.connack_us).c_str());
-  return 0;
+  return publish(o, ca, cert, key);
 }
 
 }  // namespace
