@@ -12,14 +12,14 @@ from pathlib import Path
 
 from orchestrator.analysis import stats
 from orchestrator.model.layout import BundleLayout
-from orchestrator.report import sections
+from orchestrator.report import lifecycle, sections
 from orchestrator.report.board import board_section
 from orchestrator.report.document import Block, Bullets, Figure, Heading, render_html, render_markdown
 from orchestrator.report.figures import make_figures
 from orchestrator.report.impairment import impairment_section
 from orchestrator.report.loader import Bundle, load_bundle
 from orchestrator.report.options import ReportOptions, report_options
-from orchestrator.report.order import cell_sort_key, scenario_order
+from orchestrator.report.order import cell_sort_key, groups, scenario_order
 from orchestrator.report.study import load_study, study_rows, tls_scenarios_in
 from orchestrator.report.tables import COMPARISON_COLUMNS, comparison_rows, summary_columns, summary_row
 from orchestrator.report.values import Row, to_csv
@@ -49,6 +49,7 @@ def build_document(
         *sections.cells_section(bundle, all_cells, options),
         *impairment_section(all_cells),
         *board_section(all_cells),
+        *lifecycle.lifecycle_section(all_cells, groups(ok)),
         *sections.comparisons_section(comparisons, ok, options.baseline),
         *sections.grades_section(ok, options),
         *sections.study_section(study, load_study()),
@@ -91,7 +92,7 @@ def build_report(
     summary_text = to_csv([summary_row(c, options.tables) for c in cells], summary_columns(options.tables))
     comparisons = comparison_rows(bundle, baseline=options.baseline, seed=options.seed, resamples=options.resamples)
     study = study_rows(comparisons, load_study(), tls_scenarios_in(bundle, options.baseline))
-    figures = make_figures(bundle, order)
+    figures = [*make_figures(bundle, order), *lifecycle.figures(groups(bundle.ok_cells))]
     blocks = build_document(bundle, options, comparisons, figures, study, order)
 
     written = _write_figures(layout, figures)

@@ -245,3 +245,22 @@ def handshake(bars: Sequence[HandshakeBar]) -> bytes | None:
         ax_b.set_title("Handshake bytes (TCP + TLS + MQTT connect)")
         ax_b.legend(fontsize=7)
         return _png(fig)
+
+
+def cost_per_reading(lines: Sequence[tuple[str, float, float]], marks: Sequence[int]) -> bytes | None:
+    """Wire bytes per reading F/K + m against readings per connection K (log axis), one line per
+    (label, F, m); the K values of ``marks`` drawn as points."""
+    if not lines:
+        return None
+    fig = _figure(7.0, 4.2)
+    ax = fig.add_subplot()
+    k = np.unique(np.round(np.logspace(0, math.log10(max(marks) * 2), 60)))
+    for i, (label, fixed, per_reading) in enumerate(lines):
+        (line,) = ax.plot(k, fixed / k + per_reading, LINESTYLES[i % len(LINESTYLES)], label=label)
+        ax.plot(marks, [fixed / m + per_reading for m in marks], "o", color=line.get_color(), markersize=3)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("readings per connection (K)")
+    ax.set_ylabel("wire bytes per reading")
+    ax.legend(fontsize=7)
+    return _png(fig)

@@ -198,6 +198,13 @@ COMPARED: tuple[MetricSpec, ...] = (
     _per_run("goodput_bps", "bit/s", "goodput (payload)", "throughput.goodput_bps"),
     _per_run("loss_pct", "%", "loss", "loss.loss_pct"),
     _per_run("tcp_retransmissions", "count", "TCP retransmissions", "loss.tcp_retransmissions"),
+    # the connection lifecycle (cells that are not persistent; None elsewhere, so no row there)
+    _per_run("wire_bytes_per_reading", "B", "wire bytes per reading (the publisher's connections, all of them)",
+             "connections.wire_bytes_per_reading"),
+    _per_run("setup_ms_per_reading", "ms", "connection set-up per reading (first SYN -> first PUBLISH)",
+             "connections.setup_ms_per_reading"),
+    _per_run("connection_tls_handshake_ms", "ms", "TLS handshake per connection (median)",
+             "connections.tls_handshake_ms_median"),
     _per_run(
         "study_mean_interarrival_ms",
         "ms",

@@ -13,56 +13,16 @@
 #include "board_protocol.h"
 #include "board_session.h"
 #include "time_sync.h"
+#include "../board_rig.h"
 
 using namespace tb;
+using namespace tb_test;
 
 void setUp(void) {}
 void tearDown(void) {}
 
 #define ASSERT_CONTAINS(haystack, needle) \
   TEST_ASSERT_TRUE_MESSAGE(strstr((haystack), (needle)) != nullptr, (std::string(haystack) + " lacks " + (needle)).c_str())
-
-// ------------------------------------------------------------ helpers
-static std::string b64(const std::string& in) {
-  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-    out += k[v >> 18];
-    out += k[(v >> 12) & 63];
-    out += k[(v >> 6) & 63];
-    out += k[v & 63];
-  }
-  if (in.size() - i == 1) {
-    uint32_t v = uint8_t(in[i]) << 16;
-    out += k[v >> 18];
-    out += k[(v >> 12) & 63];
-    out += "==";
-  } else if (in.size() - i == 2) {
-    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
-    out += k[v >> 18];
-    out += k[(v >> 12) & 63];
-    out += k[(v >> 6) & 63];
-    out += '=';
-  }
-  return out;
-}
-
-static uint32_t crc_of(const std::string& s) { return proto::crc32(reinterpret_cast<const uint8_t*>(s.data()), s.size()); }
-
-// The host lines of one RUN: BEGIN, chunks of `chunk` body bytes, END.
-static std::vector<std::string> run_lines(const std::string& body, size_t chunk) {
-  std::vector<std::string> out;
-  char begin[64];
-  snprintf(begin, sizeof(begin), "RUN BEGIN len=%zu crc=%08x", body.size(), static_cast<unsigned>(crc_of(body)));
-  out.push_back(begin);
-  for (size_t off = 0, i = 0; off < body.size(); off += chunk, ++i) {
-    out.push_back("RUN CHUNK i=" + std::to_string(i) + " " + b64(body.substr(off, chunk)));
-  }
-  out.push_back("RUN END");
-  return out;
-}
 
 static const char kPlainBody[] =
     "id=cell-1\nhost=127.0.0.1\nport=1\ntransport=plain\npayload=65\nsamples=3\ninterval_us=1000\nqos=0\n"
@@ -237,62 +197,6 @@ static void test_receiver_refuses_with_named_causes(void) {
 }
 
 // ------------------------------------------------------------ session over a scripted stream
-class ScriptStream : public ByteStream {
- public:
-  std::string in;
-  size_t pos = 0;
-  std::string out;
-  bool closed_at_end = true;
-  Err read(uint8_t* buf, size_t cap, size_t* got, uint32_t) override {
-    *got = 0;
-    if (pos >= in.size()) return closed_at_end ? Err::PeerClosed : Err::RecvTimeout;
-    size_t n = in.size() - pos < cap ? in.size() - pos : cap;
-    memcpy(buf, in.data() + pos, n);
-    pos += n;
-    *got = n;
-    return Err::Ok;
-  }
-  Err write(const uint8_t* data, size_t len) override {
-    out.append(reinterpret_cast<const char*>(data), len);
-    return Err::Ok;
-  }
-  std::vector<std::string> lines() const {
-    std::vector<std::string> v;
-    size_t start = 0;
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (out[i] == '\n') {
-        v.push_back(out.substr(start, i - start));
-        start = i + 1;
-      }
-    }
-    return v;
-  }
-};
-
-class StepClock : public Clock {
- public:
-  int64_t t = 1000000;
-  int64_t mono_us() override { return t += 10; }
-  int64_t wall_us() override { return 1764470000000000LL + mono_us(); }
-  void sleep_until_mono_us(int64_t target) override {
-    if (target > t) t = target;
-  }
-};
-
-class NoSensors : public SensorSource {
- public:
-  Err read(uint32_t, SensorReading* out) override {
-    *out = SensorReading();
-    return Err::Ok;
-  }
-};
-
-class FixedPort : public BoardPort {
- public:
-  uint32_t free_heap() override { return 1000; }
-  uint32_t min_free_heap() override { return 900; }
-  int rssi() override { return -60; }
-};
 
 // A time-echo service that answers every request at once: t2 = t1 + 5000, t3 = t2 + 20.
 class EchoDatagram : public Datagram {
@@ -347,9 +251,6 @@ struct Rig {
   }
 };
 
-static void add_run(std::string* in, const std::string& body, size_t chunk = 174) {
-  for (const std::string& l : run_lines(body, chunk)) *in += l + "\n";
-}
 
 static void test_session_banner_ready_hello_unknown(void) {
   Rig rig;
@@ -453,43 +354,6 @@ static void test_session_refuses_unknown_cipher_before_running(void) {
   ASSERT_CONTAINS(l[l.size() - 2].c_str(), "ERROR UnknownCipher: ");
   ASSERT_CONTAINS(l[l.size() - 2].c_str(), "ECDHE-ECDSA-CHACHA20-POLY1305");
 }
-
-// A broker behind the session's TransportFilter hook: CONNACK, a PUBACK per QoS 1 PUBLISH, and the
-// close after DISCONNECT.
-class FakeBroker : public Transport, public TransportFilter {
- public:
-  std::string rx;
-  bool disconnected = false;
-  Transport* attach(Transport&) override { return this; }
-  void detach() override {}
-  Err open(const char*, uint16_t, uint32_t) override { return Err::Ok; }
-  Err write_all(const uint8_t* data, size_t len) override {
-    uint8_t out[8];
-    size_t n = 0;
-    mqtt::PublishView v;
-    if (data[0] == 0x10) {
-      mqtt::encode_connack(false, 0, out, sizeof(out), &n);
-    } else if ((data[0] >> 4) == 3 && mqtt::decode_publish(data, len, &v) == Err::Ok && v.qos == 1) {
-      mqtt::encode_puback(v.packet_id, out, sizeof(out), &n);
-    } else if (data[0] == 0xE0) {
-      disconnected = true;
-    }
-    rx.append(reinterpret_cast<const char*>(out), n);
-    return Err::Ok;
-  }
-  Err read_some(uint8_t* buf, size_t cap, size_t* got, uint32_t) override {
-    *got = 0;
-    if (rx.empty()) return disconnected ? Err::PeerClosed : Err::RecvTimeout;
-    *got = rx.size() < cap ? rx.size() : cap;
-    memcpy(buf, rx.data(), *got);
-    rx.erase(0, *got);
-    return Err::Ok;
-  }
-  void close() override {}
-  const char* error_text() const override { return "fake broker"; }
-  const TransportStats& stats() const override { return st; }
-  TransportStats st;
-};
 
 static std::vector<std::string> msg_lines_at_qos(const char* qos) {
   Rig rig;

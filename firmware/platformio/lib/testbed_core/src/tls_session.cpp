@@ -11,6 +11,11 @@ namespace tb {
 
 static_assert(sizeof(mbedtls_ssl_session::master) == 48, "TLS 1.2 master secret is 48 bytes");
 
+int tls_resumed_claim(bool offered, const unsigned char* offered_master, const unsigned char* new_master) {
+  if (!offered || offered_master == nullptr || new_master == nullptr) return 0;
+  return memcmp(offered_master, new_master, 48) == 0 ? 1 : 0;
+}
+
 Err TlsTransport::reopen(const char* host) {
   int ret = mbedtls_ssl_session_reset(&ssl_);
   if (ret != 0) return fail(ret, Err::TlsSetup, "resetting the TLS context for a new connection failed");
@@ -71,11 +76,8 @@ Err TlsTransport::offer_session() {
 
 // After a completed handshake: the claim, and the session saved for the next connection.
 Err TlsTransport::after_handshake() {
-  stats_.resumed = 0;
-  if (stats_.session_offered && ssl_.session != nullptr &&
-      memcmp(ssl_.session->master, offered_master_, sizeof(offered_master_)) == 0) {
-    stats_.resumed = 1;
-  }
+  stats_.resumed = tls_resumed_claim(stats_.session_offered, offered_master_,
+                                     ssl_.session != nullptr ? ssl_.session->master : nullptr);
   if (resumption_ == SessionResumption::None) return Err::Ok;
   forget_session();
   int ret = mbedtls_ssl_get_session(&ssl_, &saved_);

@@ -25,6 +25,10 @@ class KeylogSink {
   virtual void write_line(const char* line) = 0;
 };
 
+// The client's claim of resumption after a completed TLS 1.2 handshake (tls_session.cpp): 1 when a
+// session was offered and the new session's 48-byte master secret is the offered one's, else 0.
+int tls_resumed_claim(bool offered, const unsigned char* offered_master, const unsigned char* new_master);
+
 struct TlsOptions {
   const char* ca_pem = nullptr;           // required, NUL-terminated PEM
   const char* client_cert_pem = nullptr;  // optional, mutual TLS (with client_key_pem)

@@ -1,0 +1,201 @@
+"""What TLS costs a sensor that reconnects: the connections of each cell as the wire shows them, and
+the cost per reading as a function of readings per connection (K), with the break-even points.
+
+Per cell (metrics.json ``connections``, cells that are not persistent): connections against those
+expected, TLS handshakes full / resumed on the wire after the first, the verdict on resumption, and
+what the publisher claimed. The cost model, per (payload, impairment, scenario): a connection costs a
+fixed F bytes on the wire (TCP set-up, TLS handshake, CONNECT/CONNACK, the ending) plus m bytes per
+reading, so a reading costs F / K + m. m and the full handshake's F come from two MEASURED cells of
+the same scenario: the persistent one (one connection carrying N_p readings: W_p = F + N_p m, its
+publisher's frames in packets.csv) and the reconnect one (C_r connections carrying N_r readings:
+W_r / C_r = F + (N_r / C_r) m). A resumed F is the median wire bytes of a resume cell's resumed
+connections less their readings' m. The break-even K: the readings per connection at which a TLS mode
+costs no more per reading than plain MQTT reconnecting for every reading (plain F + m at K = 1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from orchestrator.report import plots
+from orchestrator.report.document import Block, Figure, Heading, Paragraph, Table
+from orchestrator.report.loader import Cell, condition, split_condition
+from orchestrator.report.values import NA, metric
+
+K_SHOWN = (1, 10, 200)
+COLUMNS = ("cell", "mode (used)", "K", "close", "connections", "full", "resumed after the first", "verdict",
+           "TLS handshake ms (median)", "wire B / connection (median)", "wire B / reading", "client claims")
+COST_COLUMNS = ("payload", "impairment", "scenario", "mode", "F: B per connection", "m: B per reading",
+                *(f"B per reading at K={k}" for k in K_SHOWN), "break-even K vs plain at K=1")
+
+
+def _lifecycle(cell: Cell) -> dict[str, Any] | None:
+    block = (cell.metrics or {}).get("connections")
+    return block if isinstance(block, dict) else None
+
+
+def _n(value: Any, digits: int = 1) -> str:
+    return NA if value is None else (f"{value:.{digits}f}" if isinstance(value, float) else str(value))
+
+
+def _wire_by_kind(block: dict[str, Any]) -> str:
+    kinds = block.get("by_kind") or {}
+    return " / ".join(f"{k}: {v['wire_bytes_median']:.0f}" for k, v in kinds.items()) or NA
+
+
+def cell_rows(cells: Sequence[Cell]) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for c in cells:
+        b = _lifecycle(c)
+        if b is None:
+            continue
+        claims = b["client_claims"]
+        said = (f"{len(claims['mismatches'])} of {claims['compared']} disagree with the wire"
+                if claims["mismatches"] else f"{claims['compared']} agree" if claims["compared"] else NA)
+        rows.append((c.record.cell_id, str(b["mode"]), str(b["per_connection"]), str(b["close"]),
+                     f"{b['count']} of {b['expected']}", str(b["handshakes"].get("full", 0)),
+                     f"{b['resumed_after_first']} of {b['reconnections']}", b.get("verdict") or "-",
+                     _n(b.get("tls_handshake_ms_median"), 3), _wire_by_kind(b),
+                     _n(b.get("wire_bytes_per_reading")), said))
+    return rows
+
+
+def _publisher_wire(cell: Cell) -> float | None:
+    """Every frame of the publisher's connection(s), both directions, from the cell's packets.csv."""
+    path = cell.folder / "packets.csv"
+    if not path.is_file():
+        return None
+    pk = pd.read_csv(path, usecols=["frame_len", "leg"])
+    return float(pk.loc[pk["leg"].isin(["publisher->broker", "broker->publisher"]), "frame_len"].sum())
+
+
+def wire_per_connection(cell: Cell) -> tuple[float, int, int] | None:
+    """(publisher's wire bytes, connections, readings) of a cell: the lifecycle block, or for a persistent
+    cell its one connection from the summary's per-run figures."""
+    b = _lifecycle(cell)
+    readings = metric(cell, "loss.publisher_logged") or metric(cell, "loss.samples_expected")
+    if b is not None and b["count"]:
+        return float(b["wire_bytes"]), int(b["count"]), int(readings or 0)
+    wire = _publisher_wire(cell)
+    return (wire, 1, int(readings)) if wire and readings else None
+
+
+@dataclass(frozen=True)
+class Cost:
+    payload: int
+    impairment: str
+    scenario: str
+    mode: str
+    fixed: float  # F, bytes per connection
+    per_reading: float  # m
+
+    def at(self, k: int) -> float:
+        return self.fixed / k + self.per_reading
+
+
+def _model(persistent: tuple[float, int, int], reconnect: tuple[float, int, int]) -> tuple[float, float] | None:
+    """(F, m) from W_p = F + N_p m (one connection) and W_r / C_r = F + (N_r / C_r) m."""
+    wp, _, n_p = persistent
+    wr, cr, nr = reconnect
+    k_r = nr / cr
+    if n_p <= k_r:
+        return None
+    m = (wp - wr / cr) / (n_p - k_r)
+    return wp - n_p * m, m
+
+
+def _resumed_fixed(cell: Cell, m: float) -> float | None:
+    """F of a resumed connection: the median wire bytes of the resumed connections, less their readings."""
+    b = _lifecycle(cell)
+    kinds = (b or {}).get("by_kind") or {}
+    resumed = [v for k, v in kinds.items() if k.startswith("resumed")]
+    if not b or not resumed:
+        return None
+    return float(resumed[0]["wire_bytes_median"]) - float(b["per_connection"]) * m
+
+
+def costs(groups: dict[tuple[int, str, str], list[Cell]]) -> list[Cost]:
+    """The cost model of every (payload, impairment, scenario) that has a persistent and a reconnect cell."""
+    out: list[Cost] = []
+    for (payload, cond, scenario), cells in sorted(groups.items()):
+        impairment, mode = split_condition(cond)
+        if mode != "reconnect":
+            continue
+        persistent = groups.get((payload, condition(impairment), scenario))
+        p_w = wire_per_connection(persistent[0]) if persistent else None
+        r_w = wire_per_connection(cells[0])
+        model = _model(p_w, r_w) if p_w and r_w else None
+        if model is None:
+            continue
+        fixed, m = model
+        out.append(Cost(payload, impairment, scenario, "full handshake" if _is_tls(cells[0]) else "plain", fixed, m))
+        for resume in ("resume-id", "resume-ticket"):
+            rc = groups.get((payload, condition(impairment, resume), scenario))
+            f_res = _resumed_fixed(rc[0], m) if rc and _is_tls(rc[0]) else None
+            if f_res is not None:
+                out.append(Cost(payload, impairment, scenario, f"resumed ({resume[7:]})", f_res, m))
+    return out
+
+
+def _is_tls(cell: Cell) -> bool:
+    return bool(((cell.metrics or {}).get("inputs") or {}).get("tls"))
+
+
+def break_even(cost: Cost, plain: Cost | None) -> str:
+    """Readings per connection at which ``cost`` per reading is at most plain's at K = 1."""
+    if plain is None or cost.mode == "plain":
+        return NA
+    room = plain.at(1) - cost.per_reading
+    if room <= 0:
+        return "never (a TLS reading alone costs more)"
+    return str(max(1, math.ceil(cost.fixed / room)))
+
+
+def cost_rows(all_costs: Sequence[Cost]) -> list[tuple[str, ...]]:
+    plains = {(c.payload, c.impairment): c for c in all_costs if c.mode == "plain"}
+    return [(str(c.payload), c.impairment, c.scenario, c.mode, f"{c.fixed:.0f}", f"{c.per_reading:.1f}",
+             *(f"{c.at(k):.1f}" for k in K_SHOWN), break_even(c, plains.get((c.payload, c.impairment))))
+            for c in all_costs]
+
+
+def figures(groups: dict[tuple[int, str, str], list[Cell]]) -> list[Figure]:
+    """The cost-per-reading plot, when the bundle has what the model needs."""
+    all_costs = costs(groups)
+    png = plots.cost_per_reading([(f"{c.scenario} {c.mode} ({c.payload} B)", c.fixed, c.per_reading)
+                                  for c in all_costs], K_SHOWN)
+    return [] if png is None else [Figure("plots/cost_per_reading.png", "Wire bytes per reading against readings "
+                                          "per connection (K), from the measured F and m", png)]
+
+
+ABOUT = (
+    "Connection lifecycle: cells whose publisher connects, publishes K readings, ends the connection and "
+    "sleeps (reconnect: every TLS handshake full; resume-id / resume-ticket: TLS 1.2 session resumption). "
+    "Handshakes are classified from the capture (a resumed TLS 1.2 handshake has no Certificate; by "
+    "ticket when the ClientHello carried one, by ID when the ServerHello echoed the offered ID); the "
+    "publisher's own claim is compared with it. Wire bytes: every frame of the publisher's connections, "
+    "all headers, both directions."
+)
+MODEL = (
+    "Cost model: a connection costs F bytes (set-up, handshake, CONNECT/CONNACK, ending) plus m per "
+    "reading, so a reading costs F/K + m; F (full) and m are solved from the persistent and the reconnect "
+    "cell of the same scenario, F (resumed) from the resumed connections of the resume cells. Break-even "
+    "K: the readings per connection at which a TLS mode costs no more per reading than plain MQTT "
+    "reconnecting for every reading. Bytes only; the broker's CPU per handshake is bench/handshake_cpu.py's."
+)
+
+
+def lifecycle_section(cells: Sequence[Cell], groups: dict[tuple[int, str, str], list[Cell]]) -> list[Block]:
+    rows = cell_rows(cells)
+    if not rows:
+        return []
+    blocks: list[Block] = [Heading(2, "Connection lifecycle"), Paragraph(ABOUT),
+                           Table(COLUMNS, tuple(rows), "The publisher's connections, from the capture")]
+    all_costs = costs(groups)
+    if all_costs:
+        blocks += [Paragraph(MODEL), Table(COST_COLUMNS, tuple(cost_rows(all_costs)), "TLS cost per reading")]
+    return blocks
