@@ -3,6 +3,7 @@ engine the docker CLI reaches: backends/docker.py resolves DOCKER_HOST and `dock
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from typing import Any
 
@@ -18,6 +19,7 @@ class StatsSampler:
         self.cpu_last_ns: int | None = None
         self.peak_mem: int | None = None
         self.samples = 0
+        self.series: list[tuple[float, int]] = []  # (the engine's read time, epoch s; CPU ns since start)
         self.error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -44,6 +46,9 @@ class StatsSampler:
             if self.cpu_start_ns is None:
                 self.cpu_start_ns = int(cpu)
             self.cpu_last_ns = int(cpu)
+            read = _epoch(s.get("read"))
+            if read is not None:
+                self.series.append((read, int(cpu)))
         if mem:
             self.peak_mem = max(self.peak_mem or 0, int(mem))
         self.samples += 1
@@ -56,4 +61,17 @@ class StatsSampler:
         if self.cpu_last_ns is not None:
             cpu_s = self.cpu_last_ns / 1e9  # total since the broker started: the whole run
         return {"broker_cpu_s": cpu_s, "broker_peak_mem_bytes": self.peak_mem, "stats_samples": self.samples,
-                "stats_error": self.error}
+                "stats_error": self.error, "broker_cpu_series": [[round(t, 6), c] for t, c in self.series]}
+
+
+def _epoch(stamp: object) -> float | None:
+    """The stats record's ``read`` time (RFC 3339 with nanoseconds) as epoch seconds."""
+    if not isinstance(stamp, str) or not stamp or stamp.startswith("0001-"):
+        return None
+    head, _, frac = stamp.rstrip("Z").partition(".")
+    digits = "".join(ch for ch in frac if ch.isdigit())
+    try:
+        base = dt.datetime.fromisoformat(head).replace(tzinfo=dt.UTC).timestamp()
+    except ValueError:
+        return None
+    return base + (int(digits[:9].ljust(9, "0")) / 1e9 if digits else 0.0)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from orchestrator.analysis import lifecycle
+import pandas as pd
+
+from orchestrator.analysis import brokercpu, lifecycle
 from orchestrator.analysis import metrics as run_metrics
 from orchestrator.analysis.clock import one_way_delay_available
 from orchestrator.analysis.connections import connections_table
@@ -42,6 +44,9 @@ def analyse_run_dir(run_dir: Path, scenario: Scenario, spec: RunSpec,
         res.update(resources)
     elif lay.resources.exists():
         res.update(read_json(lay.resources))
+    series = res.pop("broker_cpu_series", None)  # resources.json keeps it; metrics.json gets the figures
+    if series:
+        analysis.metrics["broker_cpu"] = broker_cpu(series, analysis, lay, spec)
     if summary:
         res["publisher_cpu_s"] = (summary.get("cpu_user_s") or 0) + (summary.get("cpu_sys_s") or 0)
         res["publisher_max_rss_kb"] = summary.get("max_rss_kb")
@@ -77,6 +82,16 @@ def add_connections(analysis: RunAnalysis, lay: Layout, scenario: Scenario, spec
     analysis.warnings.extend(warnings)
     if analysis.metrics.get("warnings") is not analysis.warnings:
         analysis.metrics.setdefault("warnings", []).extend(warnings)
+
+
+def broker_cpu(series: list[list[float]], analysis: RunAnalysis, lay: Layout, spec: RunSpec) -> dict[str, Any]:
+    """The broker's CPU per reading it received and, for a cell that reconnects, per connection."""
+    arrived = analysis.per_message["broker_in_us"].dropna().to_numpy(dtype=float) / 1e6
+    out = {"per_reading": brokercpu.per_event(series, arrived, what="reading")}
+    if spec.connection != "persistent" and lay.connections.exists():
+        syn = pd.read_csv(lay.connections)["syn_time"].dropna().to_numpy(dtype=float)
+        out["per_connection"] = brokercpu.per_event(series, syn, what="connection")
+    return out
 
 
 def with_delay_verdict(metrics: dict[str, Any], board_clock: dict[str, Any],
