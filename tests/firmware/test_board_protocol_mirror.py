@@ -48,7 +48,7 @@ def _snake(name: str) -> str:
 
 
 @pytest.mark.parametrize("prefix,py", [("Line", "LINE_"), ("Cmd", "CMD_"), ("Run", "RUN_"), ("Ack", "ACK_"),
-                                       ("Mode", "MODE_")])
+                                       ("Mode", "MODE_"), ("Close", "CLOSE_")])
 def test_names_agree(prefix: str, py: str) -> None:
     cpp = _cpp_strings(prefix)
     assert cpp, f"no k{prefix}* constants in board_protocol.h"
@@ -57,6 +57,7 @@ def test_names_agree(prefix: str, py: str) -> None:
 
 
 @pytest.mark.parametrize("cpp,py", [("kVersion", "VERSION"), ("kMaxBody", "MAX_BODY"),
+                                    ("kMaxPerConnection", "MAX_PER_CONNECTION"),
                                     ("kMaxHostLine", "MAX_HOST_LINE"), ("kMaxChunkBytes", "MAX_CHUNK_BYTES"),
                                     ("kChunkLineOverhead", "CHUNK_LINE_OVERHEAD"),
                                     ("kTransferTimeoutMs", "TRANSFER_TIMEOUT_MS"), ("kMaxRunId", "MAX_RUN_ID"),
@@ -149,3 +150,11 @@ def test_parse_banner() -> None:
 def test_malformed_protocol_lines_are_named(text: str) -> None:
     with pytest.raises(MalformedLine):
         parse_line(text)
+
+
+def test_parse_conn_the_line_after_each_connection_of_a_run_that_reconnects() -> None:
+    from orchestrator.publishers.board.lines import Conn
+
+    assert parse_line("CONN i=3 tcp_ms=0.5 tls_ms=- connack_ms=1.2 resumed=1 msgs=10 close=drop") == \
+        Conn(3, 0.5, None, 1.2, True, 10, "drop")
+    assert parse_line("CONN i=0 tcp_ms=0.5 tls_ms=7.1 connack_ms=1.2 resumed=- msgs=1 close=disconnect").resumed is None

@@ -104,6 +104,19 @@ class Msg:
 
 
 @dataclass(frozen=True)
+class Conn:
+    """One connection of a run that is not persistent, after it ended (its index from 0)."""
+
+    index: int
+    tcp_ms: float | None
+    tls_ms: float | None
+    connack_ms: float | None
+    resumed: bool | None  # the board's claim: the session's master secret is the one it offered
+    msgs: int
+    close: str
+
+
+@dataclass(frozen=True)
 class Done:
     sent: int
     run_id: str
@@ -114,7 +127,7 @@ class Other:
     text: str
 
 
-BoardLine = Banner | Ready | Ack | BoardError | ClockSample | Sync | Keylog | Handshake | Msg | Done | Other
+BoardLine = Banner | Ready | Ack | BoardError | ClockSample | Sync | Keylog | Handshake | Msg | Conn | Done | Other
 
 _BANNER_KEYS = ("proto", "board", "chip", "mac", "fw", "arduino", "idf", "mbedtls", "cpu_mhz", "wifi_ps",
                 "hw_crypto", "sw_crypto", "rx_buf", "device")
@@ -203,6 +216,13 @@ def _msg(line: str, rest: str) -> Msg:
     return Msg(seq, t_send, size, mqtt, heap, rssi, puback)
 
 
+def _conn(line: str, rest: str) -> Conn:
+    f = _fields(line, rest, ("i", "tcp_ms", "tls_ms", "connack_ms", "resumed", "msgs", "close"))
+    resumed = None if f["resumed"] == "-" else f["resumed"] == "1"
+    return Conn(_int(line, f, "i"), _ms(line, f, "tcp_ms"), _ms(line, f, "tls_ms"), _ms(line, f, "connack_ms"),
+                resumed, _int(line, f, "msgs"), f["close"])
+
+
 def _done(line: str, rest: str) -> Done:
     f = _fields(line, rest, ("sent", "id"))
     return Done(_int(line, f, "sent"), f["id"])
@@ -210,7 +230,7 @@ def _done(line: str, rest: str) -> Done:
 
 _PARSERS: dict[str, Callable[[str, str], BoardLine]] = {
     p.LINE_BANNER: _banner, p.LINE_ACK: _ack, p.LINE_ERROR: _error, p.LINE_CLOCK: _clock, p.LINE_SYNC: _sync,
-    p.LINE_HANDSHAKE: _handshake, p.LINE_MSG: _msg, p.LINE_DONE: _done,
+    p.LINE_HANDSHAKE: _handshake, p.LINE_MSG: _msg, p.LINE_CONN: _conn, p.LINE_DONE: _done,
 }
 
 

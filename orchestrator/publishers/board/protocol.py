@@ -33,6 +33,7 @@ LINE_KEYLOG = "KEYLOG"
 LINE_HANDSHAKE = "HANDSHAKE"
 LINE_MSG = "MSG"
 LINE_DONE = "DONE"
+LINE_CONN = "CONN"  # after each connection of a run that is not persistent
 
 # Host -> board.
 CMD_HELLO = "HELLO"
@@ -58,11 +59,17 @@ MAX_RUN_ID = 63
 MAX_SYNC_COUNT = 64
 DEFAULT_SYNC_COUNT = 8
 MODE_PERSISTENT = "persistent"
+MODE_RECONNECT = "reconnect"
+MODE_RESUME_ID = "resume-id"
+MODE_RESUME_TICKET = "resume-ticket"
+CLOSE_DISCONNECT = "disconnect"
+CLOSE_DROP = "drop"
+MAX_PER_CONNECTION = 10000000
 
 RUN_KEYS = (
     "id", "host", "port", "transport", "ciphers", "ca", "cert", "key", "server_name", "username", "password",
     "payload", "samples", "interval_us", "qos", "device_id", "topic", "client_id", "keylog", "connect_timeout_ms",
-    "sync_host", "sync_port", "sync_count", "mode",
+    "sync_host", "sync_port", "sync_count", "mode", "per_connection", "close",
 )
 
 # The tb::Err names the board answers a RUN transfer or body with (all are in tb_error.cpp).
@@ -128,6 +135,8 @@ class RunCell:
     sync_port: int | None = None
     sync_count: int | None = None
     mode: str | None = None  # None: the board's default, persistent
+    per_connection: int | None = None  # readings per connection (not persistent); None: 1
+    close: str | None = None  # disconnect (None: the default) or drop
 
     def __post_init__(self) -> None:
         if not _RUN_ID.fullmatch(self.id):
@@ -148,6 +157,7 @@ class RunCell:
             "client_id": self.client_id, "keylog": 1 if self.keylog else None,
             "connect_timeout_ms": self.connect_timeout_ms, "sync_host": self.sync_host,
             "sync_port": self.sync_port, "sync_count": self.sync_count, "mode": self.mode,
+            "per_connection": self.per_connection, "close": self.close,
         }
         return [(k, str(values[k])) for k in RUN_KEYS if values[k] is not None]
 

@@ -22,7 +22,7 @@ from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
 from orchestrator.publishers.board import protocol as p
 from orchestrator.publishers.board import records
-from orchestrator.publishers.board.lines import BoardError, BoardLine, Done, Msg
+from orchestrator.publishers.board.lines import BoardError, BoardLine, Conn, Done, Msg
 from orchestrator.publishers.board.link import DEFAULT_BAUD, BoardLink, BoardLinkError, BoardRebooted
 
 SERVICE = "board"  # no container: a failure is the board's own (error())
@@ -140,6 +140,8 @@ class BoardPublisher:
                 self.lines.append(line)
                 if isinstance(line, Msg):
                     records.append_send(self.lay, line)
+                elif isinstance(line, Conn):
+                    records.append_connection(self.lay, line)
                 if isinstance(line, BoardError):
                     self.failure = f"the board reported {line.name}: {line.message}"
         except TestbedError as exc:

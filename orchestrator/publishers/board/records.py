@@ -32,6 +32,7 @@ from orchestrator.publishers.board.lines import (
     Banner,
     BoardLine,
     ClockSample,
+    Conn,
     Done,
     Handshake,
     Keylog,
@@ -45,6 +46,7 @@ def run_cell(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, ho
              sync: tuple[str, int] | None) -> p.RunCell:
     """The RUN of one cell: the scenario's transport and suites, the session's CA and credentials."""
     tls = scenario.tls is not None
+    persistent = spec.connection == "persistent"  # the study's RUN stays as it was
     password = None
     if pki is not None and not scenario.anonymous and (scenario.tls is None or scenario.tls.client_auth == "password"):
         password = pki.password_for("publisher")
@@ -60,7 +62,29 @@ def run_cell(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, ho
         server_name="broker" if tls else None, username="publisher" if password else None, password=password,
         device_id=spec.device_id, client_id="testbed-publisher", keylog=tls,
         sync_host=sync[0] if sync else None, sync_port=sync[1] if sync else None,
-        sync_count=p.DEFAULT_SYNC_COUNT if sync else None)
+        sync_count=p.DEFAULT_SYNC_COUNT if sync else None,
+        mode=None if persistent else spec.connection, per_connection=None if persistent else spec.per_connection,
+        close=None if persistent else spec.close)
+
+
+CONNECTIONS_HEADER = "conn,t_open_us,tcp_connect_ms,handshake_ms,connack_ms,resumed,messages,close,error\n"
+
+
+def append_connection(lay: Layout, conn: Conn) -> None:
+    """The board's CONN line as a row of the publisher's connections log (vdevice's format; the board
+    prints no open time on the lab's clock, so t_open_us stays empty)."""
+    path = lay.publisher_connections
+    new = not path.exists()
+
+    def ms(v: float | None) -> str:
+        return "" if v is None else f"{v:.3f}"
+
+    resumed = "" if conn.resumed is None else str(int(conn.resumed))
+    with path.open("a", encoding="ascii") as f:
+        if new:
+            f.write(CONNECTIONS_HEADER)
+        f.write(f"{conn.index},,{ms(conn.tcp_ms)},{ms(conn.tls_ms)},{ms(conn.connack_ms)},{resumed},{conn.msgs},"
+                f"{conn.close},\n")
 
 
 def append_send(lay: Layout, msg: Msg) -> None:

@@ -259,16 +259,19 @@ struct Outputs {
 // Opens the logs the options name; false with the error line ("<ErrName>: ...") for fail_config.
 bool open_outputs(const Options& o, Outputs* out, std::string* line) {
   std::string error;
-  if (!o.send_log.empty()) {
-    if (!out->send.open(o.send_log, "send log", &error)) return *line = "SendLog: " + error, false;
-    out->send.line("seq,t_send_us,bytes");
+  if (!o.send_log.empty() && !out->send.open(o.send_log, "send log", &error)) {
+    *line = "SendLog: " + error;
+    return false;
   }
-  if (!o.connections_log.empty()) {
-    if (!out->connections.open(o.connections_log, "connections log", &error)) return *line = "SendLog: " + error, false;
-    out->connections.line(kConnectionsLogHeader);
+  if (!o.send_log.empty()) out->send.line("seq,t_send_us,bytes");
+  if (!o.connections_log.empty() && !out->connections.open(o.connections_log, "connections log", &error)) {
+    *line = "SendLog: " + error;
+    return false;
   }
+  if (!o.connections_log.empty()) out->connections.line(kConnectionsLogHeader);
   if (!o.keylog.empty() && !out->keylog.open(o.keylog, "key log", &error, 0600)) {
-    return *line = "Keylog: " + error, false;
+    *line = "Keylog: " + error;
+    return false;
   }
   return true;
 }

@@ -109,7 +109,13 @@ Err TlsTransport::configure(const char* host) {
     cipher_list_[i] = ids[i];
   }
   cipher_list_[cipher_count_] = 0;
+  e = load_credentials();
+  if (e != Err::Ok) return e;
+  return setup_ssl(host);
+}
 
+// The random generator, the CA and the optional client certificate and key.
+Err TlsTransport::load_credentials() {
   int ret = mbedtls_ctr_drbg_seed(&drbg_, mbedtls_entropy_func, &entropy_,
                                   reinterpret_cast<const unsigned char*>(kPers), sizeof(kPers) - 1);
   if (ret != 0) return fail(ret, Err::TlsRng, "seeding the random generator failed");
@@ -131,8 +137,12 @@ Err TlsTransport::configure(const char* host) {
                                strlen(opt_.client_key_pem) + 1, nullptr, 0);
     if (ret != 0) return fail(ret, Err::TlsKeyParse, "client key does not parse");
   }
+  return Err::Ok;
+}
 
-  ret = mbedtls_ssl_config_defaults(&conf_, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
+// The client configuration (TLS 1.2 only, the listed suites, verification) and the SSL context on it.
+Err TlsTransport::setup_ssl(const char* host) {
+  int ret = mbedtls_ssl_config_defaults(&conf_, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
                                     MBEDTLS_SSL_PRESET_DEFAULT);
   if (ret != 0) return fail(ret, Err::TlsSetup, "mbedtls_ssl_config_defaults failed");
   mbedtls_ssl_conf_authmode(&conf_, MBEDTLS_SSL_VERIFY_REQUIRED);
@@ -208,27 +218,35 @@ Err TlsTransport::handshake(uint32_t timeout_ms) {
     snprintf(stats_.cipher_suite, sizeof(stats_.cipher_suite), "%s", iana ? iana : (mbed_name ? mbed_name : "?"));
     return after_handshake();
   }
+  return handshake_failed(ret, timeout_ms);
+}
+
+// The broker's certificate chain or name did not verify: which, in words.
+Err TlsTransport::verify_failed() {
+  uint32_t flags = mbedtls_ssl_get_verify_result(&ssl_);
+  char info[200];
+  int n = mbedtls_x509_crt_verify_info(info, sizeof(info), "", flags);
+  if (n < 0) snprintf(info, sizeof(info), "verify flags 0x%08x", static_cast<unsigned>(flags));
+  for (char* p = info; *p; ++p) {
+    if (*p == '\n') *p = (p[1] == '\0') ? '\0' : ';';
+  }
+  if (flags & MBEDTLS_X509_BADCERT_CN_MISMATCH) {
+    const char* name = ssl_.hostname ? ssl_.hostname : "";
+    bool numeric = name[0] != '\0' && strspn(name, "0123456789.") == strlen(name);
+    err_.set("TLS handshake failed: the broker certificate does not match the server name \"%s\" (%s)%s", name,
+             info, numeric ? "; mbedTLS 2.28 matches DNS names only: give a DNS name of the certificate as "
+                             "the server name (e.g. broker)" : "");
+    return Err::TlsHostname;
+  }
+  err_.set("TLS handshake failed: broker certificate not trusted (%s)", info);
+  return Err::TlsCertVerify;
+}
+
+// A failed mbedtls_ssl_handshake(): its return code as a named tb::Err with the cause spelled out.
+Err TlsTransport::handshake_failed(int ret, uint32_t timeout_ms) {
+  if (ret == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED) return verify_failed();
   char offered[kMaxCiphers * 48];
   offered_names(offered, sizeof(offered));
-  if (ret == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED) {
-    uint32_t flags = mbedtls_ssl_get_verify_result(&ssl_);
-    char info[200];
-    int n = mbedtls_x509_crt_verify_info(info, sizeof(info), "", flags);
-    if (n < 0) snprintf(info, sizeof(info), "verify flags 0x%08x", static_cast<unsigned>(flags));
-    for (char* p = info; *p; ++p) {
-      if (*p == '\n') *p = (p[1] == '\0') ? '\0' : ';';
-    }
-    if (flags & MBEDTLS_X509_BADCERT_CN_MISMATCH) {
-      const char* name = ssl_.hostname ? ssl_.hostname : "";
-      bool numeric = name[0] != '\0' && strspn(name, "0123456789.") == strlen(name);
-      err_.set("TLS handshake failed: the broker certificate does not match the server name \"%s\" (%s)%s", name,
-               info, numeric ? "; mbedTLS 2.28 matches DNS names only: give a DNS name of the certificate as "
-                               "the server name (e.g. broker)" : "");
-      return Err::TlsHostname;
-    }
-    err_.set("TLS handshake failed: broker certificate not trusted (%s)", info);
-    return Err::TlsCertVerify;
-  }
   if (ret == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE) {
     unsigned char desc = ssl_.in_msg != nullptr ? ssl_.in_msg[1] : 0;
     bool before_server_hello = ssl_.state <= MBEDTLS_SSL_SERVER_HELLO;

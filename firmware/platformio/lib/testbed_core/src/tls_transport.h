@@ -56,6 +56,8 @@ class TlsTransport : public Transport {
 
  private:
   Err configure(const char* host);
+  Err load_credentials();
+  Err setup_ssl(const char* host);
   Err reopen(const char* host);
   void apply_resumption();
   Err check_resumption();
@@ -63,6 +65,8 @@ class TlsTransport : public Transport {
   Err after_handshake();
   void forget_session();
   Err handshake(uint32_t timeout_ms);
+  Err handshake_failed(int ret, uint32_t timeout_ms);
+  Err verify_failed();
   Err fail(int ret, Err fallback, const char* what);
   void offered_names(char* out, size_t cap) const;
 
