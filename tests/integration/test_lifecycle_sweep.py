@@ -77,7 +77,7 @@ def test_the_report_gives_the_cost_per_reading_and_the_break_even(lifecycle_bund
 def test_tickets_off_the_ticket_mode_shows_full_handshakes_and_the_report_says_refused(
         docker_user: DockerUser) -> None:
     bundle = _sweep(docker_user, "noticket", "--samples", "30", "--scenarios", "tls-noticket",
-                    "--connections", "resume-ticket,resume-id")
+                    "--baseline", "tls-noticket", "--connections", "resume-ticket,resume-id")
     _info, metrics, _conns = _cell(bundle, "tls-noticket-65B-none-resume-ticket-r1")
     assert metrics["connections"]["handshakes"]["full"] == 30
     assert metrics["connections"]["verdict"].startswith("resumption refused")
@@ -87,8 +87,8 @@ def test_tickets_off_the_ticket_mode_shows_full_handshakes_and_the_report_says_r
 
 
 def test_links_dropped_without_close_notify_what_id_resumption_does(docker_user: DockerUser) -> None:
-    bundle = _sweep(docker_user, "drop", "--samples", "30", "--scenarios", "tls", "--connections", "resume-id",
-                    "--close", "drop")
+    bundle = _sweep(docker_user, "drop", "--samples", "30", "--scenarios", "tls", "--baseline", "tls",
+                    "--connections", "resume-id", "--close", "drop")
     _info, metrics, conns = _cell(bundle, "tls-65B-none-resume-id-r1")
     block = metrics["connections"]
     print(f"resume-id after drops: {block['handshakes']}, verdict {block['verdict']}, ends {block['tcp_end']}")

@@ -67,6 +67,11 @@ Err TlsTransport::check_resumption() {
 Err TlsTransport::offer_session() {
   stats_.session_offered = false;
   if (resumption_ == SessionResumption::None || !have_saved_) return Err::Ok;
+#if defined(MBEDTLS_SSL_SESSION_TICKETS) && defined(MBEDTLS_SSL_CLI_C)
+  // Ticket mode resumes by ticket only: a session the server issued no ticket for (tickets off) is not
+  // offered, else mbedTLS would offer its session ID and the run would measure ID resumption instead.
+  if (resumption_ == SessionResumption::Ticket && saved_.ticket_len == 0) return Err::Ok;
+#endif
   int ret = mbedtls_ssl_set_session(&ssl_, &saved_);
   if (ret != 0) return fail(ret, Err::TlsSetup, "offering the saved TLS session failed");
   memcpy(offered_master_, saved_.master, sizeof(offered_master_));
