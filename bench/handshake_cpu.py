@@ -3,8 +3,9 @@
 
 Runs one `testbed run` per (scenario, connection mode) with the same readings at the same interval, so
 every mode meets the broker at the same event rate (the broker's idle CPU is inside every window: see
-orchestrator/analysis/brokercpu.py), and prints metrics.json broker_cpu (the broker's cgroup CPU over
-the stats stream's windows, 95 % t interval over the windows) with the wire figures beside it. The
+orchestrator/analysis/brokercpu.py), and prints metrics.json broker_cpu with the wire figures beside it:
+the Mosquitto process's own CPU ("process") and its container's cgroup ("cgroup", which also holds the
+healthcheck's execs), over the stats stream's windows, 95 % t interval over the windows. The
 persistent baseline sends the same readings over one connection; at this interval it never idles long
 enough to send a keepalive PINGREQ, so none is in its figure (a sleeping sensor's would be: see the
 report's cost model).
@@ -60,12 +61,13 @@ def main() -> int:
                     failed += 1
                     continue
                 cpu, conns = m.get("broker_cpu") or {}, m.get("connections") or {}
-                print(f"{scenario:6} {mode:14} broker CPU per reading {_fmt(cpu.get('per_reading'))}")
+                for source in ("process", "cgroup"):
+                    block = cpu.get(source) or {}
+                    print(f"{scenario:6} {mode:14} {source:7} CPU per reading {_fmt(block.get('per_reading'))}")
                 if conns:
                     kinds = {k: v["n"] for k, v in (conns.get("by_kind") or {}).items()}
-                    print(f"{'':21} per connection {_fmt(cpu.get('per_connection'))}; handshakes {kinds}; "
-                          f"wire {conns.get('wire_bytes_per_reading')} B/reading; TLS handshake median "
-                          f"{conns.get('tls_handshake_ms_median')} ms")
+                    print(f"{'':21} handshakes {kinds}; wire {conns.get('wire_bytes_per_reading')} B/reading; "
+                          f"TLS handshake median {conns.get('tls_handshake_ms_median')} ms")
     return 1 if failed else 0
 
 

@@ -44,8 +44,9 @@ def analyse_run_dir(run_dir: Path, scenario: Scenario, spec: RunSpec,
         res.update(resources)
     elif lay.resources.exists():
         res.update(read_json(lay.resources))
-    series = res.pop("broker_cpu_series", None)  # resources.json keeps it; metrics.json gets the figures
-    if series:
+    series = {"cgroup": res.pop("broker_cpu_series", None),  # resources.json keeps them; metrics.json
+              "process": res.pop("broker_process_cpu_series", None)}  # gets the figures
+    if series["cgroup"] or series["process"]:
         analysis.metrics["broker_cpu"] = broker_cpu(series, analysis, lay, spec)
     if summary:
         res["publisher_cpu_s"] = (summary.get("cpu_user_s") or 0) + (summary.get("cpu_sys_s") or 0)
@@ -84,13 +85,23 @@ def add_connections(analysis: RunAnalysis, lay: Layout, scenario: Scenario, spec
         analysis.metrics.setdefault("warnings", []).extend(warnings)
 
 
-def broker_cpu(series: list[list[float]], analysis: RunAnalysis, lay: Layout, spec: RunSpec) -> dict[str, Any]:
-    """The broker's CPU per reading it received and, for a cell that reconnects, per connection."""
+def broker_cpu(series: dict[str, list[list[float]] | None], analysis: RunAnalysis, lay: Layout,
+               spec: RunSpec) -> dict[str, Any]:
+    """The broker's CPU per reading it received and, for a cell that reconnects, per connection: of the
+    Mosquitto process itself (``process``, where this host can read it) and of its container's cgroup
+    (``cgroup``: with the healthcheck's execs in it; see backends/docker_stats.py)."""
     arrived = analysis.per_message["broker_in_us"].dropna().to_numpy(dtype=float) / 1e6
-    out = {"per_reading": brokercpu.per_event(series, arrived, what="reading")}
+    syn = None
     if spec.connection != "persistent" and lay.connections.exists():
         syn = pd.read_csv(lay.connections)["syn_time"].dropna().to_numpy(dtype=float)
-        out["per_connection"] = brokercpu.per_event(series, syn, what="connection")
+    out: dict[str, Any] = {}
+    for source, samples in series.items():
+        if not samples:
+            out[source] = None
+            continue
+        out[source] = {"per_reading": brokercpu.per_event(samples, arrived, what="reading")}
+        if syn is not None:
+            out[source]["per_connection"] = brokercpu.per_event(samples, syn, what="connection")
     return out
 
 

@@ -31,6 +31,11 @@ def _tls_cell(pki: Pki, port: int, **kw: object) -> p.RunCell:
     return p.RunCell(**fields)  # type: ignore[arg-type]
 
 
+def _plain_cell(port: int, run_id: str, samples: int) -> p.RunCell:
+    return p.RunCell(id=run_id, host="127.0.0.1", port=port, transport="plain", payload=65, samples=samples,
+                     interval_us=20000)
+
+
 def _run(link: BoardLink, cell: p.RunCell, idle_s: float = 10.0) -> list:
     link.send_run(cell)
     return list(link.run_lines(idle_s))
@@ -168,8 +173,7 @@ def test_one_boot_serves_a_plain_and_a_tls_run(board_emu, broker_factory, pki: P
 def test_reboot_mid_run_is_reported_and_the_next_boot_serves(board_emu, broker_factory) -> None:
     broker = broker_factory("ECDHE-ECDSA-CHACHA20-POLY1305")
     emu = board_emu("--reboot-after-messages", "2")
-    cell = p.RunCell(id="r1", host="127.0.0.1", port=broker.plain_port, transport="plain", payload=65, samples=6,
-                     interval_us=20000)
+    cell = _plain_cell(broker.plain_port, "r1", 6)
     with BoardLink(emu.pty) as link:
         link.wait_ready(timeout_s=10)
         link.send_run(cell)
@@ -183,8 +187,7 @@ def test_reboot_mid_run_is_reported_and_the_next_boot_serves(board_emu, broker_f
 def test_unplugged_mid_run(board_emu, broker_factory) -> None:
     broker = broker_factory("ECDHE-ECDSA-CHACHA20-POLY1305")
     emu = board_emu("--exit-after-messages", "2")
-    cell = p.RunCell(id="u1", host="127.0.0.1", port=broker.plain_port, transport="plain", payload=65, samples=50,
-                     interval_us=20000)
+    cell = _plain_cell(broker.plain_port, "u1", 50)
     seen = []
     with BoardLink(emu.pty) as link:
         link.wait_ready(timeout_s=10)
@@ -201,8 +204,7 @@ def test_the_hosts_stop_ends_a_run_before_its_next_message_and_the_board_serves_
                                                                                       broker_factory) -> None:
     broker = broker_factory("ECDHE-ECDSA-CHACHA20-POLY1305")
     emu = board_emu()
-    cell = p.RunCell(id="s1", host="127.0.0.1", port=broker.plain_port, transport="plain", payload=65, samples=500,
-                     interval_us=20000)
+    cell = _plain_cell(broker.plain_port, "s1", 500)
     seen = []
     with BoardLink(emu.pty) as link:
         link.wait_ready(timeout_s=10)

@@ -12,6 +12,10 @@
 #include "board_session.h"
 #include "mqtt_codec.h"
 
+// Unity assertion (the test includes unity.h first): the text holds the needle.
+#define ASSERT_CONTAINS(haystack, needle) \
+  TEST_ASSERT_TRUE_MESSAGE(strstr((haystack), (needle)) != nullptr, (std::string(haystack) + " lacks " + (needle)).c_str())
+
 namespace tb_test {
 
 using namespace tb;

@@ -19,9 +19,6 @@ using namespace tb_test;
 void setUp(void) {}
 void tearDown(void) {}
 
-#define ASSERT_CONTAINS(haystack, needle) \
-  TEST_ASSERT_TRUE_MESSAGE(strstr((haystack), (needle)) != nullptr, (std::string(haystack) + " lacks " + (needle)).c_str())
-
 // ------------------------------------------------------------ rig for the Publisher
 class LoopClock : public Clock {
  public:

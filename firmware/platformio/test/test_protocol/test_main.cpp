@@ -21,9 +21,6 @@ using namespace tb_test;
 void setUp(void) {}
 void tearDown(void) {}
 
-#define ASSERT_CONTAINS(haystack, needle) \
-  TEST_ASSERT_TRUE_MESSAGE(strstr((haystack), (needle)) != nullptr, (std::string(haystack) + " lacks " + (needle)).c_str())
-
 static const char kPlainBody[] =
     "id=cell-1\nhost=127.0.0.1\nport=1\ntransport=plain\npayload=65\nsamples=3\ninterval_us=1000\nqos=0\n"
     "connect_timeout_ms=1\n";

@@ -1,0 +1,247 @@
+// fleet: N virtual ESP32s against one broker. Every device is the firmware's unchanged core Publisher
+// (PlainTcp or TlsTransport, simulated sensors) in its own std::thread; see fleet_device.h, fleet_shard.h.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "fleet_device.h"
+#include "fleet_shard.h"
+#include "fleet_summary.h"
+#include "mbedtls/x509_crt.h"
+#include "plain_tcp.h"
+#include "publisher.h"
+#include "resolve.h"
+#include "sim_sensors.h"
+
+namespace fleet {
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitSignal = 130;
+constexpr size_t kThreadStack = 256 * 1024;  // the core's stack needs are an ESP32 task's (a few KiB)
+
+int fail(int code, const char* name, const std::string& message) {
+  fprintf(stderr, "fleet: error %s: %s\n", name, message.c_str());
+  return code;
+}
+
+struct Pem {
+  std::string ca, cert, key;
+};
+
+bool read_file(const std::string& path, const char* what, std::string* out, std::string* error) {
+  FILE* f = fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    *error = std::string(what) + " " + path + ": " + strerror(errno);
+    return false;
+  }
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out->append(buf, n);
+  const bool bad = ferror(f) != 0;
+  fclose(f);
+  if (bad) *error = std::string(what) + " " + path + ": read error";
+  return !bad;
+}
+
+bool read_pem(const vdev::Options& o, Pem* pem, std::string* error) {
+  if (o.transport != "tls") return true;
+  if (!read_file(o.ca, "--ca", &pem->ca, error)) return false;
+  if (o.cert.empty()) return true;
+  return read_file(o.cert, "--cert", &pem->cert, error) && read_file(o.key, "--key", &pem->key, error);
+}
+
+class NoObserver : public tb::SendObserver {
+ public:
+  bool on_sent(uint32_t, int64_t, size_t, size_t, int64_t) override { return true; }
+};
+
+// What every device would refuse, refused once: payload, topic, client id, cipher names, the CA.
+tb::Err check_config(const FleetOptions& o, const Pem& pem, std::string* error) {
+  StopSignal stop;
+  FleetClock clock(stop);
+  tb::PlainTcp tcp(clock);
+  vdev::SimulatedSensors sensors(1);
+  NoObserver none;
+  std::unique_ptr<tb::Publisher> pub(new tb::Publisher(tcp, clock, sensors, none));
+  const std::string id = device_id(o.prefix, o.devices - 1);
+  tb::PublishConfig cfg;
+  cfg.host = o.conn.host.c_str();
+  cfg.port = o.conn.port;
+  cfg.device_id = cfg.client_id = id.c_str();
+  cfg.topic = o.conn.topic.c_str();
+  cfg.username = o.conn.has_username ? o.conn.username.c_str() : nullptr;
+  cfg.password = o.conn.has_password ? o.conn.password.c_str() : nullptr;
+  cfg.qos = o.conn.qos;
+  cfg.payload_size = o.conn.payload;
+  cfg.samples = o.conn.samples;
+  tb::Err e = pub->validate(cfg);
+  *error = pub->error_text();
+  if (e != tb::Err::Ok || o.conn.transport != "tls") return e;
+  uint16_t ids[tb::kMaxCiphers];
+  size_t count = 0;
+  tb::ErrorText text;
+  e = tb::parse_cipher_list(o.conn.ciphers.c_str(), ids, tb::kMaxCiphers, &count, &text);
+  *error = text.c_str();
+  if (e != tb::Err::Ok) return e;
+  mbedtls_x509_crt ca;
+  mbedtls_x509_crt_init(&ca);
+  const int ret = mbedtls_x509_crt_parse(&ca, reinterpret_cast<const unsigned char*>(pem.ca.c_str()), pem.ca.size() + 1);
+  mbedtls_x509_crt_free(&ca);
+  if (ret == 0) return tb::Err::Ok;
+  *error = "--ca " + o.conn.ca + ": the CA certificate does not parse (mbedTLS " + std::to_string(ret) + ")";
+  return tb::Err::TlsCaParse;
+}
+
+// The broker's IPv4 address, resolved once for all devices; the name itself when that fails (each device
+// then reports the Dns error).
+std::string resolve_once(const vdev::Options& o) {
+  int rc = 0;
+  addrinfo* res = tb::resolve_ipv4(o.host.c_str(), o.port, SOCK_STREAM, &rc);
+  if (res == nullptr) return o.host;
+  char buf[INET_ADDRSTRLEN] = {0};
+  const auto* sin = reinterpret_cast<const sockaddr_in*>(res->ai_addr);
+  const bool ok = inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf)) != nullptr;
+  freeaddrinfo(res);
+  return ok ? std::string(buf) : o.host;
+}
+
+bool make_dir(const std::string& path, std::string* error) {
+  for (size_t pos = 1; pos <= path.size(); ++pos) {
+    if (pos != path.size() && path[pos] != '/') continue;
+    const std::string part = path.substr(0, pos);
+    if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
+      *error = "cannot create --out-dir " + part + ": " + strerror(errno);
+      return false;
+    }
+  }
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    *error = "--out-dir " + path + " is not a directory";
+    return false;
+  }
+  return true;
+}
+
+// SIGINT/SIGTERM blocked in every thread (taken by sigtimedwait in run_devices); SIGPIPE ignored.
+void setup_process() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  pthread_attr_t attr;
+  if (pthread_attr_init(&attr) == 0) {
+    if (pthread_attr_setstacksize(&attr, kThreadStack) == 0) pthread_setattr_default_np(&attr);
+    pthread_attr_destroy(&attr);
+  }
+}
+
+void print_start(const FleetOptions& o, const std::string& host, uint32_t processes) {
+  fprintf(stdout, "fleet: %u devices %s..%s (SIMULATED sensors, seed %" PRIu64 ") -> %s:%u %s, %u x %u B every "
+          "%.3f ms, qos %u, connect rate %g/s, %u process(es), logs in %s\n",
+          o.devices, device_id(o.prefix, 0).c_str(), device_id(o.prefix, o.devices - 1).c_str(), o.conn.seed,
+          host.c_str(), static_cast<unsigned>(o.conn.port), o.conn.transport.c_str(), o.conn.samples, o.conn.payload,
+          static_cast<double>(o.conn.interval_us) / 1000.0, static_cast<unsigned>(o.conn.qos), o.connect_rate,
+          processes, o.out_dir.c_str());
+  fflush(stdout);
+}
+
+// The exit code, with the one-line error when not 0.
+int report(const FleetOptions& o, const FleetOutcome& r, const std::string& write_error) {
+  uint32_t connected = 0, failed = 0;
+  uint64_t messages = 0;
+  const DeviceResult* first = nullptr;
+  for (const DeviceResult& d : r.devices) {
+    connected += d.connected ? 1 : 0;
+    messages += d.messages;
+    if (!d.error.empty() && (failed++ == 0)) first = &d;
+  }
+  const double cpu = r.cpu.user_s + r.cpu.sys_s;
+  fprintf(stdout, "fleet: %u of %u devices connected, %u failed, %" PRIu64 " messages; schedule lag p50 %" PRId64
+          " us p99 %" PRId64 " us max %" PRId64 " us; CPU %.3f s (%.1f us/message), max RSS %ld kB\n",
+          connected, o.devices, failed, messages, r.lag.p50, r.lag.p99, r.lag.max, cpu,
+          messages ? cpu * 1e6 / static_cast<double>(messages) : 0.0, r.cpu.max_rss_kb);
+  fflush(stdout);
+  if (r.interrupted) {
+    return fail(kExitSignal, "Interrupted", "stopped by a signal after " + std::to_string(messages) +
+                " messages; the logs are written");
+  }
+  if (!write_error.empty()) return fail(kExitFailure, "SendLog", write_error);
+  if (r.keylog_failed) return fail(kExitFailure, "Keylog", "writing the key log " + o.conn.keylog + " failed");
+  if (first == nullptr) return 0;
+  return fail(kExitFailure, first->error.c_str(), std::to_string(failed) + " of " + std::to_string(o.devices) +
+              " devices failed (first: " + device_id(o.prefix, first->index) + ": " + first->message + ")");
+}
+
+int run_fleet_main(const FleetOptions& o, const Pem& pem, uint32_t shards) {
+  std::string error;
+  if (!make_dir(o.out_dir, &error)) return fail(kExitUsage, "SendLog", error);
+  SharedKeylog keylog;
+  if (!o.conn.keylog.empty() && !keylog.open(o.conn.keylog, &error)) return fail(kExitUsage, "Keylog", error);
+  StopSignal stop;
+  LogWriter logs;
+  FleetPlan plan;
+  plan.options = &o;
+  plan.host = resolve_once(o.conn);
+  plan.tls.ca_pem = pem.ca.c_str();
+  plan.tls.client_cert_pem = pem.cert.empty() ? nullptr : pem.cert.c_str();
+  plan.tls.client_key_pem = pem.key.empty() ? nullptr : pem.key.c_str();
+  plan.tls.server_name = o.conn.server_name.empty() ? o.conn.host.c_str() : o.conn.server_name.c_str();
+  plan.tls.ciphers = o.conn.ciphers.c_str();
+  plan.tls.keylog = o.conn.keylog.empty() ? nullptr : &keylog;
+  plan.stop = &stop;
+  plan.logs = &logs;
+  print_start(o, plan.host, shards == 1 ? 1 : shards + 1);
+  const int64_t t0 = mono_now_us();
+  plan.mono_base_us = t0 + 10000;
+  FleetOutcome r;
+  r.interrupted = run_fleet(plan, shards, &r.devices, &r.cpu) != 0;
+  r.wall_s = static_cast<double>(mono_now_us() - t0) / 1e6;
+  r.keylog_failed = keylog.failed();
+  std::string write_error;
+  if (!read_lags(o, &r, &error)) write_error = error;
+  if (!write_connections(o, r.devices, &error) && write_error.empty()) write_error = error;
+  if (!write_summary(o, r, &error) && write_error.empty()) write_error = error;
+  return report(o, r, write_error);
+}
+
+int run(int argc, char** argv) {
+  setup_process();
+  FleetOptions o;
+  std::string error;
+  bool help = false;
+  if (!parse_fleet_options(argc, argv, &o, &error, &help)) return fail(kExitUsage, "InvalidArgument", error);
+  if (help) {
+    fputs(fleet_usage(), stdout);
+    return 0;
+  }
+  Pem pem;
+  if (!read_pem(o.conn, &pem, &error)) return fail(kExitUsage, "InvalidArgument", error);
+  const tb::Err e = check_config(o, pem, &error);
+  if (e != tb::Err::Ok) return fail(kExitUsage, tb::err_name(e), error);
+  const long open_fds = count_open_fds() + (o.conn.keylog.empty() ? 0 : 1);
+  const uint32_t cap = devices_per_process(open_fds);
+  const uint32_t shards = (o.devices + cap - 1) / cap;
+  const uint32_t per_process = (o.devices + shards - 1) / shards;
+  if (!ensure_limits(o.devices, per_process, open_fds, &error)) return fail(kExitUsage, "InvalidArgument", error);
+  return run_fleet_main(o, pem, shards);
+}
+
+}  // namespace
+}  // namespace fleet
+
+int main(int argc, char** argv) { return fleet::run(argc, argv); }

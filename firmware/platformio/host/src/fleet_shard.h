@@ -1,0 +1,40 @@
+// The resources of a fleet: file descriptors, threads, worker processes.
+// The core waits on its socket with select() (plain_tcp.cpp), and FD_SET on a descriptor >= FD_SETSIZE
+// (1024) writes outside the fd_set. So one process runs at most FD_SETSIZE - (descriptors already
+// open) - kFdReserve devices; a larger fleet is split into worker processes (fork before any thread,
+// device i in worker i % K), each still one std::thread per device, all on the same start schedule.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fleet_device.h"
+
+namespace fleet {
+
+constexpr long kFdReserve = 16;  // the key log, a send log being written, summary, /proc reads, DNS
+
+struct ProcStats {
+  double user_s = 0;
+  double sys_s = 0;
+  long max_rss_kb = 0;  // peak RSS (VmHWM); with workers the sum of every process's peak
+  int processes = 1;
+};
+
+// Open descriptors of this process now.
+long count_open_fds();
+// Devices one process may run with open_fds already open.
+uint32_t devices_per_process(long open_fds);
+// RLIMIT_NOFILE (and RLIMIT_NPROC for the threads) for `per_process` devices in each process: the soft
+// limits are raised up to the hard ones when needed. false with the message (InvalidArgument).
+bool ensure_limits(uint32_t devices, uint32_t per_process, long open_fds, std::string* error);
+
+// Runs every device of the plan: in this process when shards == 1, else in `shards` worker processes.
+// out: one result per device in index order. Returns the stopping signal, 0 when none.
+int run_fleet(const FleetPlan& p, uint32_t shards, std::vector<DeviceResult>* out, ProcStats* stats);
+
+// This process's CPU and peak RSS (getrusage RUSAGE_SELF, /proc/self/status VmHWM).
+ProcStats self_stats();
+
+}  // namespace fleet

@@ -1,0 +1,182 @@
+#include "fleet_summary.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+namespace fleet {
+namespace {
+
+constexpr size_t kErrorsListed = 10;
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+// Nearest-rank percentiles of v (sorted here).
+LagStats stats_of(std::vector<int64_t>* v) {
+  LagStats s;
+  s.n = v->size();
+  if (v->empty()) return s;
+  std::sort(v->begin(), v->end());
+  auto rank = [&](double q) {
+    size_t k = static_cast<size_t>(q * static_cast<double>(v->size()) + 0.999999);
+    return (*v)[(k == 0 ? 1 : k) - 1];
+  };
+  s.p50 = rank(0.50);
+  s.p99 = rank(0.99);
+  s.max = v->back();
+  return s;
+}
+
+// One send log: every row's lag, and each seq >= 1's lateness after seq 0.
+bool read_one(const std::string& path, uint64_t interval_us, std::vector<int64_t>* lag, std::vector<int64_t>* steady,
+              uint64_t* rows, std::string* error) {
+  FILE* f = fopen(path.c_str(), "r");
+  if (f == nullptr) {
+    *error = "cannot read " + path + ": " + strerror(errno);
+    return false;
+  }
+  char line[128];
+  bool ok = fgets(line, sizeof(line), f) != nullptr && strncmp(line, kSendLogHeader, strlen(kSendLogHeader)) == 0;
+  int64_t first = -1;
+  while (ok && fgets(line, sizeof(line), f) != nullptr) {
+    uint64_t seq = 0;
+    int64_t sent = 0, intended = 0;
+    size_t bytes = 0;
+    if (sscanf(line, "%" SCNu64 ",%" SCNd64 ",%zu,%" SCNd64, &seq, &sent, &bytes, &intended) != 4) ok = false;
+    if (!ok) break;
+    lag->push_back(sent - intended);
+    if (seq == 0) first = sent;
+    if (seq > 0 && first >= 0) steady->push_back(sent - first - static_cast<int64_t>(seq * interval_us));
+    ++*rows;
+  }
+  fclose(f);
+  if (!ok) *error = "malformed send log " + path;
+  return ok;
+}
+
+std::string lag_json(const LagStats& s) {
+  if (s.n == 0) return "{\"n\":0,\"p50\":null,\"p99\":null,\"max\":null}";
+  char buf[160];
+  snprintf(buf, sizeof(buf), "{\"n\":%" PRIu64 ",\"p50\":%" PRId64 ",\"p99\":%" PRId64 ",\"max\":%" PRId64 "}", s.n,
+           s.p50, s.p99, s.max);
+  return buf;
+}
+
+// "connected", "failed" (by error name), "failed_devices", "messages_sent", "errors" (the first few).
+std::string device_counts_json(const FleetOptions& o, const std::vector<DeviceResult>& rs, uint64_t* messages) {
+  std::map<std::string, uint32_t> failed;
+  uint32_t connected = 0, nfailed = 0;
+  std::string errors;
+  *messages = 0;
+  for (const DeviceResult& r : rs) {
+    connected += r.connected ? 1 : 0;
+    *messages += r.messages;
+    if (r.error.empty()) continue;
+    ++failed[r.error];
+    if (nfailed++ < kErrorsListed) {
+      errors += std::string(errors.empty() ? "" : ",") + "{\"device\":" + json_string(device_id(o.prefix, r.index)) +
+                ",\"error\":" + json_string(r.error) + ",\"message\":" + json_string(r.message) + "}";
+    }
+  }
+  std::string f;
+  for (const auto& kv : failed) f += std::string(f.empty() ? "" : ",") + json_string(kv.first) + ":" + std::to_string(kv.second);
+  return "\"connected\":" + std::to_string(connected) + ",\"failed\":{" + f + "},\"failed_devices\":" +
+         std::to_string(nfailed) + ",\"messages_sent\":" + std::to_string(*messages) + ",\"errors\":[" + errors + "]";
+}
+
+bool write_atomic(const std::string& path, const std::string& text, std::string* error) {
+  const std::string tmp = path + ".tmp";
+  FILE* f = fopen(tmp.c_str(), "w");
+  if (f == nullptr) {
+    *error = "cannot write " + tmp + ": " + strerror(errno);
+    return false;
+  }
+  bool ok = fputs(text.c_str(), f) >= 0;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    *error = "cannot write " + path + ": " + strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool write_connections(const FleetOptions& o, const std::vector<DeviceResult>& rs, std::string* error) {
+  std::string text = std::string(kConnectionsHeader) + "\n";
+  for (const DeviceResult& r : rs) {
+    text += device_id(o.prefix, r.index) + "," + (r.t_start_us >= 0 ? std::to_string(r.t_start_us) : "") + "," +
+            ms_field(r.tcp_connect_us) + "," + ms_field(r.handshake_us) + "," + ms_field(r.connack_us) + "," +
+            std::to_string(r.messages) + "," + csv_field(r.error) + "\n";
+  }
+  return write_atomic(o.out_dir + "/connections.csv", text, error);
+}
+
+bool read_lags(const FleetOptions& o, FleetOutcome* r, std::string* error) {
+  std::vector<int64_t> lag, steady;
+  lag.reserve(static_cast<size_t>(o.devices) * o.conn.samples);
+  bool ok = true;
+  for (uint32_t i = 0; i < o.devices; ++i) {
+    std::string e;
+    if (!read_one(o.out_dir + "/" + device_id(o.prefix, i) + ".csv", o.conn.interval_us, &lag, &steady,
+                  &r->log_rows, &e) && ok) {
+      *error = e;
+      ok = false;
+    }
+  }
+  r->lag = stats_of(&lag);
+  r->steady = stats_of(&steady);
+  return ok;
+}
+
+bool write_summary(const FleetOptions& o, const FleetOutcome& r, std::string* error) {
+  uint64_t messages = 0;
+  const std::string counts = device_counts_json(o, r.devices, &messages);
+  const double cpu_s = r.cpu.user_s + r.cpu.sys_s;
+  char cpu[256];
+  snprintf(cpu, sizeof(cpu), "\"cpu_user_s\":%.6f,\"cpu_sys_s\":%.6f,\"cpu_us_per_message\":", r.cpu.user_s, r.cpu.sys_s);
+  std::string per_msg = messages ? std::to_string(cpu_s * 1e6 / static_cast<double>(messages)) : "null";
+  char head[320];
+  snprintf(head, sizeof(head),
+           "{\"devices\":%u,\"simulated\":true,\"transport\":%s,\"samples\":%u,\"payload\":%u,\"interval_ms\":%.3f,"
+           "\"qos\":%u,\"connect_rate\":%g,\"seed\":%" PRIu64 ",\"processes\":%d,",
+           o.devices, json_string(o.conn.transport).c_str(), o.conn.samples, o.conn.payload,
+           static_cast<double>(o.conn.interval_us) / 1000.0, static_cast<unsigned>(o.conn.qos), o.connect_rate,
+           o.conn.seed, r.cpu.processes);
+  char tail[160];
+  snprintf(tail, sizeof(tail), ",\"max_rss_kb\":%ld,\"wall_s\":%.3f,\"interrupted\":%s,\"keylog_ok\":%s", r.cpu.max_rss_kb,
+           r.wall_s, r.interrupted ? "true" : "false", r.keylog_failed ? "false" : "true");
+  const std::string text = std::string(head) + counts + ",\"messages_expected\":" +
+                           std::to_string(static_cast<uint64_t>(o.devices) * o.conn.samples) +
+                           ",\"schedule_lag_us\":" + lag_json(r.lag) + ",\"steady_lag_us\":" + lag_json(r.steady) + "," +
+                           cpu + per_msg + tail + "}\n";
+  return write_atomic(o.out_dir + "/summary.json", text, error);
+}
+
+}  // namespace fleet
