@@ -6,30 +6,33 @@ process-per-device (N `vdevice` processes), all against a Mosquitto this script 
 
 Every loader sends the same schedule: device i started at i / rate, a seeded random offset within its first
 interval, then S messages of P bytes, QoS 0, one interval apart after its CONNACK. A paho subscriber on the
-broker counts what arrived. CPU per message is given two ways:
-  total  - the loader's whole CPU (user + sys) over its messages: connects and TLS handshakes included;
+broker counts what arrived ("delivered"). CPU per message, two ways:
+  total  - the loader's whole CPU (user + sys) over its messages, connects and TLS handshakes included;
            fleet: its summary.json (getrusage), paho: its rusage after the imports, vdevice: the sum of the
-           processes' summaries (exec and start-up of each included: that is the cost of a process);
-  steady - the CPU of the loader's threads (/proc/<pid>/task/*/schedstat, ns) over a window when every
-           device is connected and none has finished, over the messages sent in it: the publish path alone.
-The paho loader drives all clients from ONE selector loop (loop_read/loop_write, no thread per client: the
-cheapest way to run many paho clients in one process) and shares one SSLContext.
+           processes' summaries (each one's exec and start-up included: that is what a process costs);
+  steady - the CPU of the loader's threads (/proc/<pid>/task/*/schedstat, ns) in a window when every device
+           is connected and none has finished, over the messages sent in it: the publish path alone.
+           Needs (samples - 1) x interval - 0.5 s >= devices / rate + interval + 3 s, else "n/a".
+The paho loader drives all its clients from ONE selector loop (loop_read/loop_write, no thread per client:
+the cheapest way to run many paho clients in one process) and shares one SSLContext.
 
     .venv/bin/python bench/fleet_loader.py [--sizes 100,1000] [--transports plain,tls] [--samples 20]
         [--interval-ms 1000] [--connect-rate 100] [--tvp-devices 100] [--tvp-transport tls] [--no-paho]
+        [--repeat 1]
+    (defaults: about 4 minutes; --samples 15 --connect-rate 200: about 2.5 per repeat)
 """
 
 from __future__ import annotations
 
 import argparse
-import heapq
 import json
 import os
 import random
 import resource
-import selectors
 import shutil
 import signal
+import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -65,74 +68,52 @@ class Result:
         return self.cpu_s * 1e6 / self.messages if self.messages else None
 
     def steady_us(self) -> float | None:
-        if self.steady_cpu_s is None or not self.steady_messages:
-            return None
-        return self.steady_cpu_s * 1e6 / self.steady_messages
+        ok = self.steady_cpu_s is not None and self.steady_messages
+        return self.steady_cpu_s * 1e6 / self.steady_messages if ok else None  # type: ignore[operator]
 
 
 # ----------------------------------------------------------------------------------------------- broker
-def make_pki(directory: Path) -> dict[str, Path]:
-    import datetime as dt
-    import ipaddress
+def make_pki(d: Path) -> Path:
+    """A throwaway CA and an ECDSA P-256 server certificate (DNS:localhost, IP:127.0.0.1); returns the CA."""
+    def ossl(*a: str) -> None:
+        subprocess.run(["openssl", *a], check=True, capture_output=True)
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    def cert(cn: str, key, issuer, issuer_key, ca: bool, sans: list) -> x509.Certificate:
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-        now = dt.datetime.now(dt.UTC)
-        b = (x509.CertificateBuilder().subject_name(name).issuer_name(issuer or name).public_key(key.public_key())
-             .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
-             .not_valid_after(now + dt.timedelta(days=1))
-             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-        if sans:
-            b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        return b.sign(issuer_key or key, hashes.SHA256())
-
-    ca_key, srv_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca = cert("fleet bench CA", ca_key, None, None, True, [])
-    srv = cert("localhost", srv_key, ca.subject, ca_key, False,
-               [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
-    paths = {"ca": directory / "ca.pem", "cert": directory / "server.pem", "key": directory / "server.key"}
-    paths["ca"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    paths["cert"].write_bytes(srv.public_bytes(serialization.Encoding.PEM))
-    paths["key"].write_bytes(srv_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                   serialization.NoEncryption()))
-    for p in paths.values():
+    ossl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(d / "ca.key"))
+    ossl("req", "-x509", "-new", "-key", str(d / "ca.key"), "-subj", "/CN=fleet bench CA", "-days", "1",
+         "-out", str(d / "ca.pem"))
+    ossl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(d / "server.key"))
+    ossl("req", "-new", "-key", str(d / "server.key"), "-subj", "/CN=localhost", "-out", str(d / "server.csr"))
+    (d / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
+    ossl("x509", "-req", "-in", str(d / "server.csr"), "-CA", str(d / "ca.pem"), "-CAkey", str(d / "ca.key"),
+         "-CAcreateserial", "-days", "1", "-extfile", str(d / "san.ext"), "-out", str(d / "server.pem"))
+    for p in d.iterdir():
         p.chmod(0o644)  # throwaway; readable by the mosquitto user the broker drops to as root
-    return paths
+    return d / "ca.pem"
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def _raise_nofile() -> None:
+def raise_nofile() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, want), hard))
 
 
-def start_broker(directory: Path, pki: dict[str, Path]) -> tuple[subprocess.Popen, int, int, Path]:
+def start_broker(d: Path) -> tuple[subprocess.Popen, int, int]:
     plain, tls = free_port(), free_port()
-    conf, log = directory / "mosquitto.conf", directory / "mosquitto.log"
+    conf, log = d / "mosquitto.conf", d / "mosquitto.log"
     conf.write_text("\n".join([
         "persistence false", "log_dest stderr", "log_type error", "log_type warning", "max_connections -1",
-        f"listener {plain} 127.0.0.1", "allow_anonymous true", f"listener {tls} 127.0.0.1",
-        f"cafile {pki['ca']}", f"certfile {pki['cert']}", f"keyfile {pki['key']}", "tls_version tlsv1.2",
-        f"ciphers {CHACHA_OPENSSL}", ""]))
+        f"listener {plain} 127.0.0.1", "allow_anonymous true", f"listener {tls} 127.0.0.1", f"cafile {d}/ca.pem",
+        f"certfile {d}/server.pem", f"keyfile {d}/server.key", "tls_version tlsv1.2", f"ciphers {CHACHA_OPENSSL}", ""]))
     conf.chmod(0o644)
     with log.open("wb") as out:
         proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, preexec_fn=_raise_nofile)
-    import socket
-
+                                stdin=subprocess.DEVNULL, preexec_fn=raise_nofile)
     deadline = time.monotonic() + 10
     for port in (plain, tls):
         while True:
@@ -141,9 +122,10 @@ def start_broker(directory: Path, pki: dict[str, Path]) -> tuple[subprocess.Pope
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
+                    proc.kill()
                     raise SystemExit(f"mosquitto did not start: {log.read_text(errors='replace')}") from None
                 time.sleep(0.05)
-    return proc, plain, tls, log
+    return proc, plain, tls
 
 
 class Subscriber:
@@ -181,111 +163,110 @@ class Subscriber:
 def tree(pid: int) -> list[int]:
     pids, todo = [], [pid]
     while todo:
-        p = todo.pop()
-        pids.append(p)
+        pids.append(todo.pop())
         try:
-            todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
+            todo += [int(c) for c in Path(f"/proc/{pids[-1]}/task/{pids[-1]}/children").read_text().split()]
         except OSError:
             pass
     return pids
 
 
+def read_proc(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
 def thread_cpu_ns(pids: list[int]) -> dict[tuple[int, str], int]:
     out = {}
     for pid in pids:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
+        tids = os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else []
         for tid in tids:
-            try:
-                out[(pid, tid)] = int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass
+            fields = read_proc(f"/proc/{pid}/task/{tid}/schedstat").split()
+            if fields:
+                out[(pid, tid)] = int(fields[0])
     return out
 
 
 def pss_kb(pids: list[int]) -> int:
-    total = 0
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss:"):
-                    total += int(line.split()[1])
-        except OSError:
-            pass
-    return total
+    lines = (x for pid in pids for x in read_proc(f"/proc/{pid}/smaps_rollup").splitlines())
+    return sum(int(x.split()[1]) for x in lines if x.startswith("Pss:"))
 
 
 class Window:
-    """Samples the loader's threads when every device is connected and again before any has finished."""
+    """Samples the loader's threads once every device is connected and again before any has finished."""
 
     def __init__(self, devices: int, args: argparse.Namespace) -> None:
         interval = args.interval_ms / 1000
         self.t1 = devices / args.connect_rate + interval + 1.0
         self.t2 = (args.samples - 1) * interval - 0.5
-        self.ok = self.t2 - self.t1 >= 2.0
         self.cpu_s: float | None = None
-        self.wall_us = (0, 0)
         self.pss: int | None = None
+        self.wall_us = (0, 0)
+        self.start = time.monotonic()
 
-    def run(self, pids_now, start: float) -> threading.Thread:
+    def run(self, pids_now) -> threading.Thread:
+        def at(t: float) -> None:
+            time.sleep(max(0.0, self.start + t - time.monotonic()))
+
         def sample() -> None:
-            if not self.ok:
+            if self.t2 - self.t1 < 2.0:
                 return
-            time.sleep(max(0.0, start + self.t1 - time.monotonic()))
+            at(self.t1)
             w1, a = time.time_ns() // 1000, thread_cpu_ns(pids_now())
-            time.sleep(max(0.0, start + (self.t1 + self.t2) / 2 - time.monotonic()))
+            at((self.t1 + self.t2) / 2)
             self.pss = pss_kb(pids_now())
-            time.sleep(max(0.0, start + self.t2 - time.monotonic()))
+            at(self.t2)
             b, w2 = thread_cpu_ns(pids_now()), time.time_ns() // 1000
-            self.cpu_s = sum(v - a[k] for k, v in b.items() if k in a) / 1e9
-            self.wall_us = (w1, w2)
+            self.cpu_s, self.wall_us = sum(v - a[k] for k, v in b.items() if k in a) / 1e9, (w1, w2)
 
         t = threading.Thread(target=sample, daemon=True)
         t.start()
         return t
 
     def count(self, send_times_us) -> int:
-        return sum(1 for t in send_times_us if self.wall_us[0] <= t <= self.wall_us[1])
+        return sum(1 for t in send_times_us if self.wall_us[0] <= t <= self.wall_us[1]) if self.cpu_s else 0
 
 
 def send_times(csv_path: Path) -> list[int]:
-    lines = csv_path.read_text().splitlines()[1:]
-    return [int(line.split(",")[1]) for line in lines if line]
+    return [int(line.split(",")[1]) for line in csv_path.read_text().splitlines()[1:] if line]
 
 
 def p99(values: list[int]) -> int | None:
-    if not values:
-        return None
-    v = sorted(values)
-    return v[max(0, -(-99 * len(v) // 100) - 1)]
+    return sorted(values)[max(0, -(-99 * len(values) // 100) - 1)] if values else None
 
 
 # ------------------------------------------------------------------------------------------------ loaders
+def connection_args(ctx: dict, transport: str) -> list[str]:
+    if transport != "tls":
+        return ["--host", "127.0.0.1", "--port", str(ctx["plain"])]
+    return ["--host", "127.0.0.1", "--transport", "tls", "--port", str(ctx["tls"]), "--ca", str(ctx["ca"]),
+            "--server-name", "localhost", "--ciphers", CHACHA_IANA]
+
+
+def schedule_args(args: argparse.Namespace, topic: str) -> list[str]:
+    return ["--topic", topic, "--samples", str(args.samples), "--interval-ms", str(args.interval_ms),
+            "--payload", str(args.payload)]
+
+
 def run_fleet(ctx: dict, transport: str, devices: int, args: argparse.Namespace, tag: str) -> Result:
     out, topic = ctx["tmp"] / tag, f"bench/fleet/{tag}"
-    argv = [str(ctx["build"] / "fleet"), "--devices", str(devices), "--out-dir", str(out), "--host", "127.0.0.1",
-            "--topic", topic, "--samples", str(args.samples), "--interval-ms", str(args.interval_ms), "--payload",
-            str(args.payload), "--connect-rate", str(args.connect_rate), "--seed", "1"]
-    argv += (["--transport", "tls", "--port", str(ctx["tls"]), "--ca", str(ctx["pki"]["ca"]), "--server-name",
-              "localhost", "--ciphers", CHACHA_IANA] if transport == "tls" else ["--port", str(ctx["plain"])])
-    win, start = Window(devices, args), time.monotonic()
+    argv = [str(ctx["build"] / "fleet"), "--devices", str(devices), "--out-dir", str(out), "--connect-rate",
+            str(args.connect_rate), "--seed", "1", *connection_args(ctx, transport), *schedule_args(args, topic)]
+    win = Window(devices, args)
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ctx["children"].append(proc)
-    sampler = win.run(lambda: tree(proc.pid), start)
+    sampler = win.run(lambda: tree(proc.pid))
     _, stderr = proc.communicate()
     sampler.join()
-    r = Result("fleet", transport, devices)
-    if proc.returncode != 0:
-        r.errors.append(stderr.strip()[-300:])
+    r = Result("fleet", transport, devices, errors=[stderr.strip()[-300:]] if proc.returncode else [])
     s = json.loads((out / "summary.json").read_text())
     r.messages, r.cpu_s, r.peak_rss_kb = s["messages_sent"], s["cpu_user_s"] + s["cpu_sys_s"], s["max_rss_kb"]
     r.processes, r.lag_p99_us = s["processes"], s["schedule_lag_us"]["p99"]
     r.steady_lag_p99_us = s["steady_lag_us"]["p99"]
     r.steady_cpu_s, r.pss_kb = win.cpu_s, win.pss
-    if win.cpu_s is not None:
-        r.steady_messages = sum(win.count(send_times(p)) for p in out.glob("f*.csv"))
+    r.steady_messages = sum(win.count(send_times(p)) for p in out.glob("f*.csv"))
     r.received = ctx["sub"].settled(topic, r.messages)
     shutil.rmtree(out, ignore_errors=True)
     return r
@@ -294,14 +275,13 @@ def run_fleet(ctx: dict, transport: str, devices: int, args: argparse.Namespace,
 def run_paho(ctx: dict, transport: str, devices: int, args: argparse.Namespace, tag: str) -> Result:
     topic, report = f"bench/fleet/{tag}", ctx["tmp"] / f"{tag}.json"
     cfg = {"port": ctx["tls"] if transport == "tls" else ctx["plain"], "tls": transport == "tls",
-           "ca": str(ctx["pki"]["ca"]), "devices": devices, "samples": args.samples,
-           "interval_s": args.interval_ms / 1000, "rate": args.connect_rate, "payload": args.payload,
-           "topic": topic, "report": str(report)}
-    win, start = Window(devices, args), time.monotonic()
+           "ca": str(ctx["ca"]), "devices": devices, "samples": args.samples, "interval_s": args.interval_ms / 1000,
+           "rate": args.connect_rate, "payload": args.payload, "topic": topic, "report": str(report)}
+    win = Window(devices, args)
     proc = subprocess.Popen([sys.executable, __file__, "--paho-worker", json.dumps(cfg)], stderr=subprocess.PIPE,
                             text=True)
     ctx["children"].append(proc)
-    sampler = win.run(lambda: [proc.pid], start)
+    sampler = win.run(lambda: [proc.pid])
     _, stderr = proc.communicate()
     sampler.join()
     r = Result("paho", transport, devices)
@@ -310,43 +290,35 @@ def run_paho(ctx: dict, transport: str, devices: int, args: argparse.Namespace, 
         return r
     w = json.loads(report.read_text())
     r.messages, r.cpu_s, r.peak_rss_kb, r.pss_kb = w["messages"], w["user_s"] + w["sys_s"], w["vmhwm_kb"], win.pss
-    r.steady_lag_p99_us, r.errors = p99(w["steady_lag_us"]), w["errors"][:3]
-    r.steady_cpu_s = win.cpu_s
-    r.steady_messages = win.count(w["send_us"]) if win.cpu_s is not None else 0
+    r.steady_lag_p99_us, r.errors, r.steady_cpu_s = p99(w["steady_lag_us"]), w["errors"][:3], win.cpu_s
+    r.steady_messages = win.count(w["send_us"])
     r.received = ctx["sub"].settled(topic, r.messages)
     return r
 
 
 def run_vdevices(ctx: dict, transport: str, devices: int, args: argparse.Namespace, tag: str) -> Result:
-    out, topic = ctx["tmp"] / tag, f"bench/fleet/{tag}"
+    out, topic, rng = ctx["tmp"] / tag, f"bench/fleet/{tag}", random.Random(1)
     out.mkdir()
-    rng = random.Random(1)
-    win, start = Window(devices, args), time.monotonic()
+    win = Window(devices, args)
     procs: list[subprocess.Popen] = []
-    sampler = win.run(lambda: [p.pid for p in procs if p.poll() is None], start)
-    for i in range(devices):
-        time.sleep(max(0.0, start + i / args.connect_rate + rng.random() * args.interval_ms / 1000 - time.monotonic()))
-        argv = [str(ctx["build"] / "vdevice"), "--device-id", f"v{i:04d}", "--client-id", f"v{i:04d}", "--host",
-                "127.0.0.1", "--topic", topic, "--samples", str(args.samples), "--interval-ms", str(args.interval_ms),
-                "--payload", str(args.payload), "--seed", str(i + 1), "--send-log", str(out / f"v{i:04d}.csv"),
-                "--summary", str(out / f"v{i:04d}.json")]
-        argv += (["--transport", "tls", "--port", str(ctx["tls"]), "--ca", str(ctx["pki"]["ca"]), "--server-name",
-                  "localhost", "--ciphers", CHACHA_IANA] if transport == "tls" else ["--port", str(ctx["plain"])])
+    sampler = win.run(lambda: [p.pid for p in procs if p.poll() is None])
+    for i in range(devices):  # started as fleet starts its threads: slot + a random offset in the first interval
+        time.sleep(max(0.0, win.start + i / args.connect_rate + rng.random() * args.interval_ms / 1000
+                       - time.monotonic()))
+        argv = [str(ctx["build"] / "vdevice"), "--device-id", f"v{i:04d}", "--client-id", f"v{i:04d}", "--seed",
+                str(i + 1), "--send-log", str(out / f"v{i:04d}.csv"), "--summary", str(out / f"v{i:04d}.json"),
+                *connection_args(ctx, transport), *schedule_args(args, topic)]
         procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
         ctx["children"].append(procs[-1])
     r = Result("vdevice", transport, devices, processes=devices)
-    for p in procs:
-        _, err = p.communicate()
-        if p.returncode != 0:
-            r.errors.append(err.strip()[-200:])
+    r.errors = [e.strip()[-200:] for p in procs for e in [p.communicate()[1]] if p.returncode]
     sampler.join()
     for i in range(devices):
         s = json.loads((out / f"v{i:04d}.json").read_text())
         r.messages += s["messages_sent"]
         r.cpu_s += s["cpu_user_s"] + s["cpu_sys_s"]
         r.peak_rss_kb += s["max_rss_kb"]
-        if win.cpu_s is not None:
-            r.steady_messages += win.count(send_times(out / f"v{i:04d}.csv"))
+        r.steady_messages += win.count(send_times(out / f"v{i:04d}.csv"))
     r.steady_cpu_s, r.pss_kb = win.cpu_s, win.pss
     r.received = ctx["sub"].settled(topic, r.messages)
     shutil.rmtree(out, ignore_errors=True)
@@ -354,132 +326,25 @@ def run_vdevices(ctx: dict, transport: str, devices: int, args: argparse.Namespa
 
 
 # ------------------------------------------------------------------------------------- the paho loader
-def _payload(device: str, seq: int, t_us: int, size: int, rng: random.Random) -> bytes:
-    """The testbed payload (README "The payload") of exactly `size` bytes."""
-    core = (f'{{"d":"{device}","n":{seq},"t":{t_us},"s":[0,{rng.randint(3900, 4000)},{rng.randint(600, 700)},'
-            f'{rng.randint(200, 400)}]')
-    rest = size - len(core) - 1
-    core += f',"x":"{"x" * (rest - 7)}"' if rest >= 7 else " " * rest
-    return (core + "}").encode()
-
-
-def paho_worker(cfg: dict) -> int:
-    """N paho clients driven by one selector loop: connect at the slot + offset, publish S messages one
-    interval apart after the CONNACK, DISCONNECT. Reports its rusage after the imports."""
-    import ssl
-
-    import paho.mqtt.client as mqtt
-
-    ru0, rng = resource.getrusage(resource.RUSAGE_SELF), random.Random(1)
-    n, samples, interval = cfg["devices"], cfg["samples"], cfg["interval_s"]
-    sel, heap, seq_no = selectors.DefaultSelector(), [], 0
-    send_us: list[int] = []
-    lag_us: list[int] = []
-    errors: list[str] = []
-    state = {"done": 0}
-    tls_ctx = None
-    if cfg["tls"]:
-        tls_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        tls_ctx.load_verify_locations(cfg["ca"])
-        tls_ctx.set_ciphers(CHACHA_OPENSSL)
-        tls_ctx.maximum_version = ssl.TLSVersion.TLSv1_2
-
-    def push(due: float, kind: str, i: int, k: int = 0) -> None:
-        nonlocal seq_no
-        seq_no += 1
-        heapq.heappush(heap, (due, seq_no, kind, i, k))
-
-    t_base = time.monotonic() + 0.01
-    for i in range(n):
-        push(t_base + i / cfg["rate"] + rng.random() * interval, "connect", i)
-    clients: dict[int, mqtt.Client] = {}
-    t0: dict[int, float] = {}
-
-    def on_connect(c, userdata, flags, rc, props) -> None:
-        if rc == 0:
-            t0[userdata] = time.monotonic()
-            push(t0[userdata], "publish", userdata, 0)
-        else:
-            errors.append(f"p{userdata:04d}: CONNACK {rc}")
-            state["done"] += 1
-
-    def interest(c: mqtt.Client) -> None:
-        sock = c.socket()
-        if sock is not None:
-            sel.modify(sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if c.want_write() else 0), c)
-
-    def connect(i: int) -> None:
-        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"p{i:04d}", userdata=i)
-        c.on_connect = on_connect
-        c.on_socket_close = lambda client, u, sock: sel.unregister(sock)
-        if tls_ctx is not None:
-            c.tls_set_context(tls_ctx)
-        clients[i] = c
-        try:
-            c.connect("127.0.0.1", cfg["port"], keepalive=60)  # TCP + TLS handshake (blocking), CONNECT written
-            sel.register(c.socket(), selectors.EVENT_READ, c)
-            interest(c)
-        except (OSError, ValueError) as e:
-            errors.append(f"p{i:04d}: {e}")
-            state["done"] += 1
-
-    def publish(i: int, k: int) -> None:
-        c, due = clients[i], t0[i] + k * interval
-        now_us = time.time_ns() // 1000
-        if k > 0:  # as fleet's steady lag: lateness after the first message
-            lag_us.append(int((time.monotonic() - due) * 1e6))
-        c.publish(cfg["topic"], _payload(f"p{i:04d}", k, now_us, cfg["payload"], rng), qos=0)
-        send_us.append(now_us)
-        if k + 1 < samples:
-            push(due + interval, "publish", i, k + 1)
-            interest(c)
-        else:
-            c.disconnect()  # written at once; paho closes the socket after it
-            state["done"] += 1
-
-    while state["done"] < n:
-        now = time.monotonic()
-        while heap and heap[0][0] <= now:
-            _, _, kind, i, k = heapq.heappop(heap)
-            connect(i) if kind == "connect" else publish(i, k)
-        timeout = min(0.5, max(0.0, heap[0][0] - time.monotonic())) if heap else 0.5
-        for key, mask in sel.select(timeout):
-            c = key.data
-            if mask & selectors.EVENT_READ:
-                c.loop_read()
-            if mask & selectors.EVENT_WRITE and c.socket() is not None:
-                c.loop_write()
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    hwm = next((int(x.split()[1]) for x in Path("/proc/self/status").read_text().splitlines()
-                if x.startswith("VmHWM:")), ru.ru_maxrss)
-    Path(cfg["report"]).write_text(json.dumps({
-        "user_s": ru.ru_utime - ru0.ru_utime, "sys_s": ru.ru_stime - ru0.ru_stime, "messages": len(send_us),
-        "send_us": send_us, "steady_lag_us": lag_us,
-        "errors": errors, "vmhwm_kb": hwm}))
-    return 0
-
-
-# --------------------------------------------------------------------------------------------------- main
 def fmt(v: float | int | None, spec: str = ".1f") -> str:
     return "n/a" if v is None else format(v, spec)
 
 
-def ensure_build(build: Path) -> None:
-    if (build / "fleet").exists() and (build / "vdevice").exists():
-        return
-    src = REPO / "firmware" / "platformio" / "host"
-    for argv in (["cmake", "-S", str(src), "-B", str(build)], ["cmake", "--build", str(build), "-j2"]):
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+def quotient(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return fmt(quotient(a, b), ".2f")
 
 
 def print_pair(ours: Result, paho: Result | None) -> None:
-    ratio = lambda a, b: fmt(a / b if a is not None and b else None, ".2f")  # noqa: E731
     p = paho or Result("paho", ours.transport, ours.devices)
-    print(f"{ours.transport:5} {ours.devices:5} | {fmt(ours.total_us()):>8} {fmt(ours.steady_us()):>7} | "
-          f"{fmt(p.total_us()):>8} {fmt(p.steady_us()):>7} | {ratio(ours.total_us(), p.total_us()):>5} "
-          f"{ratio(ours.steady_us(), p.steady_us()):>6} | {fmt(ours.lag_p99_us, 'd'):>8} "
-          f"{fmt(ours.steady_lag_p99_us, 'd'):>7} {fmt(p.steady_lag_p99_us, 'd'):>7} | "
-          f"{ours.received}/{ours.messages} {p.received}/{p.messages} | {ours.processes}")
+    print(f"{ours.transport:5} {ours.devices:5} | {fmt(ours.total_us()):>7} {fmt(ours.steady_us()):>6} | "
+          f"{fmt(p.total_us()):>7} {fmt(p.steady_us()):>6} | {ratio(ours.total_us(), p.total_us()):>5} "
+          f"{ratio(ours.steady_us(), p.steady_us()):>6} | {fmt(ours.lag_p99_us, 'd'):>7} "
+          f"{fmt(ours.steady_lag_p99_us, 'd'):>6} {fmt(p.steady_lag_p99_us, 'd'):>6} | "
+          f"{ours.received}/{ours.messages} {p.received}/{p.messages} | {ours.processes}", flush=True)
     for r in (ours, p):
         for e in r.errors[:2]:
             print(f"      {r.loader}: {e}")
@@ -487,35 +352,41 @@ def print_pair(ours: Result, paho: Result | None) -> None:
 
 def print_tvp(threads: Result, procs: Result) -> None:
     print(f"\nthread-per-device vs process-per-device ({threads.transport}, {threads.devices} devices, the same core "
-          "and schedule)\n"
-          f"{'':22} {'CPU us/msg total':>16} {'steady':>7} {'peak RSS sum':>13} {'PSS mid-run':>12} {'procs':>6}"
-          f" {'delivered':>10}")
+          f"and schedule)\n{'':20} {'CPU us/msg total':>16} {'steady':>7} {'peak RSS sum':>13} {'PSS mid-run':>12}"
+          f" {'procs':>6} {'delivered':>10}")
     for name, r in (("fleet (threads)", threads), ("vdevice (processes)", procs)):
-        print(f"{name:22} {fmt(r.total_us()):>16} {fmt(r.steady_us()):>7} {r.peak_rss_kb:>10} kB "
+        print(f"{name:20} {fmt(r.total_us()):>16} {fmt(r.steady_us()):>7} {r.peak_rss_kb:>10} kB "
               f"{fmt(r.pss_kb, 'd'):>9} kB {r.processes:>6} {r.received:>5}/{r.messages}")
     for e in procs.errors[:2]:
         print(f"      vdevice: {e}")
 
 
-def bench(args: argparse.Namespace, ctx: dict) -> int:
+def bench(args: argparse.Namespace, ctx: dict) -> None:
     print(f"{args.samples} messages/device every {args.interval_ms:g} ms, {args.payload} B, QoS 0, connect rate "
-          f"{args.connect_rate:g}/s; mosquitto on 127.0.0.1; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
-    print("CPU per message in us (total: whole run incl. connects/handshakes; steady: all devices connected)\n"
-          "trans  devs |   fleet  steady |     paho  steady | ratio (fleet/paho) | fleet lag p99 us: sched steady"
-          " paho-steady | delivered fleet paho | fleet procs")
-    fleet_runs: dict[tuple[str, int], Result] = {}
-    for transport in args.transports.split(","):
-        for n in (int(x) for x in args.sizes.split(",")):
-            ours = run_fleet(ctx, transport, n, args, f"fleet-{transport}-{n}")
-            fleet_runs[(transport, n)] = ours
-            paho = None if args.no_paho else run_paho(ctx, transport, n, args, f"paho-{transport}-{n}")
-            print_pair(ours, paho)
+          f"{args.connect_rate:g}/s; mosquitto on 127.0.0.1; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}\n"
+          "CPU per message in us (total: whole run, connects and handshakes included; steady: all connected)\n"
+          "trans  devs |   fleet steady |    paho steady | fleet/paho   | fleet lag p99 us: sched steady, "
+          "paho steady | delivered fleet paho | fleet procs")
+    runs: dict[tuple[str, int], list[tuple[Result, Result | None]]] = {}
+    for rep in range(args.repeat):  # the pairs interleaved: a busy host's load hits both loaders alike
+        for transport in args.transports.split(","):
+            for n in (int(x) for x in args.sizes.split(",")):
+                tag = f"{transport}-{n}-{rep}"
+                ours = run_fleet(ctx, transport, n, args, f"fleet-{tag}")
+                paho = None if args.no_paho else run_paho(ctx, transport, n, args, f"paho-{tag}")
+                runs.setdefault((transport, n), []).append((ours, paho))
+                print_pair(ours, paho)
+    if args.repeat > 1 and not args.no_paho:
+        print(f"median over {args.repeat} runs of fleet/paho CPU per message (total, steady):")
+        for (transport, n), pairs in runs.items():
+            totals = [q for o, p in pairs if p and (q := quotient(o.total_us(), p.total_us())) is not None]
+            steadies = [q for o, p in pairs if p and (q := quotient(o.steady_us(), p.steady_us())) is not None]
+            print(f"  {transport:5} {n:5}: {fmt(statistics.median(totals) if totals else None, '.2f')} "
+                  f"{fmt(statistics.median(steadies) if steadies else None, '.2f')}")
     if args.tvp_devices:
         key = (args.tvp_transport, args.tvp_devices)
-        threads = fleet_runs.get(key) or run_fleet(ctx, *key, args, f"fleet-tvp-{key[0]}")
-        procs = run_vdevices(ctx, *key, args, f"vdevice-{key[0]}-{key[1]}")
-        print_tvp(threads, procs)
-    return 0
+        threads = runs[key][0][0] if key in runs else run_fleet(ctx, *key, args, f"fleet-tvp-{key[0]}")
+        print_tvp(threads, run_vdevices(ctx, *key, args, f"vdevice-{key[0]}-{key[1]}"))
 
 
 def main() -> int:
@@ -529,39 +400,43 @@ def main() -> int:
     ap.add_argument("--tvp-devices", type=int, default=100, help="thread vs process comparison size (0: skip)")
     ap.add_argument("--tvp-transport", default="tls")
     ap.add_argument("--no-paho", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1, help="run every fleet/paho pair this often (medians printed)")
     ap.add_argument("--build-dir", type=Path, default=REPO / "build" / "fw-host")
     ap.add_argument("--paho-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.paho_worker:
+        from paho_loader import paho_worker  # bench/: the same folder
+
         return paho_worker(json.loads(args.paho_worker))
-    ensure_build(args.build_dir)
-    _raise_nofile()
+    if not (args.build_dir / "fleet").exists() or not (args.build_dir / "vdevice").exists():
+        src = REPO / "firmware" / "platformio" / "host"
+        subprocess.run(["cmake", "-S", str(src), "-B", str(args.build_dir)], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["cmake", "--build", str(args.build_dir), "-j2"], check=True, stdout=subprocess.DEVNULL)
+    raise_nofile()
     signal.signal(signal.SIGTERM, lambda s, f: sys.exit(128 + s))
     tmp = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
     tmp.chmod(0o755)
     ctx: dict = {"tmp": tmp, "build": args.build_dir, "children": []}
     broker = None
     try:
-        ctx["pki"] = make_pki(tmp)
-        broker, ctx["plain"], ctx["tls"], log = start_broker(tmp, ctx["pki"])
+        ctx["ca"] = make_pki(tmp)
+        broker, ctx["plain"], ctx["tls"] = start_broker(tmp)
         ctx["sub"] = Subscriber(ctx["plain"])
         try:
-            return bench(args, ctx)
+            bench(args, ctx)
         finally:
             ctx["sub"].close()
     finally:
-        for p in ctx["children"]:
+        for p in [*ctx["children"], *([broker] if broker else [])]:
             if p.poll() is None:
-                p.kill()
-                p.wait()
-        if broker is not None and broker.poll() is None:
-            broker.terminate()
-            try:
-                broker.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                broker.kill()
-                broker.wait()
+                p.terminate()
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
         shutil.rmtree(tmp, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":

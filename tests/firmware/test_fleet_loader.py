@@ -257,3 +257,33 @@ def test_fleet_sigint_stops_and_flushes(host_build: HostBuild, pki: Pki, broker_
     assert summary["interrupted"] is True and summary["messages_sent"] == logged
     assert summary["failed"] == {"Interrupted": 50}
     assert received == logged, "every message in a send log reached the broker, no more"
+
+
+def test_fleet_beyond_one_process(host_build: HostBuild, pki: Pki, broker_factory, tmp_path: Path) -> None:
+    """More devices than one process may run (the core's select() needs every socket below FD_SETSIZE,
+    1024): worker processes, each a thread per device; every device connects, every message arrives."""
+    need = 2600  # the broker holds a socket per device too, and inherits this process's limit
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < need:
+        pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {need}")
+    if soft != resource.RLIM_INFINITY and soft < need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    broker = broker_factory(CHACHA_OPENSSL)
+    out = tmp_path / "fleet"
+    subscriber = Subscriber(broker.plain_port)
+    try:
+        proc = subprocess.run(_fleet_argv(host_build, pki, broker, out, "plain", "--devices", "1100", "--samples",
+                                          "2", "--interval-ms", "500", "--connect-rate", "2000"),
+                              capture_output=True, text=True, check=False, timeout=120)
+        subscriber.wait_for(2200)
+        received = subscriber.settle()
+    finally:
+        subscriber.close()
+    assert proc.returncode == 0, proc.stdout + proc.stderr + broker.log.read_text(errors="replace")[-3000:]
+    assert received == 2200
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["processes"] == 3 and summary["connected"] == 1100 and summary["messages_sent"] == 2200
+    rows = _connections(out)
+    assert [r["device"] for r in rows] == [f"f{i:04d}" for i in range(1100)] and {r["error"] for r in rows} == {""}
+    assert all(len(_send_log(out / f"f{i:04d}.csv")) == 2 for i in range(1100))
+    assert not list(out.glob(".fleet-shard-*")), "the workers' result files are merged and removed"

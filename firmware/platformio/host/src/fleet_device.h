@@ -21,6 +21,7 @@ struct FleetPlan {
   int64_t mono_base_us = 0;  // device i is started at mono_base + i / connect rate (CLOCK_MONOTONIC)
   StopSignal* stop = nullptr;
   LogWriter* logs = nullptr;
+  SharedKeylog* keylog = nullptr;  // the same object as tls.keylog, or nullptr
 };
 
 struct DeviceResult {

@@ -48,7 +48,7 @@ class LogWriter {
 // A device's send log: seq,t_send_us,bytes,t_intended_us. t_intended = intended0 + seq x interval.
 class DeviceLog : public tb::SendObserver {
  public:
-  static constexpr size_t kFlushBytes = 256 * 1024;
+  static constexpr size_t kFlushBytes = 16 * 1024;  // x 5000 devices: 80 MB at most
   DeviceLog(LogWriter& writer, std::string path, int64_t intended0_us, uint64_t interval_us);
   bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes, int64_t puback_us) override;
   // Writes what is buffered (the header with the first write, also when no message was sent).

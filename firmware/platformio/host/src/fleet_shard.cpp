@@ -51,9 +51,10 @@ std::string one_line(const std::string& s) {
   return out;
 }
 
-bool write_shard(const std::string& path, const std::vector<DeviceResult>& rs) {
+bool write_shard(const std::string& path, const std::vector<DeviceResult>& rs, bool keylog_failed) {
   FILE* f = fopen(path.c_str(), "w");
   if (f == nullptr) return false;
+  if (keylog_failed) fputs("#keylog_failed\n", f);
   for (const DeviceResult& r : rs) {
     fprintf(f, "%" PRIu32 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRIu32 "\t%d\t%s\t%s\n", r.index,
             r.t_start_us, r.tcp_connect_us, r.handshake_us, r.connack_us, r.messages, r.connected ? 1 : 0,
@@ -63,12 +64,13 @@ bool write_shard(const std::string& path, const std::vector<DeviceResult>& rs) {
 }
 
 // Fills the devices a worker reported; returns how many.
-size_t read_shard(const std::string& path, std::vector<DeviceResult>* all) {
+size_t read_shard(const std::string& path, std::vector<DeviceResult>* all, bool* keylog_failed) {
   FILE* f = fopen(path.c_str(), "r");
   if (f == nullptr) return 0;
   size_t n = 0;
   char line[1024];
   while (fgets(line, sizeof(line), f) != nullptr) {
+    if (strncmp(line, "#keylog_failed", 14) == 0) *keylog_failed = true;
     DeviceResult r;
     int connected = 0, used = 0;
     char err[64];
@@ -95,7 +97,7 @@ size_t read_shard(const std::string& path, std::vector<DeviceResult>* all) {
   for (uint32_t i = k; i < p.options->devices; i += shards) mine.push_back(i);
   std::vector<DeviceResult> rs;
   const int signo = run_devices(p, mine, &rs);
-  const bool ok = write_shard(shard_path(p, k), rs);
+  const bool ok = write_shard(shard_path(p, k), rs, p.keylog != nullptr && p.keylog->failed());
   _exit(!ok ? 3 : signo != 0 ? 130 : 0);
 }
 
@@ -142,7 +144,8 @@ void worker_lost(const FleetPlan& p, uint32_t shards, uint32_t k, int status, st
   }
 }
 
-int run_workers(const FleetPlan& p, uint32_t shards, std::vector<DeviceResult>* out, ProcStats* stats) {
+int run_workers(const FleetPlan& p, uint32_t shards, std::vector<DeviceResult>* out, ProcStats* stats,
+                bool* keylog_failed) {
   fflush(stdout);
   fflush(stderr);
   std::vector<pid_t> pids;
@@ -159,7 +162,7 @@ int run_workers(const FleetPlan& p, uint32_t shards, std::vector<DeviceResult>* 
   std::vector<int> status(pids.size(), 0);
   int signo = wait_workers(pids, stats, &status);
   for (uint32_t k = 0; k < shards; ++k) {
-    read_shard(shard_path(p, k), out);
+    read_shard(shard_path(p, k), out, keylog_failed);
     worker_lost(p, shards, k, k < status.size() ? status[k] : 0, out);
   }
   return signo;
@@ -213,17 +216,20 @@ ProcStats self_stats() {
   return s;
 }
 
-int run_fleet(const FleetPlan& p, uint32_t shards, std::vector<DeviceResult>* out, ProcStats* stats) {
+int run_fleet(const FleetPlan& p, uint32_t shards, std::vector<DeviceResult>* out, ProcStats* stats,
+              bool* keylog_failed) {
+  *keylog_failed = false;
   if (shards <= 1) {
     std::vector<uint32_t> all;
     for (uint32_t i = 0; i < p.options->devices; ++i) all.push_back(i);
     const int signo = run_devices(p, all, out);
     *stats = self_stats();
+    *keylog_failed = p.keylog != nullptr && p.keylog->failed();
     return signo;
   }
   ProcStats workers;
   workers.processes = 0;
-  const int signo = run_workers(p, shards, out, &workers);
+  const int signo = run_workers(p, shards, out, &workers, keylog_failed);
   *stats = self_stats();
   stats->user_s += workers.user_s;
   stats->sys_s += workers.sys_s;

@@ -31,8 +31,10 @@ uint32_t devices_per_process(long open_fds);
 bool ensure_limits(uint32_t devices, uint32_t per_process, long open_fds, std::string* error);
 
 // Runs every device of the plan: in this process when shards == 1, else in `shards` worker processes.
-// out: one result per device in index order. Returns the stopping signal, 0 when none.
-int run_fleet(const FleetPlan& p, uint32_t shards, std::vector<DeviceResult>* out, ProcStats* stats);
+// out: one result per device in index order; keylog_failed: a key-log write failed in any process.
+// Returns the stopping signal, 0 when none.
+int run_fleet(const FleetPlan& p, uint32_t shards, std::vector<DeviceResult>* out, ProcStats* stats,
+              bool* keylog_failed);
 
 // This process's CPU and peak RSS (getrusage RUSAGE_SELF, /proc/self/status VmHWM).
 ProcStats self_stats();

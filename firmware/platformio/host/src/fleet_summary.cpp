@@ -140,7 +140,8 @@ bool write_connections(const FleetOptions& o, const std::vector<DeviceResult>& r
 
 bool read_lags(const FleetOptions& o, FleetOutcome* r, std::string* error) {
   std::vector<int64_t> lag, steady;
-  lag.reserve(static_cast<size_t>(o.devices) * o.conn.samples);
+  const uint64_t expected = static_cast<uint64_t>(o.devices) * o.conn.samples;
+  lag.reserve(static_cast<size_t>(expected < 10000000 ? expected : 10000000));
   bool ok = true;
   for (uint32_t i = 0; i < o.devices; ++i) {
     std::string e;
