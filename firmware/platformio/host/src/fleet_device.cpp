@@ -16,20 +16,10 @@ namespace fleet {
 namespace {
 
 tb::PublishConfig make_config(const FleetPlan& p, const std::string& id) {
-  const vdev::Options& o = p.options->conn;
-  tb::PublishConfig cfg;
+  tb::PublishConfig cfg = vdev::publish_config(p.options->conn);  // vdevice's, then this device's own
   cfg.host = p.host.c_str();
-  cfg.port = o.port;
   cfg.device_id = id.c_str();
-  cfg.topic = o.topic.c_str();
   cfg.client_id = id.c_str();
-  cfg.username = o.has_username ? o.username.c_str() : nullptr;
-  cfg.password = o.has_password ? o.password.c_str() : nullptr;
-  cfg.qos = o.qos;
-  cfg.payload_size = o.payload;
-  cfg.samples = o.samples;
-  cfg.interval_us = o.interval_us;
-  cfg.connect_timeout_ms = o.connect_timeout_ms;
   cfg.mode = tb::ConnectionMode::Persistent;
   return cfg;
 }

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "fleet_device.h"
+#include "host_util.h"
 #include "fleet_shard.h"
 #include "fleet_summary.h"
 #include "mbedtls/x509_crt.h"
@@ -26,6 +27,8 @@
 
 namespace fleet {
 namespace {
+
+using vdev::read_file;
 
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
@@ -40,21 +43,6 @@ int fail(int code, const char* name, const std::string& message) {
 struct Pem {
   std::string ca, cert, key;
 };
-
-bool read_file(const std::string& path, const char* what, std::string* out, std::string* error) {
-  FILE* f = fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    *error = std::string(what) + " " + path + ": " + strerror(errno);
-    return false;
-  }
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out->append(buf, n);
-  const bool bad = ferror(f) != 0;
-  fclose(f);
-  if (bad) *error = std::string(what) + " " + path + ": read error";
-  return !bad;
-}
 
 bool read_pem(const vdev::Options& o, Pem* pem, std::string* error) {
   if (o.transport != "tls") return true;

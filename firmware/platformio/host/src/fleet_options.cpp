@@ -1,4 +1,5 @@
 #include "fleet_options.h"
+#include "host_util.h"
 
 #include <cerrno>
 #include <cmath>
@@ -11,6 +12,8 @@
 
 namespace fleet {
 namespace {
+
+using vdev::parse_uint;
 
 // The connection options handed, as given, to vdevice's parser (vdev::parse_options).
 const char* const kForwarded[] = {
@@ -32,16 +35,6 @@ const FleetSpec kFleet[] = {
     {"device-prefix", "TESTBED_DEVICE_PREFIX", kPrefix},
     {"out-dir", "TESTBED_OUT_DIR", kOutDir},
 };
-
-bool parse_uint(const char* text, uint64_t max, uint64_t* out) {
-  if (text == nullptr || *text == '\0' || *text == '-' || *text == '+') return false;
-  errno = 0;
-  char* end = nullptr;
-  unsigned long long v = strtoull(text, &end, 10);
-  if (errno != 0 || *end != '\0' || v > max) return false;
-  *out = v;
-  return true;
-}
 
 bool parse_rate(const char* text, double* out) {
   errno = 0;

@@ -1,4 +1,5 @@
 #include "fleet_summary.h"
+#include "host_util.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -11,24 +12,9 @@
 namespace fleet {
 namespace {
 
-constexpr size_t kErrorsListed = 10;
+using vdev::json_string;
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
+constexpr size_t kErrorsListed = 10;
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;

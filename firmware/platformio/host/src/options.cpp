@@ -1,4 +1,5 @@
 #include "options.h"
+#include "host_util.h"
 
 #include <getopt.h>
 
@@ -50,16 +51,6 @@ const Spec kSpecs[] = {
     {"close", "TESTBED_CLOSE", kClose},
     {"connections-log", "TESTBED_CONNECTIONS_LOG", kConnectionsLog},
 };
-
-bool parse_uint(const char* text, uint64_t max, uint64_t* out) {
-  if (text == nullptr || *text == '\0' || *text == '-' || *text == '+') return false;
-  errno = 0;
-  char* end = nullptr;
-  unsigned long long v = strtoull(text, &end, 10);
-  if (errno != 0 || *end != '\0' || v > max) return false;
-  *out = v;
-  return true;
-}
 
 // The connection lifecycle options (connection_mode.h).
 bool apply_connection(Options* o, int id, const char* name, const char* value, std::string* error) {
@@ -211,6 +202,26 @@ bool parse_options(int argc, char** argv, Options* out, std::string* error, bool
     return false;
   }
   return true;
+}
+
+tb::PublishConfig publish_config(const Options& o) {
+  tb::PublishConfig cfg;
+  cfg.host = o.host.c_str();
+  cfg.port = o.port;
+  cfg.device_id = o.device_id.c_str();
+  cfg.topic = o.topic.c_str();
+  cfg.client_id = o.client_id.c_str();
+  cfg.username = o.has_username ? o.username.c_str() : nullptr;
+  cfg.password = o.has_password ? o.password.c_str() : nullptr;
+  cfg.qos = o.qos;
+  cfg.payload_size = o.payload;
+  cfg.samples = o.samples;
+  cfg.interval_us = o.interval_us;
+  cfg.connect_timeout_ms = o.connect_timeout_ms;
+  cfg.mode = o.connection;
+  cfg.per_connection = o.per_connection;
+  cfg.close = o.close;
+  return cfg;
 }
 
 }  // namespace vdev

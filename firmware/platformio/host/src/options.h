@@ -5,6 +5,7 @@
 #include <string>
 
 #include "connection_mode.h"
+#include "publisher.h"
 
 namespace vdev {
 
@@ -35,5 +36,8 @@ struct Options {
 // on --help sets help = true.
 bool parse_options(int argc, char** argv, Options* out, std::string* error, bool* help);
 const char* usage();
+
+// The core's publish configuration of these options (strings point into o: keep o alive).
+tb::PublishConfig publish_config(const Options& o);
 
 }  // namespace vdev

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "connection_log.h"
+#include "host_util.h"
 #include "mbedtls/version.h"
 #include "options.h"
 #include "posix_clock.h"
@@ -40,24 +41,6 @@ void install_signal_handlers() {
 
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
-
-bool read_file(const std::string& path, const char* what, std::string* out, std::string* error) {
-  FILE* f = fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    *error = std::string(what) + " " + path + ": " + strerror(errno);
-    return false;
-  }
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out->append(buf, n);
-  bool bad = ferror(f) != 0;
-  fclose(f);
-  if (bad) {
-    *error = std::string(what) + " " + path + ": read error";
-    return false;
-  }
-  return true;
-}
 
 // Line-buffered file sink; remembers the first write error.
 class LineFile {
@@ -122,28 +105,6 @@ class SendLog : public tb::SendObserver {
   LineFile* f_;
   LineFile* conn_;
 };
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
 
 // Peak resident set size of this process image. VmHWM restarts at exec; ru_maxrss would carry the
 // high-water mark of the parent that forked us (e.g. a Python test runner).
@@ -232,26 +193,6 @@ int fail_config(const Options& o, const std::string& line) {
   return kExitUsage;
 }
 
-tb::PublishConfig make_config(const Options& o) {
-  tb::PublishConfig cfg;
-  cfg.host = o.host.c_str();
-  cfg.port = o.port;
-  cfg.device_id = o.device_id.c_str();
-  cfg.topic = o.topic.c_str();
-  cfg.client_id = o.client_id.c_str();
-  cfg.username = o.has_username ? o.username.c_str() : nullptr;
-  cfg.password = o.has_password ? o.password.c_str() : nullptr;
-  cfg.qos = o.qos;
-  cfg.payload_size = o.payload;
-  cfg.samples = o.samples;
-  cfg.interval_us = o.interval_us;
-  cfg.connect_timeout_ms = o.connect_timeout_ms;
-  cfg.mode = o.connection;
-  cfg.per_connection = o.per_connection;
-  cfg.close = o.close;
-  return cfg;
-}
-
 struct Outputs {
   LineFile send, keylog, connections;
 };
@@ -324,7 +265,7 @@ int publish(const Options& o, const std::string& ca, const std::string& cert, co
     transport.reset(new tb::PlainTcp(clock));
   }
   std::unique_ptr<tb::Publisher> publisher(new tb::Publisher(*transport, clock, sensors, send_log));
-  const tb::PublishConfig cfg = make_config(o);
+  const tb::PublishConfig cfg = publish_config(o);
   publisher->set_stop_flag(&g_stop);
   tb::Err e = publisher->validate(cfg);
   if (e != tb::Err::Ok) return fail_config(o, std::string(tb::err_name(e)) + ": " + publisher->error_text());

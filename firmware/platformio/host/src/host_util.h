@@ -1,0 +1,19 @@
+// Small helpers the host programs share (vdevice, fleet): whole-file reads, JSON strings, unsigned
+// integer options.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace vdev {
+
+// Reads the whole file into *out; false with "<what> <path>: <reason>" in *error.
+bool read_file(const std::string& path, const char* what, std::string* out, std::string* error);
+
+// s as a JSON string literal (quotes, backslash and control characters escaped).
+std::string json_string(const std::string& s);
+
+// A decimal unsigned integer <= max, nothing else (no sign, no spaces, no suffix).
+bool parse_uint(const char* text, uint64_t max, uint64_t* out);
+
+}  // namespace vdev
