@@ -72,10 +72,14 @@ class StatsSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=3)
-        cpu_s = None
+        cgroup_s = None
         if self.cpu_last_ns is not None:
-            cpu_s = self.cpu_last_ns / 1e9  # total since the broker started: the whole run
-        return {"broker_cpu_s": cpu_s, "broker_peak_mem_bytes": self.peak_mem, "stats_samples": self.samples,
+            cgroup_s = self.cpu_last_ns / 1e9  # total since the broker started: the whole run
+        process_s = self.process_series[-1][1] / 1e9 if self.process_series else None
+        return {"broker_cpu_s": process_s if process_s is not None else cgroup_s,
+                "broker_cpu_source": "process" if process_s is not None else "cgroup" if cgroup_s is not None else None,
+                "broker_cgroup_cpu_s": cgroup_s,
+                "broker_peak_mem_bytes": self.peak_mem, "stats_samples": self.samples,
                 "stats_error": self.error, "broker_cpu_series": [[round(t, 6), c] for t, c in self.series],
                 "broker_process_cpu_series": [[round(t, 6), c] for t, c in self.process_series]}
 

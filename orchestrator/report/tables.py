@@ -224,7 +224,8 @@ COMPARED: tuple[MetricSpec, ...] = (
     _per_run(
         "handshake_bytes_s2c", "B", "handshake bytes server->client", "handshake.bytes_server_to_client"
     ),
-    _per_run("broker_cpu_s", "s", "broker CPU", "resources.broker_cpu_s"),
+    _per_run("broker_cpu_s", "s", "broker CPU (the Mosquitto process; its cgroup where the host cannot see it)",
+             "resources.broker_cpu_s"),
     _per_run("broker_peak_mem_bytes", "B", "broker peak memory", "resources.broker_peak_mem_bytes"),
     _per_run("publisher_cpu_s", "s", "publisher CPU", "resources.publisher_cpu_s"),
 )
