@@ -73,6 +73,7 @@ def _delivered(data: pd.DataFrame, acks: pd.DataFrame) -> np.ndarray:
         np.zeros(len(acks), dtype=bool)
     reset_seq = acks["tcp_seq"].to_numpy(dtype=float) if "tcp_seq" in acks else np.zeros(len(acks))
     copy_ack = data["tcp_ack"].to_numpy(dtype=float) if "tcp_ack" in data else np.full(len(data), np.nan)
+    answer = (reset, reset_seq, copy_ack)
     out = np.zeros(len(data), dtype=bool)
     for i in range(len(data)):
         lo = np.searchsorted(ack_frame, frames[i], side="right")  # first ACK after the copy
@@ -80,11 +81,22 @@ def _delivered(data: pd.DataFrame, acks: pd.DataFrame) -> np.ndarray:
         if lo >= hi:
             continue
         before = cum[lo - 1] if lo > 0 else -np.inf
-        if before < end[i] <= cum[hi - 1] or bool((reset[lo:hi] & (reset_seq[lo:hi] == copy_ack[i])).any()):
+        if before < end[i] <= cum[hi - 1] or _answered_by_reset(i, lo, hi, frames, ack_frame, answer):
             out[i] = True
             continue
         out[i] = any(a <= seq[i] and end[i] <= b for k in range(lo, hi) for a, b in sacks[k])
     return out
+
+
+def _answered_by_reset(i: int, lo: int, hi: int, frames: np.ndarray, ack_frame: np.ndarray,
+                       answer: tuple[np.ndarray, np.ndarray, np.ndarray]) -> bool:
+    """A reset from the broker answers copy i: its sequence number is the copy's ACK number (RFC 793) and
+    it comes before the client's next data segment (every segment carries that ACK number while the
+    broker sends nothing, so a reset after a later segment may answer that one instead)."""
+    reset, reset_seq, copy_ack = answer
+    next_data = frames[i + 1] if i + 1 < len(frames) else np.inf
+    window = slice(lo, hi)
+    return bool((reset[window] & (reset_seq[window] == copy_ack[i]) & (ack_frame[window] < next_data)).any())
 
 
 def runs_of(flags: np.ndarray) -> np.ndarray:

@@ -87,3 +87,13 @@ def test_a_copy_answered_by_the_brokers_reset_reached_it_another_reset_proves_no
 
     assert broker_losses(closing(77), {0}, PORT)["tcp_copies_lost_to_broker"] == 0
     assert broker_losses(closing(78), {0}, PORT)["tcp_copies_lost_to_broker"] == 1
+
+
+def test_a_reset_after_a_later_segment_does_not_answer_an_earlier_lost_copy() -> None:
+    # copy 11-34 was dropped; the client's next segment 34-40 (same ACK number 77) reached the closed socket
+    table = _table([("d", 1, 10), ("a", 11), ("d", 11, 23), ("d", 34, 6)])
+    table.loc[[2, 3], "tcp_ack"] = 77
+    rst = dict(frame=5, stream=0, src_port=PORT, dst_port=50000, tcp_len=0, tcp_seq=77, tcp_ack=0,
+               sack_le="", sack_re="", tcp_flags=0x04)
+    table = pd.concat([table.assign(tcp_flags=0x10), pd.DataFrame([rst])], ignore_index=True)
+    assert broker_losses(table, {0}, PORT)["tcp_copies_lost_to_broker"] == 1  # 11-34 lost; 34-40 answered
