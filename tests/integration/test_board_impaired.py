@@ -8,10 +8,9 @@ import json
 import os
 
 import pandas as pd
-from scipy.stats import binom
 
 from .board_emu import emulate
-from .conftest import owned
+from .conftest import binomial_bounds, owned
 from .docker_user import DockerUser
 
 DELAY_MS, LOSS_PCT = 20, 3
@@ -44,7 +43,7 @@ def test_a_boards_path_loses_and_delays_at_the_brokers_ingress_as_recorded(docke
     # the nft rule's own counter against the board's segments the capture saw go unacknowledged
     lost, sent, dropped = (loss["tcp_segments_lost_to_broker"], loss["tcp_transmissions_to_broker"],
                            record["dropped_packets"])
-    lo, hi = int(binom.ppf(0.005, sent, LOSS_PCT / 100)), int(binom.ppf(0.995, sent, LOSS_PCT / 100))
+    lo, hi = binomial_bounds(sent, LOSS_PCT / 100)
     assert lo <= lost <= hi and lost <= dropped <= lost + 6, (lost, sent, dropped)
     # the capture sees each PUBLISH as it arrives, before the line: the broker forwards it DELAY_MS later
     pm = pd.read_csv(out / "per_message.csv")

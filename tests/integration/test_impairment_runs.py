@@ -11,16 +11,11 @@ import subprocess
 import time
 
 import pandas as pd
-from scipy.stats import binom
 
 from orchestrator.paths import state_dir
 
-from .conftest import TESTBED, owned, run_testbed
+from .conftest import TESTBED, binomial_bounds, owned, run_testbed
 from .docker_user import DockerUser
-
-
-def _binomial_99(n: int, p: float) -> tuple[int, int]:
-    return int(binom.ppf(0.005, n, p)), int(binom.ppf(0.995, n, p))
 
 
 def test_lossy_5pct_retransmission_rate_matches_the_injected_loss(docker_user: DockerUser):
@@ -35,7 +30,7 @@ def test_lossy_5pct_retransmission_rate_matches_the_injected_loss(docker_user: D
     assert loss["loss_pct"] == 0  # TCP: every message still arrives
     lost = loss["tcp_segments_lost_to_broker"]  # transmissions whose bytes the publisher had to send again
     sent = loss["tcp_transmissions_to_broker"]  # every data transmission the drop rule saw
-    lo, hi = _binomial_99(sent, 0.05)
+    lo, hi = binomial_bounds(sent, 0.05)
     assert sent >= 700 and lo <= lost <= hi, (lost, sent, lo, hi)
     assert loss["tcp_retransmissions_to_broker"] >= 1
     record = json.loads((out / "impairment.json").read_text())
