@@ -36,6 +36,7 @@ class Topology:
     base_image: str = "debian:bookworm-slim"
     user: str = "0:0"  # uid:gid the containers run as (docker.container_user())
     publisher_network: str = "lab"  # "uplink": behind the router (the delay line's forwarding hop)
+    nofile: int = 16384  # the broker's and the publisher's open-file limit (compose ulimits)
 
 
 def compose_env(t: Topology) -> dict[str, str]:
@@ -49,6 +50,7 @@ def compose_env(t: Topology) -> dict[str, str]:
         "TESTBED_BASE_IMAGE": t.base_image,
         "TESTBED_USER": t.user,
         "TESTBED_PUBLISHER_NETWORK": t.publisher_network,
+        "TESTBED_NOFILE": str(t.nofile),
     }
 
 

@@ -124,6 +124,9 @@ CONNECTION_HELP = ("persistent (one connection for the run), reconnect (connect,
                    "session resumption by session ID or by ticket)")
 PER_CONNECTION_HELP = "readings per connection (K) when the connection is not persistent"
 CLOSE_HELP = "how a connection ends: disconnect (DISCONNECT + close_notify) or drop (as a sensor losing power)"
+DEVICES_HELP = ("virtual devices publishing at once (a fleet: each its own id, seq and send log; "
+                "persistent connections; see docs/fleet.md)")
+CONNECT_RATE_HELP = "a fleet's devices started per second (each at a seeded random offset in its first interval)"
 
 
 @app.command("run")
@@ -144,6 +147,8 @@ def run_cmd(
     connection: Annotated[Connection, typer.Option(help=CONNECTION_HELP)] = "persistent",
     per_connection: Annotated[int, typer.Option(help=PER_CONNECTION_HELP)] = 1,
     close: Annotated[Close, typer.Option(help=CLOSE_HELP)] = "disconnect",
+    devices: Annotated[int, typer.Option(help=DEVICES_HELP)] = 1,
+    connect_rate: Annotated[float, typer.Option(help=CONNECT_RATE_HELP)] = 100.0,
     out_dir: Annotated[Path | None, typer.Option("--out", help="run folder (default results/runs/<time>-...)")
                        ] = None,
 ) -> None:
@@ -154,7 +159,8 @@ def run_cmd(
         spec = RunSpec(scenario=scenario, payload=payload, samples=samples, interval_ms=parse_interval(interval),
                        qos=qos, seed=seed, impairment=impairment, delay_mechanism=delay_mechanism,
                        publisher=publisher, serial_port=serial_port, baud=baud, board_host=board_host,
-                       reset_board=reset_board, connection=connection, per_connection=per_connection, close=close)
+                       reset_board=reset_board, connection=connection, per_connection=per_connection, close=close,
+                       devices=devices, connect_rate=connect_rate)
     try:
         outcome = run_with_progress(spec, out_dir)
     except KeyboardInterrupt:
@@ -193,6 +199,8 @@ def sweep(
                            ] = "persistent",
     per_connection: Annotated[int, typer.Option(help=PER_CONNECTION_HELP)] = 1,
     close: Annotated[Close, typer.Option(help=CLOSE_HELP)] = "disconnect",
+    devices: Annotated[str, typer.Option(help="comma list of fleet sizes (a sweep axis): " + DEVICES_HELP)] = "1",
+    connect_rate: Annotated[float, typer.Option(help=CONNECT_RATE_HELP)] = 100.0,
     seed: Annotated[int, typer.Option(help="seed for cell order, sensors and bootstrap")] = 1,
     baseline: Annotated[str, typer.Option(help="scenario the others are compared with")] = "plain",
     out_root: Annotated[Path, typer.Option("--out", help="folder that receives the bundle")] = Path("results"),
@@ -218,7 +226,8 @@ def sweep(
                              delay_mechanism=delay_mechanism, publisher=publisher, serial_port=serial_port,
                              baud=baud, board_host=board_host, reset_board=reset_board, seed=seed,
                              baseline=baseline, per_connection=per_connection, close=close,
-                             connections=cast(list[Connection], _csv(connections, "connections", str)))
+                             connections=cast(list[Connection], _csv(connections, "connections", str)),
+                             devices=_csv(devices, "devices", int), connect_rate=connect_rate)
         job = sw.start_sweep(plan, out_root, name, argv_for_display())
         err.print(f"bundle: {job.bundle}  ({len(job.cells)} cells, seed {plan.seed})")
     with sweep_bar() as bar:

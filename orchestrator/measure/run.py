@@ -50,7 +50,7 @@ from orchestrator.model.impairment import Impairment, load_impairment
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec, effective_connection
 from orchestrator.model.scenario import Scenario, load_scenario
-from orchestrator.publishers import Publisher
+from orchestrator.publishers import Publisher, fleet
 from orchestrator.publishers.board.publisher import BoardPublisher
 from orchestrator.publishers.virtual import VirtualPublisher
 from orchestrator.results.atomic import read_json, write_json_atomic
@@ -78,6 +78,7 @@ def check_publisher_can_speak(scenario: Scenario, spec: RunSpec) -> None:
 def preflight(scenario: Scenario, spec: RunSpec) -> Impairment:
     """Everything that can be checked before a container starts; the run's impairment profile."""
     check_publisher_can_speak(scenario, spec)
+    fleet.check_planned(spec)
     impairment = load_impairment(spec.impairment)
     mechanism: str = spec.delay_mechanism
     if spec.publisher == "esp32":  # the board's path: at the broker's ingress (backends/impairment/board.py)
@@ -248,7 +249,10 @@ def measure(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: C
             topo, host = place_publisher(topo, mechanism)
             publisher = VirtualPublisher(scenario, lay, pki, spec, host=host)
         sampler = StatsSampler(compose.container_name("broker")).start()
-        status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B")
+        if spec.is_fleet:
+            record.info["broker_nofile"] = fleet.check_broker(spec)
+        fleet_note = f" from each of {spec.devices} devices at {spec.connect_rate:g}/s" if spec.is_fleet else ""
+        status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B{fleet_note}")
         publisher.start(topo)
         record.lap("publisher_start")
         try:
@@ -257,7 +261,8 @@ def measure(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: C
                 publisher.go()
                 seen = Observed(received=count_messages(lay, spec, progress, watch, publisher))
                 record.lap("publish")
-                seen.publisher_exit_code = publisher.wait_exit(timeout_s=15 if seen.received >= spec.samples else 2)
+                seen.publisher_exit_code = publisher.wait_exit(
+                    timeout_s=15 if seen.received >= spec.messages_expected else 2)
                 seen.containers = compose.containers()
                 time.sleep(0.3)  # let the last segments (ACKs, DISCONNECT) reach the capture
                 seen.resources = sampler.stop()
@@ -302,9 +307,9 @@ def count_messages(lay: Layout, spec: RunSpec, progress: Callable[[int, int], No
         ended = isinstance(publisher, BoardPublisher) and publisher.wait_exit(0) == 1
         return ended or run_broken(compose.containers()) or (watch is not None and watch.broken())
 
-    n = wait_for_messages(lay, spec.samples, spec.timeout_s(), lambda k: progress(k, spec.samples),
-                          throttled(broken, 1.0))
-    progress(n, spec.samples)
+    total = spec.messages_expected
+    n = wait_for_messages(lay, total, spec.timeout_s(), lambda k: progress(k, total), throttled(broken, 1.0))
+    progress(n, total)
     return n
 
 
@@ -343,8 +348,9 @@ def verdict(seen: Observed, spec: RunSpec, publisher: Publisher, line_problem: s
                 f"publisher: {pub_error or 'ok'}")
     if pub_error is not None:
         return pub_error
-    if seen.received < spec.samples:
-        return f"only {seen.received} of {spec.samples} messages arrived within {spec.timeout_s():.0f} s"
+    if seen.received < spec.messages_expected:
+        return (f"only {seen.received} of {spec.messages_expected} messages arrived within "
+                f"{spec.timeout_s():.0f} s")
     return None
 
 

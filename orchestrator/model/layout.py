@@ -8,7 +8,8 @@ The run folder is mounted at /data in every container:
     pki/      throwaway CA, server (and client) certificates, passwords.txt  (secrets: 0600)
     capture/  capture.pcapng written by the sidecar
     logs/     subscriber.csv, subscriber_status.json, publisher.csv, publisher_summary.json, <service>.log of
-              every container and containers.json (their state), saved when the project goes down
+              every container and containers.json (their state), saved when the project goes down;
+              fleet/ for a fleet (--devices N > 1): one send log per device, connections.csv, summary.json
     keylogs/  NSS key logs of our clients, so the capture can be decrypted
 """
 
@@ -119,6 +120,17 @@ class Layout:
     def connections(self) -> Path:
         """The publisher's connections as the capture shows them (analysis/lifecycle.py)."""
         return self.root / "connections.csv"
+
+    @property
+    def fleet_dir(self) -> Path:
+        """A fleet's own records (--devices N > 1): <device>.csv send logs (seq,t_send_us,bytes,t_intended_us),
+        connections.csv (device,t_start_us,tcp_connect_ms,handshake_ms,connack_ms,messages,error), summary.json."""
+        return self.logs / "fleet"
+
+    @property
+    def devices(self) -> Path:
+        """A fleet's per-device table: delivered / lost per device, each lost message tied to the capture."""
+        return self.root / "devices.csv"
 
     @property
     def publisher_summary(self) -> Path:

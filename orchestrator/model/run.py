@@ -11,6 +11,8 @@ from orchestrator.model.impairment import DelayMechanism
 MAX_PAYLOAD = 4096  # the firmware core's fixed buffer (payload.h kMaxPayload)
 TIMESTAMP_DIGITS = 16
 DEVICE_ID = "v1"
+FLEET_PREFIX = "f"  # a fleet's devices are f0000, f0001, ... (the fleet binary's ids: prefix + 4 digits)
+MAX_DEVICES = 5000  # the fleet binary's kMaxDevices
 
 QoS = Literal[0, 1]
 Publisher = Literal["virtual", "esp32"]
@@ -35,6 +37,21 @@ def payload_min_size(samples: int, device_id: str = DEVICE_ID) -> int:
     worst = ('{"d":"' + device_id + '","n":' + "9" * seq_digits + ',"t":' + "9" * TIMESTAMP_DIGITS
              + ',"s":[1,4095,4095,9999]}')
     return len(worst)
+
+
+def fleet_device_id(index: int) -> str:
+    return f"{FLEET_PREFIX}{index:04d}"
+
+
+def check_fleet_options(devices: int, publisher: str) -> None:
+    if devices > 1 and publisher != "virtual":
+        raise ValueError("--devices N > 1 runs N virtual devices (the fleet): use it with --publisher virtual")
+
+
+def check_fleet_connection(devices: int, connection: str) -> None:
+    if devices > 1 and connection != "persistent":
+        raise ValueError(f"--devices N > 1 keeps one persistent connection per device; --connection {connection} "
+                         "is for one device (the fleet measures connection set-up at its connect rate)")
 
 
 def check_board_options(publisher: str, serial_port: str | None, board_host: str | None,
@@ -66,6 +83,18 @@ class RunSpec(BaseModel):
     connection: Connection = "persistent"  # absent in specs recorded before it existed: persistent
     per_connection: int = Field(default=1, ge=1, le=1_000_000)  # readings per connection (not persistent)
     close: Close = "disconnect"
+    # a fleet (issue 14): N virtual devices, each with its own id, seq and send log, started at connect_rate/s
+    devices: int = Field(default=1, ge=1, le=MAX_DEVICES)
+    connect_rate: float = Field(default=100.0, gt=0, le=10_000)
+
+    @property
+    def is_fleet(self) -> bool:
+        return self.devices > 1
+
+    @property
+    def id_for_payload(self) -> str:
+        """The longest device id the payload must hold."""
+        return fleet_device_id(self.devices - 1) if self.is_fleet else self.device_id
 
     @property
     def connections_expected(self) -> int:
@@ -73,20 +102,29 @@ class RunSpec(BaseModel):
 
     @model_validator(mode="after")
     def _payload_fits(self) -> RunSpec:
-        minimum = payload_min_size(self.samples, self.device_id)
+        minimum = payload_min_size(self.samples, self.id_for_payload)
         if self.payload < minimum:
             raise ValueError(f"payload {self.payload} B is below the minimum of {minimum} B for {self.samples} "
-                             f"samples (device id {self.device_id!r}): the sample JSON needs {minimum} B")
+                             f"samples (device id {self.id_for_payload!r}): the sample JSON needs {minimum} B")
         return self
 
     @model_validator(mode="after")
     def _board_port(self) -> RunSpec:
         check_board_options(self.publisher, self.serial_port, self.board_host, self.reset_board)
+        check_fleet_options(self.devices, self.publisher)
+        check_fleet_connection(self.devices, self.connection)
         return self
 
     @property
+    def messages_expected(self) -> int:
+        """Every device publishes ``samples`` readings."""
+        return self.devices * self.samples
+
+    @property
     def expected_duration_s(self) -> float:
-        return self.samples * self.interval_ms / 1000.0
+        """The schedule: a fleet's last device starts (devices - 1) / connect_rate seconds after the first."""
+        start = (self.devices - 1) / self.connect_rate if self.is_fleet else 0.0
+        return start + self.samples * self.interval_ms / 1000.0
 
     def timeout_s(self) -> float:
         """How long to wait for the last message: the schedule plus a margin for start-up and slow links."""

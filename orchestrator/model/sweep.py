@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from orchestrator.model.impairment import DelayMechanism
 from orchestrator.model.run import (
     DEVICE_ID,
+    MAX_DEVICES,
     MAX_PAYLOAD,
     Close,
     Connection,
@@ -16,6 +17,9 @@ from orchestrator.model.run import (
     QoS,
     RunSpec,
     check_board_options,
+    check_fleet_connection,
+    check_fleet_options,
+    fleet_device_id,
     payload_min_size,
 )
 
@@ -28,14 +32,17 @@ class Cell(BaseModel):
     impairment: str
     repeat: int
     connection: Connection = "persistent"  # absent in plans recorded before it existed
+    devices: int = 1  # a fleet's size (absent in plans recorded before it existed)
 
     @property
     def cell_id(self) -> str:
-        """``tls-65B-none-r1``; a connection mode other than persistent is named before the repeat."""
+        """``tls-65B-none-r1``; a connection mode other than persistent, and a fleet's size (``-1000dev``),
+        are named before the repeat."""
         scen = self.scenario.rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".yml")
         imp = self.impairment.rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".yml")
         conn = "" if self.connection == "persistent" else f"-{self.connection}"
-        return f"{scen}-{self.payload}B-{imp}{conn}-r{self.repeat}"
+        fleet = f"-{self.devices}dev" if self.devices > 1 else ""
+        return f"{scen}-{self.payload}B-{imp}{conn}{fleet}-r{self.repeat}"
 
 
 class SweepPlan(BaseModel):
@@ -59,6 +66,8 @@ class SweepPlan(BaseModel):
     connections: list[Connection] = Field(default_factory=lambda: list[Connection](["persistent"]), min_length=1)
     per_connection: int = Field(default=1, ge=1, le=1_000_000)
     close: Close = "disconnect"
+    devices: list[int] = Field(default_factory=lambda: [1], min_length=1)  # fleet sizes: a sweep axis
+    connect_rate: float = Field(default=100.0, gt=0, le=10_000)
 
     @field_validator("payloads")
     @classmethod
@@ -70,24 +79,36 @@ class SweepPlan(BaseModel):
             raise ValueError("a payload is listed twice")
         return v
 
+    @field_validator("devices")
+    @classmethod
+    def _devices_range(cls, v: list[int]) -> list[int]:
+        for n in v:
+            if not 1 <= n <= MAX_DEVICES:
+                raise ValueError(f"devices {n} is outside 1..{MAX_DEVICES}")
+        return v
+
     @model_validator(mode="after")
     def _payload_minimum(self) -> SweepPlan:
-        minimum = payload_min_size(self.samples, DEVICE_ID)
+        most = max(self.devices)
+        minimum = payload_min_size(self.samples, fleet_device_id(most - 1) if most > 1 else DEVICE_ID)
         low = [p for p in self.payloads if p < minimum]
         if low:
             raise ValueError(f"payload {low[0]} B is below the minimum of {minimum} B for {self.samples} samples")
         check_board_options(self.publisher, self.serial_port, self.board_host, self.reset_board)
+        check_fleet_options(most, self.publisher)
+        for c in self.connections:
+            check_fleet_connection(most, c)
         for name, items in (("scenarios", self.scenarios), ("impairments", self.impairments),
-                            ("connections", self.connections)):
+                            ("connections", self.connections), ("devices", self.devices)):
             if len(set(items)) != len(items):
                 raise ValueError(f"{name}: an entry is listed twice")
         return self
 
     def cells(self) -> list[Cell]:
         """Every cell; in a seeded random order when repeated (the seed is recorded in the manifest)."""
-        cells = [Cell(scenario=s, payload=p, impairment=i, repeat=r, connection=c)
+        cells = [Cell(scenario=s, payload=p, impairment=i, repeat=r, connection=c, devices=n)
                  for r in range(1, self.repeat + 1) for i in self.impairments for c in self.connections
-                 for p in self.payloads for s in self.scenarios]
+                 for n in self.devices for p in self.payloads for s in self.scenarios]
         if self.repeat > 1:
             random.Random(self.seed).shuffle(cells)
         return cells
@@ -98,4 +119,5 @@ class SweepPlan(BaseModel):
                        delay_mechanism=self.delay_mechanism, publisher=self.publisher,
                        serial_port=self.serial_port, baud=self.baud, board_host=self.board_host,
                        reset_board=self.reset_board, seed=self.seed + cell.repeat - 1, device_id=DEVICE_ID,
-                       connection=cell.connection, per_connection=self.per_connection, close=self.close)
+                       connection=cell.connection, per_connection=self.per_connection, close=self.close,
+                       devices=cell.devices, connect_rate=self.connect_rate)

@@ -12,7 +12,7 @@ from orchestrator.backends import compose, docker
 from orchestrator.backends.compose import Topology
 from orchestrator.lab.pki import Pki
 from orchestrator.model.layout import Layout
-from orchestrator.model.run import RunSpec
+from orchestrator.model.run import FLEET_PREFIX, RunSpec
 from orchestrator.model.scenario import Scenario
 from orchestrator.results.atomic import read_json
 
@@ -22,14 +22,26 @@ SERVICE = "publisher"
 def publisher_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec,
                    host: str = "broker") -> list[str]:
     """vdevice's command line for one run (``host``: the broker's address behind the router; the TLS
-    server name stays `broker`)."""
+    server name stays `broker`); for a fleet (``spec.devices`` > 1) the fleet's, which takes the same
+    connection options for every device."""
+    args = connection_args(scenario, lay, pki, spec, host)
+    if spec.is_fleet:
+        return ["fleet", "--devices", str(spec.devices), "--connect-rate", f"{spec.connect_rate:g}",
+                "--device-prefix", FLEET_PREFIX, "--out-dir", lay.in_container(lay.fleet_dir), *args]
+    args = ["vdevice", *args, "--device-id", spec.device_id, "--client-id", "testbed-publisher",
+            "--send-log", lay.in_container(lay.publisher_log), "--summary", lay.in_container(lay.publisher_summary)]
+    if spec.connection != "persistent":  # the study's cells keep their command line unchanged
+        args += ["--connection", spec.connection, "--per-connection", str(spec.per_connection),
+                 "--close", spec.close, "--connections-log", lay.in_container(lay.publisher_connections)]
+    return args
+
+
+def connection_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, host: str) -> list[str]:
+    """What vdevice and the fleet share: where, how (plain or TLS, credentials) and what to publish."""
     args = ["--host", host, "--port", str(scenario.port),
             "--transport", "tls" if scenario.is_tls else "plain",
             "--payload", str(spec.payload), "--samples", str(spec.samples),
-            "--interval-ms", f"{spec.interval_ms:g}", "--qos", str(spec.qos), "--seed", str(spec.seed),
-            "--device-id", spec.device_id, "--client-id", "testbed-publisher",
-            "--send-log", lay.in_container(lay.publisher_log),
-            "--summary", lay.in_container(lay.publisher_summary)]
+            "--interval-ms", f"{spec.interval_ms:g}", "--qos", str(spec.qos), "--seed", str(spec.seed)]
     if scenario.tls is not None:
         args += ["--ciphers", ",".join(scenario.client_cipher_iana()),
                  "--ca", lay.in_container(lay.pki / "ca.crt"), "--server-name", "broker",
@@ -37,9 +49,6 @@ def publisher_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSp
         if scenario.tls.client_auth == "certificate":
             args += ["--cert", lay.in_container(lay.pki / "publisher.crt"),
                      "--key", lay.in_container(lay.pki / "publisher.key")]
-    if spec.connection != "persistent":  # the study's cells keep their command line unchanged
-        args += ["--connection", spec.connection, "--per-connection", str(spec.per_connection),
-                 "--close", spec.close, "--connections-log", lay.in_container(lay.publisher_connections)]
     if pki is not None and not scenario.anonymous and (scenario.tls is None
                                                         or scenario.tls.client_auth == "password"):
         args += ["--username", "publisher", "--password", pki.password_for("publisher")]
@@ -57,6 +66,8 @@ class VirtualPublisher:
 
     def start(self, topo: Topology) -> None:
         args = publisher_args(self.scenario, self.lay, self.pki, self.spec, self.host)
+        if self.spec.is_fleet:  # the fleet writes its device logs there, as the container's user
+            self.lay.fleet_dir.mkdir(parents=True, exist_ok=True)
         compose.start_service(replace(topo, publisher_args=args), self.service)
 
     def go(self) -> None:
@@ -69,10 +80,10 @@ class VirtualPublisher:
         """Nothing here: the teardown stops and removes the container (its log and state saved first)."""
 
     def error(self) -> str:
-        """The errors vdevice wrote to its summary, else the last line it printed."""
-        summary = read_json(self.lay.publisher_summary)
+        """The errors vdevice (or the fleet) wrote to its summary, else the last line it printed."""
+        summary = read_json(self.lay.fleet_dir / "summary.json" if self.spec.is_fleet else self.lay.publisher_summary)
         errors = summary.get("errors") if summary else None
         if errors:
-            return "; ".join(str(e) for e in errors)
+            return "; ".join(str(e) for e in errors[:5]) + (f" (+{len(errors) - 5} more)" if len(errors) > 5 else "")
         lines = [ln for ln in compose.logs([self.service], tail=20).splitlines() if ln.strip()]
         return lines[-1] if lines else "publisher exited with an error and printed nothing"

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import render
 from orchestrator.cli.main import app
+from orchestrator.errors import TestbedError
 from orchestrator.measure import sweep as sw
 from orchestrator.measure.run import RunOutcome
 from orchestrator.model.run import RunSpec
@@ -54,7 +55,7 @@ def test_every_run_option_reaches_the_run_spec(tmp_path: Path, monkeypatch: pyte
             "--publisher", "esp32", "--serial-port", "/dev/ttyUSB3", "--baud", "921600", "--board-host", "192.0.2.7",
             "--reset-board", "--connection", "resume-ticket", "--per-connection", "10", "--close", "drop",
             "--out", str(tmp_path / "run")]
-    assert _given(args) == _options("run")
+    assert _given(args) | FLEET_OPTIONS == _options("run")  # a fleet is virtual devices: its own test below
 
     _invoke(args)
 
@@ -63,6 +64,25 @@ def test_every_run_option_reaches_the_run_spec(tmp_path: Path, monkeypatch: pyte
                               serial_port="/dev/ttyUSB3", baud=921600, board_host="192.0.2.7", reset_board=True,
                               connection="resume-ticket", per_connection=10, close="drop"),
                       tmp_path / "run")]
+
+
+FLEET_OPTIONS = {"--devices", "--connect-rate"}
+
+
+def test_the_fleet_options_reach_the_run_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[RunSpec] = []
+    monkeypatch.setattr(render, "run_with_progress",
+                        lambda spec, out_dir: calls.append(spec) or RunOutcome(tmp_path, "ok", 0, None, None))
+    _invoke(["run", "--devices", "250", "--connect-rate", "40", "--samples", "20", "--interval", "1s"])
+    assert calls == [RunSpec(scenario="tls", samples=20, interval_ms=1000.0, devices=250, connect_rate=40.0)]
+    assert calls[0].messages_expected == 5000 and calls[0].expected_duration_s == pytest.approx(249 / 40 + 20)
+
+
+def test_a_fleet_refuses_a_board_and_reconnects_by_name() -> None:
+    for extra, says in ((["--publisher", "esp32", "--serial-port", "/dev/ttyUSB0"], "--publisher virtual"),
+                        (["--connection", "reconnect"], "--connection reconnect")):
+        result = runner.invoke(app, ["run", "--devices", "10", *extra])  # main() prints it without a traceback
+        assert isinstance(result.exception, TestbedError) and says in result.exception.message, result
 
 
 def _grading_tables(tmp_path: Path) -> list[Path]:
@@ -113,7 +133,7 @@ def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest
             "--board-host", "192.0.2.8", "--reset-board", "--seed", "9", "--baseline", "tls",
             "--connections", "persistent,resume-id", "--per-connection", "5", "--close", "drop",
             "--out", str(tmp_path / "out"), "--name", "mine", "--grading", str(tables[0]), "--grading", str(tables[1])]
-    assert _given(args) | {"--resume"} == _options("sweep")
+    assert _given(args) | {"--resume"} | FLEET_OPTIONS == _options("sweep")
 
     _invoke(args)
 
@@ -131,6 +151,18 @@ def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest
             for c in expected.cells()} == {("persistent", 5, "drop"), ("resume-id", 5, "drop")}
     assert calls.derived == [(calls.bundle, "tls", tables)]
     assert calls.resumed == []
+
+
+def test_the_fleet_sizes_are_a_sweep_axis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _SweepCalls(tmp_path, monkeypatch)
+    _invoke(["sweep", "--devices", "1,100,1000", "--connect-rate", "50", "--samples", "20", "--payloads", "65",
+             "--scenarios", "tls", "--out", str(tmp_path / "out")])
+    [(plan, _root, _name, _cmd)] = calls.started
+    assert plan == SweepPlan(devices=[1, 100, 1000], connect_rate=50.0, samples=20, payloads=[65], scenarios=["tls"])
+    assert [c.cell_id for c in plan.cells()] == ["tls-65B-none-r1", "tls-65B-none-100dev-r1",
+                                                 "tls-65B-none-1000dev-r1"]
+    assert [(plan.run_spec(c).devices, plan.run_spec(c).connect_rate) for c in plan.cells()] == [
+        (1, 50.0), (100, 50.0), (1000, 50.0)]
 
 
 def test_sweep_resume_reaches_resume_and_runs_its_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
