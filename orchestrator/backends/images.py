@@ -49,6 +49,11 @@ IMAGES: tuple[ImageSpec, ...] = (
                             "firmware/platformio/test")),
     ImageSpec("netadmin", ("images/netadmin",)),  # the impairment helper (backends/impairment/helpers.py)
 )
+# A lab host (tests/integration/labhosts.py): it copies from the publisher and subscriber images (a local tag in
+# COPY --from, which the legacy builder and BuildKit's docker driver both take from the local store), so it is
+# built after them and its inputs include theirs: a changed publisher or subscriber rebuilds it too.
+IMAGES += (ImageSpec("labhost", ("images/labhost", *(i for s in IMAGES if s.name in ("publisher", "subscriber")
+                                                     for i in s.inputs))),)
 
 
 def spec(name: str) -> ImageSpec:
