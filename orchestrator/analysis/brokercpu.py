@@ -20,7 +20,8 @@ import numpy as np
 from scipy import stats as sps
 
 
-def per_event(series: Sequence[Sequence[float]], events_s: Sequence[float], *, what: str) -> dict[str, Any]:
+def per_event(series: Sequence[Sequence[float]], events_s: Sequence[float] | np.ndarray, *,
+              what: str) -> dict[str, Any]:
     """CPU milliseconds per event over the windows that hold events."""
     t = np.array([row[0] for row in series], dtype=float)
     cpu = np.array([row[1] for row in series], dtype=float)

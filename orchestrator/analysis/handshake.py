@@ -145,3 +145,42 @@ def sessions(packets: pd.DataFrame, msgs: pd.DataFrame, broker_port: int) -> lis
     empty = early.iloc[0:0]
     return [session_handshake(pk, by_stream.get(stream, empty), broker_port)
             for stream, pk in on_port.groupby("stream", sort=True)]
+
+
+_HS_KEYS = ("tcp_connect_ms", "tls_handshake_ms", "mqtt_connect_ms", "bytes_client_to_server",
+            "bytes_server_to_client")
+
+
+def publisher_summary(pub_sessions: list[dict[str, Any]]) -> dict[str, Any]:
+    """metrics.json ``handshake``: the publisher session's figures (the median over several sessions)."""
+    out: dict[str, Any] = {}
+    for k in _HS_KEYS:
+        vals = [s[k] for s in pub_sessions if s[k] is not None]
+        out[k] = float(np.median(vals)) if vals else None
+        if vals and k.startswith("bytes"):
+            out[k] = int(round(out[k]))
+    out["publisher_sessions"] = len(pub_sessions)
+    out["aggregate"] = "value of the publisher session" if len(pub_sessions) <= 1 else \
+        f"median over {len(pub_sessions)} publisher sessions"
+    return out
+
+
+def tls_summary(sessions: list[dict[str, Any]], pub_sessions: list[dict[str, Any]],
+                 warnings: list[str]) -> dict[str, Any]:
+    """metrics.json ``tls``: the negotiated parameters (a warning when sessions differ) and every session."""
+    tls_sessions = [s for s in sessions if s["cipher_suite_id"] is not None]
+    ref = next((s for s in pub_sessions if s["cipher_suite_id"] is not None),
+               tls_sessions[0] if tls_sessions else None)
+    combos = {(s["version"], s["cipher_suite_id"]) for s in tls_sessions}
+    if len(combos) > 1:
+        warnings.append(f"TLS sessions on the broker port negotiated different parameters: {sorted(combos)}")
+    return {
+        "version": ref["version"] if ref else None,
+        "cipher_suite": ref["cipher_suite"] if ref else None,
+        "cipher_suite_id": ref["cipher_suite_id"] if ref else None,
+        "sessions": [{k: s[k] for k in ("stream", "role", "client_ip", "client_port", "version",
+                                        "cipher_suite", "cipher_suite_id", "tcp_connect_ms",
+                                        "tls_handshake_ms", "tls_finished_from", "mqtt_connect_ms",
+                                        "bytes_client_to_server", "bytes_server_to_client")}
+                     for s in sessions],
+    }

@@ -5,6 +5,9 @@ message's own (TLS records pair 1:1 with MQTT messages whenever a frame holds as
 data records as MQTT messages, else ``tls_record_len`` is left empty); ``tcp_payload_len`` and
 ``frame_len`` are the whole segment's, shared by its ``msgs_in_frame`` messages, so overhead
 figures are taken only from messages alone in their frame.
+
+A message's key is its sequence number; in a fleet (many devices on one topic, each numbering its own
+messages from 0) it is (device, seq), the device being the payload's id (``keys`` below).
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.analysis.fields import AGGREGATOR
-from orchestrator.clients.payload import parse_payload
+from orchestrator.clients.payload import parse_message
 
 PUBLISH = 3
 TLS_APPLICATION_DATA = "23"
 TLS_RECORD_HEADER = 5
+SEQ_KEY = ("seq",)
+FLEET_KEY = ("device", "seq")
 PACKET_COLUMNS = ("frame", "time", "stream", "src_port", "dst_port", "frame_len", "tcp_len", "ip_hdr_len",
                   "tcp_hdr_len", "retrans")
 
@@ -49,7 +54,7 @@ def mqtt_header_len(remaining: np.ndarray) -> np.ndarray:
 
 
 def explode_mqtt(packets: pd.DataFrame,
-                 payload_cache: dict[str, tuple[int, int] | None] | None = None) -> pd.DataFrame:
+                 payload_cache: dict[str, tuple[str, int, int] | None] | None = None) -> pd.DataFrame:
     """One row per MQTT message with its frame's columns, TLS record length and decoded payload.
 
     ``payload_cache`` (hex payload -> decoded) may be shared between calls on consecutive chunks.
@@ -78,10 +83,11 @@ def explode_mqtt(packets: pd.DataFrame,
     decoded = payload_cache if payload_cache is not None else {}
     for h in payload_hex:
         if h and h not in decoded:
-            decoded[h] = parse_payload(bytes.fromhex(h))
+            decoded[h] = parse_message(bytes.fromhex(h))
     parsed = [decoded.get(h) if h else None for h in payload_hex]
-    msgs["seq"] = pd.array([p[0] if p else pd.NA for p in parsed], dtype="Int64")
-    msgs["payload_t_send_us"] = pd.array([p[1] if p else pd.NA for p in parsed], dtype="Int64")
+    msgs["seq"] = pd.array([p[1] if p else pd.NA for p in parsed], dtype="Int64")
+    msgs["payload_t_send_us"] = pd.array([p[2] if p else pd.NA for p in parsed], dtype="Int64")
+    msgs["device"] = pd.array([p[0] if p else None for p in parsed], dtype="str")
     return msgs
 
 
@@ -143,23 +149,31 @@ def _us(t: pd.Series) -> pd.Series:
     return pd.Series(np.rint(t.to_numpy(dtype="float64") * 1e6), index=t.index).astype("Int64")
 
 
-def _first_per_seq(inb: pd.DataFrame, outb: pd.DataFrame,
-                   warnings: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Each leg's PUBLISH with a sequence number, the first of each number (a warning for repeats)."""
-    inb = inb[inb["seq"].notna()]
-    outb = outb[outb["seq"].notna()]
+def _first_per_seq(inb: pd.DataFrame, outb: pd.DataFrame, warnings: list[str],
+                   keys: tuple[str, ...] = SEQ_KEY) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each leg's PUBLISH with a key, the first of each key (a warning for repeats)."""
+    inb = inb[inb[list(keys)].notna().all(axis=1)] if keys != SEQ_KEY else inb[inb["seq"].notna()]
+    outb = outb[outb[list(keys)].notna().all(axis=1)] if keys != SEQ_KEY else outb[outb["seq"].notna()]
+    what = "a sequence number" if keys == SEQ_KEY else "a (device, sequence number)"
     for name, leg in (("publisher->broker", inb), ("broker->subscriber", outb)):
-        dups = int(leg["seq"].duplicated().sum())
+        dups = int(leg.duplicated(list(keys)).sum())
         if dups:
-            warnings.append(f"{dups} PUBLISH on the {name} leg repeat a sequence number already seen there; "
+            warnings.append(f"{dups} PUBLISH on the {name} leg repeat {what} already seen there; "
                             "the first is used")
-    return inb.drop_duplicates("seq"), outb.drop_duplicates("seq")
+    return inb.drop_duplicates(list(keys)), outb.drop_duplicates(list(keys))
 
 
-def _legs_by_seq(inb: pd.DataFrame, outb: pd.DataFrame) -> pd.DataFrame:
-    """Both legs of the broker side by side, one row per sequence number seen on either."""
+def _key_columns(leg: pd.DataFrame, keys: tuple[str, ...]) -> dict[str, object]:
+    out: dict[str, object] = {"seq": leg["seq"].astype("int64").to_numpy()}
+    if "device" in keys:
+        out = {"device": leg["device"].astype("str").to_numpy(), **out}
+    return out
+
+
+def _legs_by_seq(inb: pd.DataFrame, outb: pd.DataFrame, keys: tuple[str, ...] = SEQ_KEY) -> pd.DataFrame:
+    """Both legs of the broker side by side, one row per key seen on either."""
     a = pd.DataFrame({
-        "seq": inb["seq"].astype("int64").to_numpy(),
+        **_key_columns(inb, keys),
         "payload_t_send_us": inb["payload_t_send_us"].to_numpy(),
         "broker_in_us": _us(inb["time"]).to_numpy(),
         "in_frame": inb["frame"].to_numpy(),
@@ -171,7 +185,7 @@ def _legs_by_seq(inb: pd.DataFrame, outb: pd.DataFrame) -> pd.DataFrame:
         "frame_len": inb["frame_len"].to_numpy(),
     })
     b = pd.DataFrame({
-        "seq": outb["seq"].astype("int64").to_numpy(),
+        **_key_columns(outb, keys),
         "out_payload_t_send_us": outb["payload_t_send_us"].to_numpy(),
         "broker_out_us": _us(outb["time"]).to_numpy(),
         "out_frame": outb["frame"].to_numpy(),
@@ -179,13 +193,14 @@ def _legs_by_seq(inb: pd.DataFrame, outb: pd.DataFrame) -> pd.DataFrame:
         "out_tls_record_len": outb["tls_record_len"].to_numpy(),
         "out_frame_len": outb["frame_len"].to_numpy(),
     })
-    return a.merge(b, on="seq", how="outer")
+    return a.merge(b, on=list(keys), how="outer")
 
 
-def _with_send_times(pm: pd.DataFrame, pub_log: pd.DataFrame | None) -> pd.DataFrame:
+def _with_send_times(pm: pd.DataFrame, pub_log: pd.DataFrame | None,
+                     keys: tuple[str, ...] = SEQ_KEY) -> pd.DataFrame:
     """t_send_us from the publisher's log, else from the payload; t_send_source says which."""
     if pub_log is not None:
-        pm = pm.merge(pub_log.drop_duplicates("seq")[["seq", "t_send_us"]], on="seq", how="outer")
+        pm = pm.merge(pub_log.drop_duplicates(list(keys))[[*keys, "t_send_us"]], on=list(keys), how="outer")
         payload_t = pm["payload_t_send_us"].fillna(pm["out_payload_t_send_us"])
         from_log = pm["t_send_us"].notna()
         pm["t_send_us"] = pm["t_send_us"].fillna(payload_t)  # a line the publisher never wrote
@@ -199,12 +214,13 @@ def _with_send_times(pm: pd.DataFrame, pub_log: pd.DataFrame | None) -> pd.DataF
     return pm
 
 
-def _with_receive_times(pm: pd.DataFrame, sub_log: pd.DataFrame | None) -> pd.DataFrame:
+def _with_receive_times(pm: pd.DataFrame, sub_log: pd.DataFrame | None,
+                        keys: tuple[str, ...] = SEQ_KEY) -> pd.DataFrame:
     """t_recv_us, recv_count and dup from the subscriber's log (without it: counted on the capture)."""
     if sub_log is not None:
-        first = sub_log.drop_duplicates("seq")[["seq", "t_recv_us"]]
-        counts = sub_log.groupby("seq").agg(recv_count=("seq", "size"), dup=("dup", "max")).reset_index()
-        return pm.merge(first, on="seq", how="outer").merge(counts, on="seq", how="left")
+        first = sub_log.drop_duplicates(list(keys))[[*keys, "t_recv_us"]]
+        counts = sub_log.groupby(list(keys)).agg(recv_count=("seq", "size"), dup=("dup", "max")).reset_index()
+        return pm.merge(first, on=list(keys), how="outer").merge(counts, on=list(keys), how="left")
     pm["t_recv_us"] = pd.NA
     pm["recv_count"] = pm["broker_out_us"].notna().astype("int64")
     pm["dup"] = pd.NA
@@ -212,11 +228,13 @@ def _with_receive_times(pm: pd.DataFrame, sub_log: pd.DataFrame | None) -> pd.Da
 
 
 def per_message_table(inb: pd.DataFrame, outb: pd.DataFrame, pub_log: pd.DataFrame | None,
-                      sub_log: pd.DataFrame | None, warnings: list[str]) -> pd.DataFrame:
-    """One row per sequence number: send, broker in/out, receive times, lengths, delay, TLS overhead."""
-    inb, outb = _first_per_seq(inb, outb, warnings)
-    pm = _with_receive_times(_with_send_times(_legs_by_seq(inb, outb), pub_log), sub_log)
-    pm = pm.drop(columns=["out_payload_t_send_us"]).sort_values("seq", kind="stable").reset_index(drop=True)
+                      sub_log: pd.DataFrame | None, warnings: list[str],
+                      keys: tuple[str, ...] = SEQ_KEY) -> pd.DataFrame:
+    """One row per key (seq; in a fleet (device, seq), with a ``device`` column first): send, broker in/out,
+    receive times, lengths, delay, TLS overhead."""
+    inb, outb = _first_per_seq(inb, outb, warnings, keys)
+    pm = _with_receive_times(_with_send_times(_legs_by_seq(inb, outb, keys), pub_log, keys), sub_log, keys)
+    pm = pm.drop(columns=["out_payload_t_send_us"]).sort_values(list(keys), kind="stable").reset_index(drop=True)
     for col in PER_MESSAGE_INT:
         pm[col] = pd.array(pm[col], dtype="Int64") if col in pm else pd.NA
     pm["recv_count"] = pm["recv_count"].fillna(0)
@@ -225,4 +243,4 @@ def per_message_table(inb: pd.DataFrame, outb: pd.DataFrame, pub_log: pd.DataFra
     # the first copy of the PUBLISH's segment the broker-side capture saw, minus the payload's send time
     pm["uplink_ms"] = (pm["broker_in_us"] - pm["t_send_us"]).astype("Float64") / 1000
     pm["tls_overhead"] = pm["tls_record_len"] + TLS_RECORD_HEADER - pm["mqtt_len"]
-    return pm[list(PER_MESSAGE_COLUMNS)]
+    return pm[[*(k for k in keys if k != "seq"), *PER_MESSAGE_COLUMNS]]

@@ -84,14 +84,24 @@ def unavailable_stats(reason: str) -> dict[str, Any]:
     return out
 
 
-def jitter(per_message: pd.DataFrame) -> dict[str, Any]:
-    """Mean absolute difference of consecutive delays in sequence order, and std of delay."""
-    d = per_message.sort_values("seq")["delay_ms"].astype("float64").dropna().to_numpy()
-    return {
-        "mean_abs_diff": float(np.abs(np.diff(d)).mean()) if d.size > 1 else None,
-        "std": float(d.std(ddof=1)) if d.size > 1 else None,
-        "n": int(d.size),
-    }
+def jitter(per_message: pd.DataFrame, by: str | None = None) -> dict[str, Any]:
+    """Mean absolute difference of consecutive delays in sequence order, and std of delay.
+
+    ``by`` (a fleet: "device"): consecutive within each device's own sequence, pooled over devices."""
+    if by is None:
+        d = per_message.sort_values("seq")["delay_ms"].astype("float64").dropna().to_numpy()
+        return {
+            "mean_abs_diff": float(np.abs(np.diff(d)).mean()) if d.size > 1 else None,
+            "std": float(d.std(ddof=1)) if d.size > 1 else None,
+            "n": int(d.size),
+        }
+    pm = per_message.sort_values([by, "seq"], kind="stable")
+    pm = pm[pm["delay_ms"].notna().to_numpy()]
+    d = pm["delay_ms"].to_numpy(dtype="float64")
+    group = pm[by].to_numpy()
+    steps = np.abs(np.diff(d))[group[1:] == group[:-1]] if d.size > 1 else np.empty(0)
+    return {"mean_abs_diff": float(steps.mean()) if steps.size else None,
+            "std": float(d.std(ddof=1)) if d.size > 1 else None, "n": int(d.size), "within": by}
 
 
 def throughput(packets: pd.DataFrame, inbound: pd.DataFrame, pub_streams: set[int],
@@ -147,6 +157,45 @@ def loss(sub_log: pd.DataFrame | None, samples_expected: int, *,
         "unexpected": int((~in_range).sum()),
         "received_total": int(seqs.size),
         "source": source,
+    }
+
+
+def fleet_loss(sub_log: pd.DataFrame | None, samples_per_device: int, devices: int, *,
+               out_keys: pd.DataFrame | None = None) -> dict[str, Any]:
+    """:func:`loss` for a fleet, a message being (device, seq): N = devices x samples per device.
+
+    ``duplicates``: arrivals of an already received (device, seq); ``out_of_order``: first arrivals
+    whose seq is lower than one received before FROM THE SAME DEVICE; ``unexpected``: a seq outside
+    0..samples-1 or no device id. From the subscriber log (its ``device`` column) when there is one,
+    else from the broker->subscriber leg of the capture (``out_keys``: device, seq).
+    """
+    expected = samples_per_device * devices
+    if sub_log is not None:
+        keys, source = sub_log[["device", "seq"]], "subscriber log"
+    elif out_keys is not None:
+        keys, source = out_keys[["device", "seq"]].dropna(), "capture (broker->subscriber)"
+    else:
+        return {"sent": expected, "received_unique": None, "loss_pct": None, "duplicates": None,
+                "out_of_order": None, "unexpected": None, "received_total": None, "source": None,
+                "devices": devices, "samples_per_device": samples_per_device}
+    dev = keys["device"].astype("str").to_numpy()
+    seq = keys["seq"].to_numpy(dtype=np.int64)
+    first = ~keys.duplicated().to_numpy()
+    uniq = pd.DataFrame({"device": dev[first], "seq": seq[first]})
+    in_range = ((uniq["seq"] >= 0) & (uniq["seq"] < samples_per_device) & (uniq["device"] != "")).to_numpy()
+    prior_max = uniq.groupby("device", sort=False)["seq"].cummax().groupby(uniq["device"], sort=False).shift(1)
+    received = int(in_range.sum())
+    return {
+        "sent": expected,
+        "received_unique": received,
+        "loss_pct": (expected - received) / expected * 100 if expected > 0 else None,
+        "duplicates": int((~first).sum()),
+        "out_of_order": int((uniq["seq"] < prior_max.fillna(-1)).sum()),
+        "unexpected": int((~in_range).sum()),
+        "received_total": int(seq.size),
+        "source": source,
+        "devices": devices,
+        "samples_per_device": samples_per_device,
     }
 
 

@@ -16,8 +16,8 @@ import pandas as pd
 
 from orchestrator.analysis import handshake, metrics
 from orchestrator.analysis.fields import ExportOutcome, ExportRequest, FieldExporter, parse_fields
-from orchestrator.analysis.logs import read_publisher_log, read_subscriber_log
-from orchestrator.analysis.messages import PUBLISH, explode_mqtt, per_message_table
+from orchestrator.analysis.logs import read_fleet_logs, read_publisher_log, read_subscriber_log
+from orchestrator.analysis.messages import FLEET_KEY, PUBLISH, SEQ_KEY, explode_mqtt, per_message_table
 from orchestrator.analysis.nokeys import order_matched_publish
 from orchestrator.analysis.pcapfile import capture_format, scan_capture
 from orchestrator.errors import TestbedError
@@ -30,7 +30,11 @@ ANALYSIS_VERSION = "1.0"
 
 @dataclass(frozen=True)
 class RunInputs:
-    """Everything one run's analysis reads. Logs are optional (a real ESP32 keeps no send log)."""
+    """Everything one run's analysis reads. Logs are optional (a real ESP32 keeps no send log).
+
+    A fleet (``devices`` > 1, or ``fleet_dir`` given): ``samples_expected`` is per device, messages are
+    keyed by (device, seq), and the send logs are the per-device CSVs in ``fleet_dir`` (logs/fleet).
+    """
 
     pcap: Path
     broker_port: int
@@ -42,6 +46,8 @@ class RunInputs:
     subscriber_log: Path | None = None
     expected_tls: tuple[str, int] | None = None  # e.g. ("TLS 1.2", 0xCCA9)
     clocks_shared: bool = True  # False: publisher and subscriber clocks unrelated -> no delay figures
+    devices: int = 1  # a fleet's size (1: the classic single device)
+    fleet_dir: Path | None = None  # a fleet's send logs, <device>.csv (read instead of publisher_log)
 
     def __post_init__(self) -> None:
         if not 0 < self.broker_port < 65536:
@@ -50,6 +56,21 @@ class RunInputs:
             raise TestbedError(f"samples_expected: must be >= 1, got {self.samples_expected}")
         if self.payload_bytes < 1:
             raise TestbedError(f"payload_bytes: must be >= 1, got {self.payload_bytes}")
+        if self.devices < 1:
+            raise TestbedError(f"devices: must be >= 1, got {self.devices}")
+
+    @property
+    def is_fleet(self) -> bool:
+        return self.devices > 1 or self.fleet_dir is not None
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """A message's key: seq, or (device, seq) in a fleet."""
+        return FLEET_KEY if self.is_fleet else SEQ_KEY
+
+    @property
+    def messages_expected(self) -> int:
+        return self.samples_expected * self.devices
 
     def export_request(self) -> ExportRequest:
         """The one export pass over this run's capture."""
@@ -62,6 +83,7 @@ class RunAnalysis:
     per_message: pd.DataFrame
     metrics: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+    send_log: pd.DataFrame | None = None  # the publisher's send log as read (a fleet's: device, t_intended_us)
 
 
 def _norm_version(v: str) -> str:
@@ -147,7 +169,7 @@ def _export_tables(inputs: RunInputs, exporter: FieldExporter) -> tuple[pd.DataF
     """
     packet_parts: list[pd.DataFrame] = []
     msg_parts: list[pd.DataFrame] = []
-    payload_cache: dict[str, tuple[int, int] | None] = {}
+    payload_cache: dict[str, tuple[str, int, int] | None] = {}
 
     def handle(text: str) -> None:
         part = parse_fields(text)
@@ -185,9 +207,34 @@ def analyse_run(inputs: RunInputs, exporter: FieldExporter) -> RunAnalysis:
                         f"last complete packet were cut; the {scan.packets} complete packets are used")
         if len(packets) != scan.packets:
             warnings.append(f"tshark read {len(packets)} packets, the record walk counted {scan.packets}")
+    inbound, outbound, matched_by = _match_publish(msgs, packets, inputs, warnings)
+    unparsed = int(inbound["seq"].isna().sum() + outbound["seq"].isna().sum())
+    if unparsed:
+        warnings.append(f"{unparsed} PUBLISH payloads carry no readable sequence number: not matched to logs")
+    pub_streams = {int(s) for s in inbound["stream"].unique()}
+    sub_streams = {int(s) for s in outbound["stream"].unique()}
+    packets["leg"] = _legs(packets, inputs.broker_port, pub_streams, sub_streams)
+
+    pub_log, sub_log, warnings = _read_logs(inputs, warnings)
+    pm = per_message_table(inbound, outbound, pub_log, sub_log, warnings, inputs.keys)
+
+    m = _metrics(inputs, packets, msgs, inbound, outbound, pm, pub_log, sub_log, pub_streams, sub_streams,
+                 warnings)
+    m["capture"]["messages_matched_by"] = matched_by
+    out_packets = packets.drop(columns=["mqtt_msg"])
+    return RunAnalysis(out_packets, pm, m, warnings, send_log=pub_log)
+
+
+def _match_publish(msgs: pd.DataFrame, packets: pd.DataFrame, inputs: RunInputs,
+                   warnings: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """The run's PUBLISH on each leg of the broker, and how they were matched."""
     inbound, outbound = _select_publish(msgs, inputs, warnings)
-    matched_by = "decoded sequence number"
+    matched_by = "decoded sequence number" if not inputs.is_fleet else "decoded device id and sequence number"
     if inbound.empty and outbound.empty and inputs.tls and not _mqtt_on_port(msgs, inputs.broker_port):
+        if inputs.is_fleet:
+            raise TestbedError(f"no key log decrypts {inputs.pcap.name}: a fleet's messages are matched by the "
+                               "device id inside their payload", hint="the fleet's key log (keylogs/) is missing "
+                                                                      "or from another run")
         inbound, outbound = order_matched_publish(packets, inputs.broker_port, inputs.payload_bytes,
                                                   inputs.samples_expected)
         if not inbound.empty:
@@ -198,27 +245,29 @@ def analyse_run(inputs: RunInputs, exporter: FieldExporter) -> RunAnalysis:
                             "unavailable")
     if inbound.empty and outbound.empty:
         raise _no_publish_error(msgs, packets, inputs)
-    unparsed = int(inbound["seq"].isna().sum() + outbound["seq"].isna().sum())
-    if unparsed:
-        warnings.append(f"{unparsed} PUBLISH payloads carry no readable sequence number: not matched to logs")
-    pub_streams = {int(s) for s in inbound["stream"].unique()}
-    sub_streams = {int(s) for s in outbound["stream"].unique()}
-    packets["leg"] = _legs(packets, inputs.broker_port, pub_streams, sub_streams)
+    return inbound, outbound, matched_by
 
+
+def _read_logs(inputs: RunInputs, warnings: list[str]) -> tuple[pd.DataFrame | None, pd.DataFrame | None,
+                                                                list[str]]:
+    """The send log(s) and the receive log; a fleet's send logs from ``fleet_dir``, and its receive log
+    only when it names the device of each message."""
     pub_log = sub_log = None
-    if inputs.publisher_log is not None:
+    if inputs.fleet_dir is not None:
+        t = read_fleet_logs(inputs.fleet_dir)
+        pub_log, warnings = t.frame, warnings + t.warnings
+    elif inputs.publisher_log is not None:
         t = read_publisher_log(inputs.publisher_log)
         pub_log, warnings = t.frame, warnings + t.warnings
     if inputs.subscriber_log is not None:
         t = read_subscriber_log(inputs.subscriber_log)
         sub_log, warnings = t.frame, warnings + t.warnings
-    pm = per_message_table(inbound, outbound, pub_log, sub_log, warnings)
-
-    m = _metrics(inputs, packets, msgs, inbound, outbound, pm, pub_log, sub_log, pub_streams, sub_streams,
-                 warnings)
-    m["capture"]["messages_matched_by"] = matched_by
-    out_packets = packets.drop(columns=["mqtt_msg"])
-    return RunAnalysis(out_packets, pm, m, warnings)
+    for name, log in (("send", pub_log), ("receive", sub_log)):
+        if inputs.is_fleet and log is not None and "device" not in log.columns:
+            warnings = [*warnings, f"the {name} log of this fleet run names no device: not used (a fleet's "
+                                   "messages are keyed by device and seq)"]
+            pub_log, sub_log = (None, sub_log) if name == "send" else (pub_log, None)
+    return pub_log, sub_log, warnings
 
 
 def _timing(inputs: RunInputs, pm: pd.DataFrame, pub_log: pd.DataFrame | None,
@@ -237,7 +286,8 @@ def _timing(inputs: RunInputs, pm: pd.DataFrame, pub_log: pd.DataFrame | None,
     transit = metrics.describe(pm["broker_transit_ms"])
     if not transit["available"]:
         transit["reason"] = "no PUBLISH seen on both legs of the broker"
-    jit = metrics.jitter(pm) if delay["available"] else {"mean_abs_diff": None, "std": None, "n": 0}
+    jit = ((metrics.jitter(pm, by="device") if inputs.is_fleet else metrics.jitter(pm)) if delay["available"]
+           else {"mean_abs_diff": None, "std": None, "n": 0})
     return {"delay_ms": delay, "broker_transit_ms": transit, "uplink_ms": _uplink(inputs, pm), "jitter_ms": jit}
 
 
@@ -253,12 +303,26 @@ def _uplink(inputs: RunInputs, pm: pd.DataFrame) -> dict[str, Any]:
 
 def _loss(inputs: RunInputs, packets: pd.DataFrame, inbound: pd.DataFrame, outbound: pd.DataFrame,
           pub_log: pd.DataFrame | None, sub_log: pd.DataFrame | None, streams: set[int]) -> dict[str, Any]:
-    loss = metrics.loss(sub_log, inputs.samples_expected, out_seqs=outbound["seq"])
+    if inputs.is_fleet:
+        loss = metrics.fleet_loss(sub_log, inputs.samples_expected, inputs.devices,
+                                  out_keys=outbound[list(FLEET_KEY)])
+    else:
+        loss = metrics.loss(sub_log, inputs.samples_expected, out_seqs=outbound["seq"])
     loss.update(metrics.retransmissions(packets, streams, inputs.broker_port))
     loss["publisher_logged"] = int(len(pub_log)) if pub_log is not None else None
-    loss["captured_publisher_to_broker"] = int(inbound["seq"].nunique()) if len(inbound) else 0
-    loss["captured_broker_to_subscriber"] = int(outbound["seq"].nunique()) if len(outbound) else 0
+    loss["captured_publisher_to_broker"] = _unique_keys(inbound, inputs.keys)
+    loss["captured_broker_to_subscriber"] = _unique_keys(outbound, inputs.keys)
+    if inputs.is_fleet and pub_log is not None:
+        loss["publisher_logged"] = _unique_keys(pub_log, inputs.keys)
     return loss
+
+
+def _unique_keys(frame: pd.DataFrame, keys: tuple[str, ...]) -> int:
+    if not len(frame):
+        return 0
+    if keys == SEQ_KEY:
+        return int(frame["seq"].nunique())
+    return int(len(frame[list(keys)].dropna().drop_duplicates()))
 
 
 def _inputs_block(inputs: RunInputs) -> dict[str, Any]:
@@ -270,7 +334,9 @@ def _inputs_block(inputs: RunInputs) -> dict[str, Any]:
             "expected_tls": ({"version": _norm_version(inputs.expected_tls[0]),
                               "cipher_suite_id": f"0x{inputs.expected_tls[1]:04x}"}
                              if inputs.expected_tls else None),
-            "clocks_shared": inputs.clocks_shared}
+            "clocks_shared": inputs.clocks_shared,
+            **({"devices": inputs.devices, "messages_expected": inputs.messages_expected,
+                "fleet_dir": inputs.fleet_dir.name if inputs.fleet_dir else None} if inputs.is_fleet else {})}
 
 
 def _sessions_with_roles(packets: pd.DataFrame, msgs: pd.DataFrame, port: int, pub_streams: set[int],
@@ -293,11 +359,11 @@ def _metrics(inputs: RunInputs, packets: pd.DataFrame, msgs: pd.DataFrame, inbou
     warnings.extend(ow)
     sessions = _sessions_with_roles(packets, msgs, port, pub_streams, sub_streams)
     pub_sessions = [s for s in sessions if s["role"] == "publisher"]
-    hs = _handshake_summary(pub_sessions)
-    tls_block = _tls_summary(sessions, pub_sessions, warnings)
+    hs = handshake.publisher_summary(pub_sessions)
+    tls_block = handshake.tls_summary(sessions, pub_sessions, warnings)
     if inputs.tls and inputs.expected_tls is not None:
         check_negotiated(sessions, inputs.expected_tls, port)
-    sent = len(pub_log) if pub_log is not None else inputs.samples_expected
+    sent = len(pub_log) if pub_log is not None else inputs.messages_expected
     received_total = loss.get("received_total")
     return {
         "schema_version": SCHEMA_VERSION,
@@ -317,43 +383,6 @@ def _metrics(inputs: RunInputs, packets: pd.DataFrame, msgs: pd.DataFrame, inbou
                                                      received_total),
         "definitions": metrics.DEFINITIONS,
         "warnings": warnings,
-    }
-
-
-_HS_KEYS = ("tcp_connect_ms", "tls_handshake_ms", "mqtt_connect_ms", "bytes_client_to_server",
-            "bytes_server_to_client")
-
-
-def _handshake_summary(pub_sessions: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k in _HS_KEYS:
-        vals = [s[k] for s in pub_sessions if s[k] is not None]
-        out[k] = float(np.median(vals)) if vals else None
-        if vals and k.startswith("bytes"):
-            out[k] = int(round(out[k]))
-    out["publisher_sessions"] = len(pub_sessions)
-    out["aggregate"] = "value of the publisher session" if len(pub_sessions) <= 1 else \
-        f"median over {len(pub_sessions)} publisher sessions"
-    return out
-
-
-def _tls_summary(sessions: list[dict[str, Any]], pub_sessions: list[dict[str, Any]],
-                 warnings: list[str]) -> dict[str, Any]:
-    tls_sessions = [s for s in sessions if s["cipher_suite_id"] is not None]
-    ref = next((s for s in pub_sessions if s["cipher_suite_id"] is not None),
-               tls_sessions[0] if tls_sessions else None)
-    combos = {(s["version"], s["cipher_suite_id"]) for s in tls_sessions}
-    if len(combos) > 1:
-        warnings.append(f"TLS sessions on the broker port negotiated different parameters: {sorted(combos)}")
-    return {
-        "version": ref["version"] if ref else None,
-        "cipher_suite": ref["cipher_suite"] if ref else None,
-        "cipher_suite_id": ref["cipher_suite_id"] if ref else None,
-        "sessions": [{k: s[k] for k in ("stream", "role", "client_ip", "client_port", "version",
-                                        "cipher_suite", "cipher_suite_id", "tcp_connect_ms",
-                                        "tls_handshake_ms", "tls_finished_from", "mqtt_connect_ms",
-                                        "bytes_client_to_server", "bytes_server_to_client")}
-                     for s in sessions],
     }
 
 

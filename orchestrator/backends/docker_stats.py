@@ -5,12 +5,17 @@ The stream's CPU is the container's cgroup: it also holds every `docker exec` in
 the broker's healthcheck (images/broker/healthcheck.sh, every 250 ms: measured here at about 100 ms of
 CPU per second, more than Mosquitto's own work at 50 messages/s). So each stats sample also reads the
 broker PROCESS's own CPU time where this host can see it (/proc/<pid>/task/*/schedstat of the
-container's main process, in ns: Linux with a local engine; not Docker Desktop's VM)."""
+container's main process, in ns: Linux with a local engine; not Docker Desktop's VM).
+
+Memory likewise, as two series (a fleet's memory per connected client comes from them): the cgroup's
+usage less its page cache (``inactive_file`` on cgroup v2, ``total_inactive_file`` on v1, else ``cache``:
+what `docker stats` shows) and the process's own VmRSS (/proc/<pid>/status), where this host can read it."""
 
 from __future__ import annotations
 
 import datetime as dt
 import glob
+import os
 import threading
 import time
 from typing import Any
@@ -29,6 +34,8 @@ class StatsSampler:
         self.samples = 0
         self.series: list[tuple[float, int]] = []  # (the engine's read time, epoch s; CPU ns since start)
         self.process_series: list[tuple[float, int]] = []  # (this host's time, epoch s; the process's CPU ns)
+        self.mem_series: list[tuple[float, int]] = []  # (the engine's read time; cgroup bytes less page cache)
+        self.rss_series: list[tuple[float, int]] = []  # (this host's time; the process's VmRSS bytes)
         self.pid: int | None = None
         self.error: str | None = None
         self._stop = threading.Event()
@@ -58,12 +65,19 @@ class StatsSampler:
             if self.cpu_start_ns is None:
                 self.cpu_start_ns = int(cpu)
             self.cpu_last_ns = int(cpu)
-            read = _epoch(s.get("read"))
-            if read is not None:
-                self.series.append((read, int(cpu)))
+        read = _epoch(s.get("read"))
+        if cpu and read is not None:
+            self.series.append((read, int(cpu)))
+        used = cgroup_memory_bytes(mem_stats)
+        if used is not None and read is not None:
+            self.mem_series.append((read, used))
         own = process_cpu_ns(self.pid)
+        now = time.time()
         if own is not None:
-            self.process_series.append((time.time(), own))
+            self.process_series.append((now, own))
+        rss = process_rss_bytes(self.pid)
+        if rss is not None:
+            self.rss_series.append((now, rss))
         if mem:
             self.peak_mem = max(self.peak_mem or 0, int(mem))
         self.samples += 1
@@ -81,7 +95,37 @@ class StatsSampler:
                 "broker_cgroup_cpu_s": cgroup_s,
                 "broker_peak_mem_bytes": self.peak_mem, "stats_samples": self.samples,
                 "stats_error": self.error, "broker_cpu_series": [[round(t, 6), c] for t, c in self.series],
-                "broker_process_cpu_series": [[round(t, 6), c] for t, c in self.process_series]}
+                "broker_process_cpu_series": [[round(t, 6), c] for t, c in self.process_series],
+                "broker_mem_series": [[round(t, 6), b] for t, b in self.mem_series],
+                "broker_process_rss_series": [[round(t, 6), b] for t, b in self.rss_series],
+                "host_cpus": os.cpu_count()}
+
+
+def cgroup_memory_bytes(mem_stats: dict[str, Any]) -> int | None:
+    """The cgroup's memory usage less its page cache, as `docker stats` shows it (None without a usage)."""
+    usage = mem_stats.get("usage")
+    if not isinstance(usage, int | float) or usage <= 0:
+        return None
+    stats = mem_stats.get("stats") or {}
+    for key in ("inactive_file", "total_inactive_file", "cache"):
+        cache = stats.get(key)
+        if isinstance(cache, int | float) and 0 <= cache < usage:
+            return int(usage - cache)
+    return int(usage)
+
+
+def process_rss_bytes(pid: int | None) -> int | None:
+    """VmRSS of ``pid`` in bytes (/proc/<pid>/status, in kB there), or None where it cannot be read."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def process_cpu_ns(pid: int | None) -> int | None:

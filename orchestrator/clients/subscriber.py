@@ -1,8 +1,9 @@
 """The testbed's MQTT subscriber (paho-mqtt 2.x, CallbackAPIVersion.VERSION2).
 
 Timestamps every message on arrival and writes one line per message, line-buffered, so a crash
-loses nothing already received: ``seq,t_recv_us,bytes,dup``. Runs inside the subscriber container;
-imports only the standard library and paho-mqtt.
+loses nothing already received: ``seq,t_recv_us,bytes,dup,device`` (device: the payload's ``d``, empty
+for a payload that names none; a fleet's devices share the topic, and (device, seq) is the message's key).
+Runs inside the subscriber container; imports only the standard library and paho-mqtt.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -20,9 +22,19 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 
-from orchestrator.clients.payload import parse_payload
+from orchestrator.clients.payload import parse_message
 
-HEADER = "seq,t_recv_us,bytes,dup\n"
+HEADER = "seq,t_recv_us,bytes,dup,device\n"
+_DEVICE_OK = re.compile(r"[A-Za-z0-9_.:-]{0,64}")
+_DEVICE_BAD_CHAR = re.compile(r"[^A-Za-z0-9_.:-]")
+
+
+def csv_device(device: str) -> str:
+    """The device id as one CSV field of the ASCII log: a character outside [A-Za-z0-9_.:-] becomes ``_``,
+    at most 64 of them (our ids are ``v1``, ``f0000``...: the check is all a message normally costs)."""
+    if _DEVICE_OK.fullmatch(device):
+        return device
+    return _DEVICE_BAD_CHAR.sub("_", device)[:64]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,12 +107,13 @@ class Recorder:
 
     def record(self, payload: bytes, dup: bool) -> None:
         t_recv_us = time.time_ns() // 1000
-        parsed = parse_payload(payload)
+        parsed = parse_message(payload)
         with self.lock:
             if parsed is None:
                 self.unparsed += 1
                 return
-            self.fh.write(f"{parsed[0]},{t_recv_us},{len(payload)},{int(dup)}\n")
+            device, seq, _t_send = parsed
+            self.fh.write(f"{seq},{t_recv_us},{len(payload)},{int(dup)},{csv_device(device)}\n")
             self.count += 1
 
     def write_status(self, **changes: object) -> None:

@@ -16,6 +16,7 @@ from orchestrator.report import lifecycle, sections
 from orchestrator.report.board import board_section
 from orchestrator.report.document import Block, Bullets, Figure, Heading, render_html, render_markdown
 from orchestrator.report.figures import make_figures
+from orchestrator.report.fleet import fleet_section
 from orchestrator.report.impairment import impairment_section
 from orchestrator.report.loader import Bundle, load_bundle
 from orchestrator.report.options import ReportOptions, report_options
@@ -50,6 +51,7 @@ def build_document(
         *impairment_section(all_cells),
         *board_section(all_cells),
         *lifecycle.lifecycle_section(all_cells, groups(ok)),
+        *fleet_section(all_cells, groups(ok)),
         *sections.comparisons_section(comparisons, ok, options.baseline),
         *sections.grades_section(ok, options),
         *sections.study_section(study, load_study()),

@@ -26,20 +26,23 @@ from orchestrator.results.schema import read_versioned
 
 PUBLISHER_TO_BROKER = "publisher->broker"
 BROKER_TO_SUBSCRIBER = "broker->subscriber"
-MESSAGE_COLUMNS = ("seq", "delay_ms", "broker_transit_ms", "frame_len", "msgs_in_frame", "dup", "direction")
+MESSAGE_COLUMNS = ("device", "seq", "delay_ms", "broker_transit_ms", "frame_len", "msgs_in_frame", "dup",
+                   "direction")  # device: a fleet's (its messages are (device, seq))
 REQUIRED_MESSAGE_COLUMNS = ("seq", "delay_ms")
 PERSISTENT = "persistent"
 _JOIN = " + "
 
 
-def condition(impairment: str, connection: str = PERSISTENT) -> str:
-    """The cells' shared conditions, as the report groups them: the impairment, and the connection mode
-    when it is not the study's persistent one (``none + resume-id``)."""
-    return impairment if connection == PERSISTENT else f"{impairment}{_JOIN}{connection}"
+def condition(impairment: str, connection: str = PERSISTENT, devices: int = 1) -> str:
+    """The cells' shared conditions, as the report groups them: the impairment, the connection mode when it
+    is not the study's persistent one (``none + resume-id``), a fleet's size (``none + 1000 devices``)."""
+    parts = [impairment, *([connection] if connection != PERSISTENT else []),
+             *([f"{devices} devices"] if devices > 1 else [])]
+    return _JOIN.join(parts)
 
 
 def split_condition(text: str) -> tuple[str, str]:
-    """(impairment, connection mode) of a :func:`condition`."""
+    """(impairment, connection mode) of a :func:`condition` (a fleet's: the mode and its size)."""
     impairment, _, connection = text.partition(_JOIN)
     return impairment, connection or PERSISTENT
 
@@ -58,11 +61,18 @@ class CellRecord(BaseModel):
     error: str | None = None
     impairment_state: dict[str, Any] | None = None  # the run's impairment.json, as the sweep copied it
     connection: dict[str, Any] | None = None  # asked, used, per_connection, close, note (absent: persistent)
+    spec: dict[str, Any] | None = None  # the RunSpec as run (absent in cells recorded before it was kept)
 
     @property
     def connection_mode(self) -> str:
         """The mode the cell was asked for (a plain cell asked to resume runs as reconnect, and says so)."""
         return str((self.connection or {}).get("asked") or PERSISTENT)
+
+    @property
+    def devices(self) -> int:
+        """A fleet's size (1: the classic single device, also for cells recorded before fleets)."""
+        value = (self.spec or {}).get("devices")
+        return value if isinstance(value, int) and value > 0 else 1
 
 
 @dataclass
@@ -79,8 +89,9 @@ class Cell:
     @property
     def group(self) -> tuple[int, str, str]:
         """(payload, condition, scenario): the cells that differ only by repeat (the condition: the
-        impairment, and the connection mode when it is not persistent)."""
-        return (self.record.payload, condition(self.record.impairment, self.record.connection_mode),
+        impairment, the connection mode when it is not persistent, a fleet's size)."""
+        return (self.record.payload,
+                condition(self.record.impairment, self.record.connection_mode, self.record.devices),
                 self.record.scenario)
 
 
@@ -127,7 +138,7 @@ def read_metrics(path: Path) -> dict[str, Any]:
 def read_messages(path: Path) -> pd.DataFrame:
     """The columns of per_message.csv the report uses (others are ignored)."""
     try:
-        df = pd.read_csv(path, usecols=lambda c: c in MESSAGE_COLUMNS)
+        df = pd.read_csv(path, usecols=lambda c: c in MESSAGE_COLUMNS, dtype={"device": str})
     except FileNotFoundError:
         raise TestbedError(f"{path}: missing") from None
     except (OSError, ValueError, pd.errors.ParserError) as exc:
@@ -180,7 +191,8 @@ def _truthy(series: pd.Series) -> pd.Series:
 
 
 def per_seq(df: pd.DataFrame, column: str) -> np.ndarray:
-    """One value of ``column`` per sequence number, in seq order.
+    """One value of ``column`` per sequence number, in seq order (a fleet's per_message.csv, with a
+    ``device`` column: per (device, seq), in device then seq order).
 
     Works on both layouts of per_message.csv: one row per message (``dup`` then only says the
     message also arrived again) and one row per copy/leg (rows flagged ``dup`` are used only when
@@ -188,9 +200,10 @@ def per_seq(df: pd.DataFrame, column: str) -> np.ndarray:
     """
     if column not in df.columns or "seq" not in df.columns:
         return np.empty(0)
-    rows = df[["seq", column]].assign(_dup=_truthy(df["dup"]) if "dup" in df.columns else False)
-    rows = rows[rows[column].notna() & rows["seq"].notna()].sort_values(["seq", "_dup"], kind="stable")
-    return rows.groupby("seq", sort=True)[column].first().to_numpy(dtype=float)
+    keys = ["device", "seq"] if "device" in df.columns else ["seq"]
+    rows = df[[*keys, column]].assign(_dup=_truthy(df["dup"]) if "dup" in df.columns else False)
+    rows = rows[rows[column].notna() & rows["seq"].notna()].sort_values([*keys, "_dup"], kind="stable")
+    return rows.groupby(keys, sort=True)[column].first().to_numpy(dtype=float)
 
 
 def published_frame_len(df: pd.DataFrame) -> np.ndarray:
@@ -225,9 +238,18 @@ def transit_samples(cell: Cell) -> np.ndarray:
 
 
 def jitter_samples(cell: Cell) -> np.ndarray:
-    """|delay[i] - delay[i-1]| in sequence order (the per-message terms of the mean jitter)."""
+    """|delay[i] - delay[i-1]| in sequence order (the per-message terms of the mean jitter; a fleet's within
+    each device)."""
     delays = delay_samples(cell)
-    return np.abs(np.diff(delays)) if delays.size > 1 else np.empty(0)
+    if delays.size < 2:
+        return np.empty(0)
+    df = cell.messages
+    if df is None or "device" not in df.columns:
+        return np.abs(np.diff(delays))
+    rows = df[df["delay_ms"].notna() & df["seq"].notna()].drop_duplicates(["device", "seq"])
+    devices = rows.sort_values(["device", "seq"], kind="stable")["device"].to_numpy()
+    same = devices[1:] == devices[:-1] if devices.size == delays.size else np.ones(delays.size - 1, dtype=bool)
+    return np.abs(np.diff(delays))[same]
 
 
 def frame_samples(cell: Cell) -> np.ndarray:

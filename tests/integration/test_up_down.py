@@ -76,8 +76,8 @@ def test_plain_up_delivers_a_message_to_the_subscriber(clean_testbed):
     while time.monotonic() < deadline and log.read_text().count("\n") < 2:
         time.sleep(0.1)
     rows = log.read_text().splitlines()
-    assert rows[0] == "seq,t_recv_us,bytes,dup"
-    assert rows[1].startswith("7,") and rows[1].endswith(f",{len(payload)},0")
+    assert rows[0] == "seq,t_recv_us,bytes,dup,device"
+    assert rows[1].startswith("7,") and rows[1].endswith(f",{len(payload)},0,t")
 
 
 def test_down_removes_everything_and_is_safe_twice(tls_up):

@@ -1,0 +1,125 @@
+"""The fleet section: cells with --devices N > 1 (metrics.json ``fleet``, written by analysis/fleet.py and
+analysis/fleetbroker.py), one row per cell, the verdicts, each cell's devices.csv, and for cells repeated
+the one-way delay pooled over the repeats (their histograms share fixed edges, so they add up).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from orchestrator.analysis.fleet import histogram_quantile, merge_histograms
+from orchestrator.model.layout import RUNS, Layout
+from orchestrator.report.document import Block, Bullets, Heading, Paragraph, Table
+from orchestrator.report.loader import Cell
+from orchestrator.report.values import NA
+
+COLUMNS = ("cell", "devices", "connected", "delivered / lost", "lost: where", "one-way delay p50 / p99 ms",
+           "handshake p50 / p99 ms", "schedule lag p99 ms (after first / all)", "broker CPU per message us (95 % CI)",
+           "broker CPU per handshake ms (95 % CI)", "broker memory per client KiB", "loader CPU per message us")
+POOLED_COLUMNS = ("payload", "condition", "scenario", "repeats", "messages", "one-way delay p50 ms <=",
+                  "p99 ms <=")
+SHORT_PLACE = {"not on capture": "not on capture", "reached broker, not forwarded": "not forwarded",
+               "forwarded, not received": "not received"}
+
+ABOUT = (
+    "Fleet cells: N virtual devices on one topic, each numbering its own messages, so a message is "
+    "(device, seq). Delivered / lost count the messages in the devices' send logs; every lost one is placed "
+    "by the broker-side capture (never on it / reached the broker, not forwarded / forwarded, not received; "
+    "\"uncertain\" when the capture's legs miss delivered messages too). Schedule lag: a send's time against "
+    "its schedule; \"after first\" measures each device's later sends against its own first (which waits for "
+    "the connection), and a loader with more than 1 % of those over 10 ms late fell behind: one-way delay runs "
+    "from the actual send, so such lag is not in it. Broker CPU per message: the steady phase's stats windows "
+    "(after the last device connected, until the first stopped); per handshake: the connect phase's windows, "
+    "nothing subtracted. "
+    "Memory per client: the broker's memory once all were connected less before the first, per device "
+    "connected. The broker is called the ceiling only when its CPU averaged at least 90 % of a core over the "
+    "steady windows (Mosquitto works on one thread); on one machine the loader shares the CPUs with it."
+)
+
+
+def _fleet(cell: Cell) -> dict[str, Any] | None:
+    block = (cell.metrics or {}).get("fleet")
+    return block if isinstance(block, dict) else None
+
+
+def _f(value: Any, digits: int = 2, scale: float = 1.0) -> str:
+    return NA if value is None else f"{float(value) * scale:.{digits}f}"
+
+
+def _ci(figure: dict[str, Any] | None, scale: float, digits: int) -> str:
+    if not figure or figure.get("cpu_ms_per_event") is None:
+        return NA
+    text = _f(figure["cpu_ms_per_event"], digits, scale)
+    if figure.get("ci95_low") is not None:
+        text += f" ({_f(figure['ci95_low'], digits, scale)} .. {_f(figure['ci95_high'], digits, scale)})"
+    return text
+
+
+def _lost_where(msgs: dict[str, Any]) -> str:
+    if not msgs.get("lost"):
+        return "-"
+    places = ", ".join(f"{SHORT_PLACE.get(k, k)} {v}" for k, v in (msgs.get("lost_at") or {}).items() if v)
+    sure = (msgs.get("capture_coverage") or {}).get("lost_at_reliable", True)
+    return places + ("" if sure else " (uncertain)")
+
+
+def _pair(block: dict[str, Any] | None, a: str, b: str, scale: float = 1.0, digits: int = 2) -> str:
+    block = block or {}
+    return f"{_f(block.get(a), digits, scale)} / {_f(block.get(b), digits, scale)}"
+
+
+def cell_row(cell: Cell, block: dict[str, Any]) -> tuple[str, ...]:
+    msgs = block.get("messages") or {}
+    broker = block.get("broker") or {}
+    lag = block.get("schedule_lag_us") or {}
+    steady_p99 = (lag.get("steady") or {}).get("p99")
+    all_p99 = (lag.get("all") or {}).get("p99")
+    memory = (broker.get("memory_per_client") or {}).get("bytes_per_client")
+    return (cell.record.cell_id, str(block.get("devices")), str(block.get("connected")),
+            f"{msgs.get('delivered')} / {msgs.get('lost')} of {msgs.get('sent')}", _lost_where(msgs),
+            _pair(block.get("one_way_delay_ms"), "median", "p99", digits=3),
+            _pair((block.get("connection_setup_ms") or {}).get("handshake_ms"), "p50", "p99"),
+            f"{_f(steady_p99, 2, 1e-3)} / {_f(all_p99, 1, 1e-3)}",
+            _ci(broker.get("per_message"), 1000.0, 1), _ci(broker.get("per_handshake"), 1.0, 2),
+            _f(memory, 1, 1 / 1024), _f((block.get("cpu") or {}).get("loader_us_per_message"), 1))
+
+
+def verdicts(cell: Cell, block: dict[str, Any]) -> str:
+    limit = ((block.get("broker") or {}).get("broker_cpu_limit") or {}).get("verdict") or "no broker CPU series"
+    lag = (block.get("schedule_lag_us") or {}).get("verdict") or "no schedule lag (no send logs)"
+    devices = Layout(cell.folder).devices
+    listed = f"{RUNS}/{cell.folder.name}/{devices.name}" if devices.is_file() else f"no {devices.name}"
+    return f"{cell.record.cell_id}: {limit}; {lag}. Per device: {listed}."
+
+
+def pooled_rows(groups: dict[tuple[int, str, str], list[Cell]]) -> list[tuple[str, ...]]:
+    """Cells repeated: one-way delay quantiles from the repeats' histograms added up (a bin's upper edge)."""
+    rows: list[tuple[str, ...]] = []
+    for (payload, cond, scenario), cells in sorted(groups.items()):
+        hists = [h for h in (((_fleet(c) or {}).get("one_way_delay_ms") or {}).get("histogram") for c in cells) if h]
+        if len(hists) < 2:
+            continue
+        try:
+            pooled = merge_histograms(hists)
+        except ValueError:
+            continue
+        rows.append((str(payload), cond, scenario, str(len(hists)), str(pooled["n"]),
+                     _f(histogram_quantile(pooled, 0.5), 3), _f(histogram_quantile(pooled, 0.99), 3)))
+    return rows
+
+
+def fleet_section(cells: Sequence[Cell], groups: dict[tuple[int, str, str], list[Cell]]) -> list[Block]:
+    """The section, or nothing when no cell is a fleet (a bundle without one reports as before)."""
+    fleet_cells = [(c, b) for c in cells if c.ok and (b := _fleet(c)) is not None]
+    if not fleet_cells:
+        return []
+    blocks: list[Block] = [Heading(2, "Fleet"), Paragraph(ABOUT),
+                           Table(COLUMNS, tuple(cell_row(c, b) for c, b in fleet_cells), "Fleet cells"),
+                           Bullets(tuple(verdicts(c, b) for c, b in fleet_cells))]
+    fleet_groups = {k: [c for c in v if _fleet(c) is not None] for k, v in groups.items()}
+    pooled = pooled_rows(fleet_groups)
+    if pooled:
+        blocks.append(Table(POOLED_COLUMNS, tuple(pooled), "One-way delay pooled over repeats (fixed-edge "
+                                                          "histograms added; a bound within one bin)"))
+    return blocks
