@@ -127,6 +127,12 @@ CLOSE_HELP = "how a connection ends: disconnect (DISCONNECT + close_notify) or d
 DEVICES_HELP = ("virtual devices publishing at once (a fleet: each its own id, seq and send log; "
                 "persistent connections; see docs/fleet.md)")
 CONNECT_RATE_HELP = "a fleet's devices started per second (each at a seeded random offset in its first interval)"
+INVENTORY_HELP = ("run across the hosts of this Ansible inventory: broker, publisher and router hosts reached over "
+                  "SSH (docs/multi-host.md)")
+
+
+def _inventory(path: Path | None) -> str | None:
+    return str(path.resolve()) if path is not None else None
 
 
 @app.command("run")
@@ -149,6 +155,7 @@ def run_cmd(
     close: Annotated[Close, typer.Option(help=CLOSE_HELP)] = "disconnect",
     devices: Annotated[int, typer.Option(help=DEVICES_HELP)] = 1,
     connect_rate: Annotated[float, typer.Option(help=CONNECT_RATE_HELP)] = 100.0,
+    inventory: Annotated[Path | None, typer.Option(help=INVENTORY_HELP)] = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="run folder (default results/runs/<time>-...)")
                        ] = None,
 ) -> None:
@@ -160,11 +167,11 @@ def run_cmd(
                        qos=qos, seed=seed, impairment=impairment, delay_mechanism=delay_mechanism,
                        publisher=publisher, serial_port=serial_port, baud=baud, board_host=board_host,
                        reset_board=reset_board, connection=connection, per_connection=per_connection, close=close,
-                       devices=devices, connect_rate=connect_rate)
+                       devices=devices, connect_rate=connect_rate, inventory=_inventory(inventory))
     try:
         outcome = run_with_progress(spec, out_dir)
     except KeyboardInterrupt:
-        raise TestbedError("run interrupted: containers and impairment cleaned up; raw files kept",
+        raise TestbedError("run interrupted: containers (or lab hosts) and impairment cleaned up; raw files kept",
                            exit_code=130) from None
     if outcome.status != "ok":
         raise TestbedError(f"run failed: {outcome.error}", hint=f"logs kept in {outcome.run_dir}")
@@ -201,6 +208,7 @@ def sweep(
     close: Annotated[Close, typer.Option(help=CLOSE_HELP)] = "disconnect",
     devices: Annotated[str, typer.Option(help="comma list of fleet sizes (a sweep axis): " + DEVICES_HELP)] = "1",
     connect_rate: Annotated[float, typer.Option(help=CONNECT_RATE_HELP)] = 100.0,
+    inventory: Annotated[Path | None, typer.Option(help=INVENTORY_HELP)] = None,
     seed: Annotated[int, typer.Option(help="seed for cell order, sensors and bootstrap")] = 1,
     baseline: Annotated[str, typer.Option(help="scenario the others are compared with")] = "plain",
     out_root: Annotated[Path, typer.Option("--out", help="folder that receives the bundle")] = Path("results"),
@@ -227,7 +235,8 @@ def sweep(
                              baud=baud, board_host=board_host, reset_board=reset_board, seed=seed,
                              baseline=baseline, per_connection=per_connection, close=close,
                              connections=cast(list[Connection], _csv(connections, "connections", str)),
-                             devices=_csv(devices, "devices", int), connect_rate=connect_rate)
+                             devices=_csv(devices, "devices", int), connect_rate=connect_rate,
+                             inventory=_inventory(inventory))
         job = sw.start_sweep(plan, out_root, name, argv_for_display())
         err.print(f"bundle: {job.bundle}  ({len(job.cells)} cells, seed {plan.seed})")
     with sweep_bar() as bar:

@@ -45,7 +45,7 @@ from orchestrator.errors import TestbedError
 from orchestrator.lab.board_side import lab_address, start_time_echo
 from orchestrator.lab.pki import Pki
 from orchestrator.lab.topology import running_lab, wait_for_messages
-from orchestrator.measure.analyse import analyse_run_dir
+from orchestrator.measure.labanalysis import analyse_run_folder
 from orchestrator.model.impairment import Impairment, load_impairment
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec, effective_connection
@@ -78,6 +78,10 @@ def check_publisher_can_speak(scenario: Scenario, spec: RunSpec) -> None:
 def preflight(scenario: Scenario, spec: RunSpec) -> Impairment:
     """Everything that can be checked before a container starts; the run's impairment profile."""
     check_publisher_can_speak(scenario, spec)
+    if spec.inventory is not None:  # across the lab's hosts: nothing runs in a container here
+        from orchestrator.measure.multihost import lab_preflight
+
+        return lab_preflight(spec)
     fleet.check_planned(spec)
     impairment = load_impairment(spec.impairment)
     mechanism: str = spec.delay_mechanism
@@ -131,21 +135,24 @@ class LineWatch:
 
 @contextmanager
 def impairment_applied(impairment: Impairment, lay: Layout, mechanism: str | None = None,
-                       seed: int = 1, board: bool = False) -> Iterator[LineWatch]:
+                       seed: int = 1, board: bool = False, targets: list[ImpairmentTarget] | None = None,
+                       inventory: Path | None = None) -> Iterator[LineWatch]:
     """Apply the profile for the block and ALWAYS clear it; tc/nft state before, during and after is
     written to impairment.json in the run folder (with the delay mechanism and the line's stats; for a
-    board, where on its path the profile acted and what the capture sees of it)."""
+    board, where on its path the profile acted and what the capture sees of it). ``targets`` and
+    ``inventory``: a lab's router hosts (measure/multihost.py) instead of this host's containers."""
     record_path = lay.impairment
     if impairment.is_noop:
         write_json_atomic(record_path, {"profile": impairment.name, "applied": False, "delay_mechanism": None,
                                         "note": "no impairment: nothing applied, nothing to clear"})
         yield LineWatch(impairment, [])
         return
-    targets, setup = impairment_targets(impairment, mechanism, board)
+    targets, setup = (targets, []) if targets is not None else impairment_targets(impairment, mechanism, board)
     where = {"board_path": where_on_board_path(impairment, str(targets[0].source_outside))} if board else {}
     record: ImpairmentRecord | None = None
     try:
-        with impaired(impairment, targets, mechanism=mechanism or "netem", seed=seed, setup=setup) as record:
+        with impaired(impairment, targets, mechanism=mechanism or "netem", seed=seed, setup=setup,
+                      inventory=inventory) as record:
             write_json_atomic(record_path, {"profile": impairment.name, "applied": True, **where,
                                             **record.model_dump(mode="json")})
             yield LineWatch(impairment, targets)
@@ -236,6 +243,10 @@ def measure(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: C
             progress: Callable[[int, int], None], status: Callable[[str], None]) -> Observed:
     """Up, publisher, impairment, count, stop, verdict; the teardown (which saves every container's log
     and state into logs/) runs before this returns, also when it raises."""
+    if spec.inventory is not None:  # across the lab's hosts
+        from orchestrator.measure.multihost import measure_lab
+
+        return measure_lab(scenario, spec, impairment, record, progress, status)
     status(f"{record.cell_id}: starting broker, capture and subscriber")
     board = spec.publisher == "esp32"
     with running_lab(scenario, record.lay.root, qos=spec.qos, expose=board) as (lay, pki, topo):
@@ -361,7 +372,7 @@ def analyse_capture(record: CellRecord, scenario: Scenario, spec: RunSpec, resou
         return None
     status(f"{record.cell_id}: analysing the capture")
     try:
-        metrics = analyse_run_dir(record.lay.root, scenario, spec, resources)
+        metrics = analyse_run_folder(record.lay.root, scenario, spec, resources)
     except TestbedError as exc:
         if record.info["status"] == "ok":
             record.info.update(status="failed", error=f"analysis: {exc.message}")

@@ -22,8 +22,9 @@ from typing import Any, Protocol
 from orchestrator.analysis.grading import load_table
 from orchestrator.backends.impairment import check_supported
 from orchestrator.errors import TestbedError
-from orchestrator.measure.analyse import analyse_run_dir
 from orchestrator.measure.environment import environment, git_commit
+from orchestrator.measure.labanalysis import analyse_run_folder
+from orchestrator.measure.multihost import lab_environment, lab_manifest
 from orchestrator.measure.run import check_publisher_can_speak, execute_run, preflight
 from orchestrator.model.impairment import load_impairment
 from orchestrator.model.layout import ANALYSIS_OUTPUTS, BundleLayout, Layout
@@ -64,7 +65,8 @@ def validate_plan(plan: SweepPlan) -> None:
         scenario = load_scenario(name)
         check_publisher_can_speak(scenario, plan.run_spec(plan.cells()[0]))
     for name in plan.impairments:
-        check_supported(load_impairment(name), mechanism=plan.delay_mechanism)
+        if plan.inventory is None:  # across hosts, the routers' kernels matter (their playbook checks them)
+            check_supported(load_impairment(name), mechanism=plan.delay_mechanism)
     if plan.baseline not in plan.scenarios:
         raise TestbedError(f"baseline scenario {plan.baseline!r} is not in --scenarios "
                            f"({', '.join(plan.scenarios)})", hint="add it or choose --baseline")
@@ -83,8 +85,9 @@ def start_sweep(plan: SweepPlan, out_root: Path, name: str, command: list[str]) 
     bundles.check_writable(out_root)
     bundle = bundles.new_bundle_dir(out_root, name)
     bundle.mkdir(parents=True)
-    bundles.save_manifest(bundle, bundles.new_manifest(plan, name, command, source=git_commit(),
-                                                       environment=environment()))
+    env = environment() if plan.inventory is None else lab_environment()
+    manifest = bundles.new_manifest(plan, name, command, source=git_commit(), environment=env)
+    bundles.save_manifest(bundle, {**manifest, **lab_manifest(plan, bundle)})
     return Sweep(bundle, plan, plan.cells())
 
 
@@ -156,7 +159,7 @@ def run_cells(bundle: Path, plan: SweepPlan, cells: list[Cell], progress: SweepP
         finally:
             entry.update(status=status, error=error, finished_utc=_now())
             recorded = read_json(Layout(run_dir).cell)
-            for key in ("impairment_state", "board", "connection"):  # board: the banner of the board that ran it
+            for key in ("impairment_state", "board", "connection", "hosts"):  # board: the banner of the board
                 if recorded.get(key):
                     entry[key] = recorded[key]
             _record_cell(bundle, cell, entry)
@@ -196,7 +199,7 @@ def _reanalyse(run_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     try:
         with user_input(f"run recorded in {run_dir.name}"):
             scenario, spec_ = Scenario.model_validate(scenario_data), RunSpec.model_validate(cell["spec"])
-        analyse_run_dir(run_dir, scenario, spec_)
+        analyse_run_folder(run_dir, scenario, spec_)
     except TestbedError as exc:
         if cell.get("status") == "ok":
             raise

@@ -11,6 +11,12 @@ The run folder is mounted at /data in every container:
               every container and containers.json (their state), saved when the project goes down;
               fleet/ for a fleet (--devices N > 1): one send log per device, connections.csv, summary.json
     keylogs/  NSS key logs of our clients, so the capture can be decrypted
+
+A run across lab hosts (--inventory, docs/multi-host.md) adds config/mosquitto.native.conf (the broker's
+configuration with the paths of the broker host, for a broker run without Docker), a copy of the inventory
+(inventory.<its suffix>, also at the bundle's root), logs/host_clock.json (the publisher host's clock against
+the broker host's) and logs/hosts/<host>/ (each host's process logs and exit codes, the publisher's logs on its
+own clock, the clock exchanges).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ RESOURCES = "resources.json"
 SCENARIO = "scenario.json"
 CONTAINERS = "containers.json"
 ANALYSIS_OUTPUTS = (PER_MESSAGE, PACKETS, METRICS)
+INVENTORY_COPY = "inventory"  # + the inventory's own suffix (.yml, .yaml, .ini or none)
 
 # bundle
 MANIFEST = "manifest.json"
@@ -150,8 +157,30 @@ class Layout:
         """logs/containers.json: every container's state (exit code, OOMKilled, health) and the first failure."""
         return self.logs / CONTAINERS
 
+    @property
+    def native_broker_conf(self) -> Path:
+        """Mosquitto's configuration for a broker host without Docker (paths of that host's lab folder)."""
+        return self.config / "mosquitto.native.conf"
+
+    @property
+    def host_clock(self) -> Path:
+        """The publisher host's clock against the broker host's (a lab run across hosts)."""
+        return self.logs / "host_clock.json"
+
+    def host_logs(self, host: str) -> Path:
+        """logs/hosts/<host>/: what a lab host ran (process logs, exit codes) and its own-clock records."""
+        return self.logs / "hosts" / host
+
+    def inventory_copy(self, source: Path) -> Path:
+        return inventory_copy(self.root, source)
+
     def in_container(self, path: Path) -> str:
         return f"{DATA}/{path.relative_to(self.root).as_posix()}"
+
+
+def inventory_copy(folder: Path, source: Path) -> Path:
+    """Where the copy of the lab inventory ``source`` goes in a run folder or a bundle."""
+    return folder / (INVENTORY_COPY + source.suffix)
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,12 @@ def check_board_options(publisher: str, serial_port: str | None, board_host: str
         raise ValueError("--serial-port, --board-host and --reset-board are for --publisher esp32")
 
 
+def check_lab_options(inventory: str | None, publisher: str) -> None:
+    if inventory is not None and publisher != "virtual":
+        raise ValueError("--inventory runs the virtual device on a publisher host of the lab: use it with "
+                         "--publisher virtual")
+
+
 class RunSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -86,6 +92,8 @@ class RunSpec(BaseModel):
     # a fleet (issue 14): N virtual devices, each with its own id, seq and send log, started at connect_rate/s
     devices: int = Field(default=1, ge=1, le=MAX_DEVICES)
     connect_rate: float = Field(default=100.0, gt=0, le=10_000)
+    # a lab across hosts (docs/multi-host.md): the Ansible inventory with broker, router and publisher hosts
+    inventory: str | None = None
 
     @property
     def is_fleet(self) -> bool:
@@ -113,6 +121,7 @@ class RunSpec(BaseModel):
         check_board_options(self.publisher, self.serial_port, self.board_host, self.reset_board)
         check_fleet_options(self.devices, self.publisher)
         check_fleet_connection(self.devices, self.connection)
+        check_lab_options(self.inventory, self.publisher)
         return self
 
     @property

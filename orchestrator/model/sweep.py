@@ -19,6 +19,7 @@ from orchestrator.model.run import (
     check_board_options,
     check_fleet_connection,
     check_fleet_options,
+    check_lab_options,
     fleet_device_id,
     payload_min_size,
 )
@@ -68,6 +69,7 @@ class SweepPlan(BaseModel):
     close: Close = "disconnect"
     devices: list[int] = Field(default_factory=lambda: [1], min_length=1)  # fleet sizes: a sweep axis
     connect_rate: float = Field(default=100.0, gt=0, le=10_000)
+    inventory: str | None = None  # a lab across hosts (docs/multi-host.md); absent in older plans
 
     @field_validator("payloads")
     @classmethod
@@ -96,6 +98,7 @@ class SweepPlan(BaseModel):
             raise ValueError(f"payload {low[0]} B is below the minimum of {minimum} B for {self.samples} samples")
         check_board_options(self.publisher, self.serial_port, self.board_host, self.reset_board)
         check_fleet_options(most, self.publisher)
+        check_lab_options(self.inventory, self.publisher)
         for c in self.connections:
             check_fleet_connection(most, c)
         for name, items in (("scenarios", self.scenarios), ("impairments", self.impairments),
@@ -120,4 +123,4 @@ class SweepPlan(BaseModel):
                        serial_port=self.serial_port, baud=self.baud, board_host=self.board_host,
                        reset_board=self.reset_board, seed=self.seed + cell.repeat - 1, device_id=DEVICE_ID,
                        connection=cell.connection, per_connection=self.per_connection, close=self.close,
-                       devices=cell.devices, connect_rate=self.connect_rate)
+                       devices=cell.devices, connect_rate=self.connect_rate, inventory=self.inventory)

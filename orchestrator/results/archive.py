@@ -22,7 +22,8 @@ from orchestrator.results.manifest import load_manifest, save_manifest
 SUMS = "SHA256SUMS"
 # secrets: never archived unless asked
 SECRET_PATTERNS = (re.compile(r"(^|/)pki/[^/]+\.key$"), re.compile(r"(^|/)pki/passwords\.txt$"),
-                   re.compile(r"(^|/)keylogs/[^/]+$"))
+                   re.compile(r"(^|/)keylogs/[^/]+$"),
+                   re.compile(r"(^|/)inventory(\.[A-Za-z]+)?$"))  # a lab's inventory may hold Ansible passwords
 
 
 def is_secret(rel: str) -> bool:

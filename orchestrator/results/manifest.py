@@ -80,7 +80,7 @@ def new_manifest(plan: SweepPlan, name: str, command: list[str], *, source: dict
         "cell_order": [c.cell_id for c in plan.cells()],
         "environment": environment,
         "cells": {},
-        "secrets_in_bundle": ["pki/*.key", "pki/passwords.txt", "keylogs/*"],
+        "secrets_in_bundle": ["pki/*.key", "pki/passwords.txt", "keylogs/*", "inventory*"],
     }
 
 

@@ -264,7 +264,9 @@ def write_inventory(lab: Lab) -> None:
             "ansible_control_path_dir": str(lab.folder / "cp"),
         },
         "children": {
-            "broker": {"hosts": {b.name: {**conn(b), "testbed_remote_dir": remote_dir}}},
+            # no Docker on the hosts: the broker, capture and subscriber run as processes there
+            "broker": {"hosts": {b.name: {**conn(b), "testbed_remote_dir": remote_dir,
+                                          "testbed_broker_runtime": "native"}}},
             "router": {"hosts": {r.name: {**conn(r), "impair_ingress_interface": r.interfaces[EDGE],
                                           "impair_egress_interface": r.interfaces[CORE],
                                           "impair_peer_ip": b.addresses[CORE]}}},

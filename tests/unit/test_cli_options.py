@@ -55,7 +55,8 @@ def test_every_run_option_reaches_the_run_spec(tmp_path: Path, monkeypatch: pyte
             "--publisher", "esp32", "--serial-port", "/dev/ttyUSB3", "--baud", "921600", "--board-host", "192.0.2.7",
             "--reset-board", "--connection", "resume-ticket", "--per-connection", "10", "--close", "drop",
             "--out", str(tmp_path / "run")]
-    assert _given(args) | FLEET_OPTIONS == _options("run")  # a fleet is virtual devices: its own test below
+    # a fleet and a lab across hosts run virtual devices: their own tests below
+    assert _given(args) | FLEET_OPTIONS | LAB_OPTIONS == _options("run")
 
     _invoke(args)
 
@@ -67,6 +68,7 @@ def test_every_run_option_reaches_the_run_spec(tmp_path: Path, monkeypatch: pyte
 
 
 FLEET_OPTIONS = {"--devices", "--connect-rate"}
+LAB_OPTIONS = {"--inventory"}
 
 
 def test_the_fleet_options_reach_the_run_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -133,7 +135,7 @@ def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest
             "--board-host", "192.0.2.8", "--reset-board", "--seed", "9", "--baseline", "tls",
             "--connections", "persistent,resume-id", "--per-connection", "5", "--close", "drop",
             "--out", str(tmp_path / "out"), "--name", "mine", "--grading", str(tables[0]), "--grading", str(tables[1])]
-    assert _given(args) | {"--resume"} | FLEET_OPTIONS == _options("sweep")
+    assert _given(args) | {"--resume"} | FLEET_OPTIONS | LAB_OPTIONS == _options("sweep")
 
     _invoke(args)
 
@@ -163,6 +165,26 @@ def test_the_fleet_sizes_are_a_sweep_axis(tmp_path: Path, monkeypatch: pytest.Mo
                                                  "tls-65B-none-1000dev-r1"]
     assert [(plan.run_spec(c).devices, plan.run_spec(c).connect_rate) for c in plan.cells()] == [
         (1, 50.0), (100, 50.0), (1000, 50.0)]
+
+
+def test_the_inventory_reaches_the_run_spec_and_the_plan_as_an_absolute_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runs: list[RunSpec] = []
+    monkeypatch.setattr(render, "run_with_progress",
+                        lambda spec, out_dir: runs.append(spec) or RunOutcome(tmp_path, "ok", 0, None, None))
+    monkeypatch.chdir(tmp_path)
+    _invoke(["run", "--inventory", "lab.yml", "--samples", "20"])
+    assert runs == [RunSpec(scenario="tls", samples=20, inventory=str(tmp_path / "lab.yml"))]
+    calls = _SweepCalls(tmp_path, monkeypatch)
+    _invoke(["sweep", "--inventory", "lab.yml", "--scenarios", "plain,tls", "--payloads", "65"])
+    [(plan, _root, _name, _cmd)] = calls.started
+    assert plan == SweepPlan(scenarios=["plain", "tls"], payloads=[65], inventory=str(tmp_path / "lab.yml"))
+    assert {plan.run_spec(c).inventory for c in plan.cells()} == {str(tmp_path / "lab.yml")}
+
+
+def test_an_inventory_refuses_a_board_by_name() -> None:
+    result = runner.invoke(app, ["run", "--inventory", "lab.yml", "--publisher", "esp32", "--serial-port", "/dev/x"])
+    assert isinstance(result.exception, TestbedError) and "--publisher virtual" in result.exception.message, result
 
 
 def test_sweep_resume_reaches_resume_and_runs_its_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -65,6 +65,8 @@ class PlaybookResult(BaseModel):
     rc: int
     items: list[dict[str, Any]]
     failures: list[str]
+    unreachable: list[str] = []  # hosts Ansible could not reach (or lost) during the run
+    outputs: dict[str, dict[str, dict[str, Any]]] = {}  # host -> task name -> rc, stdout, stderr (plain tasks)
 
 
 def _item(host: Any, task: Any, res: dict[str, Any], failed: bool) -> dict[str, Any]:
@@ -102,6 +104,23 @@ def _event_items(events: Iterator[dict[str, Any]]) -> tuple[list[dict[str, Any]]
                 continue  # the loop's summary; its items were reported one by one
             failures.append(_failure(host, task, res))
     return items, failures
+
+
+def _event_outputs(events: Iterator[dict[str, Any]]) -> tuple[list[str], dict[str, dict[str, dict[str, Any]]]]:
+    """Hosts found unreachable, and what each plain task printed on each host (the last event of a task wins)."""
+    unreachable: list[str] = []
+    outputs: dict[str, dict[str, dict[str, Any]]] = {}
+    for ev in events:
+        kind = ev.get("event", "")
+        data = ev.get("event_data", {})
+        host, task = str(data.get("host", "")), str(data.get("task", ""))
+        res = data.get("res", {}) or {}
+        if kind == "runner_on_unreachable" and host not in unreachable:
+            unreachable.append(host)
+        if kind in ("runner_on_ok", "runner_on_failed") and "stdout" in res:
+            outputs.setdefault(host, {})[task] = {"rc": res.get("rc"), "stdout": res.get("stdout", ""),
+                                                  "stderr": res.get("stderr", "")}
+    return unreachable, outputs
 
 
 def run_playbook(
@@ -142,13 +161,15 @@ def run_playbook(
                 cancel_callback=(lambda: bool(pending)) if cancellable else (lambda: False),
             )
             items, failures = _event_items(iter(runner.events))
+            unreachable, outputs = _event_outputs(iter(runner.events))
             status, rc = str(runner.status), int(runner.rc if runner.rc is not None else -1)
     finally:
         if main:
             signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
     if pending:
         signal.raise_signal(signal.SIGINT)
-    return PlaybookResult(playbook=playbook, status=status, rc=rc, items=items, failures=failures)
+    return PlaybookResult(playbook=playbook, status=status, rc=rc, items=items, failures=failures,
+                          unreachable=unreachable, outputs=outputs)
 
 
 def _raise_failed(result: PlaybookResult, what: str) -> None:

@@ -94,11 +94,30 @@ def build_plan(imp: Impairment, targets: Sequence[ImpairmentTarget], *, mechanis
     }
 
 
+def state_blocks(state: str) -> list[tuple[str, str]]:
+    """The `show` text as (command line, output) per command (``$ [host] argv`` heads each block); text
+    before the first head is one block with an empty head."""
+    blocks: list[tuple[str, list[str]]] = []
+    for line in state.splitlines():
+        if line.startswith("$ ") or not blocks:
+            blocks.append((line if line.startswith("$ ") else "", [] if line.startswith("$ ") else [line]))
+        else:
+            blocks[-1][1].append(line)
+    return [(head, "\n".join(body)) for head, body in blocks]
+
+
 def dropped_packets(state: str) -> int | None:
     """Packets our nft drop rules and delay lines dropped, summed over the state text of `show`; None
-    without either."""
-    counts = [int(n) for n in re.findall(r"counter packets (\d+) bytes \d+ drop", state)]
-    counts += [int(n) for n in re.findall(r'"dropped": (\d+)', state)]
+    without either. The same command on the same host and namespace (a host with two targets lists its one
+    nft table once per target) is counted once."""
+    seen: set[str] = set()
+    counts: list[int] = []
+    for head, body in state_blocks(state):
+        if head and head in seen:
+            continue
+        seen.add(head)
+        counts += [int(n) for n in re.findall(r"counter packets (\d+) bytes \d+ drop", body)]
+        counts += [int(n) for n in re.findall(r'"dropped": (\d+)', body)]
     return sum(counts) if counts else None
 
 

@@ -67,8 +67,10 @@ class LabInventory(BaseModel):
     hostvars: dict[str, dict[str, Any]]
 
 
-def parse_inventory_listing(listing: Mapping[str, Any], source: str) -> LabInventory:
-    """Validate ``ansible-inventory --list`` JSON: the three groups exist and router hosts say where."""
+def parse_inventory_listing(listing: Mapping[str, Any], source: str,
+                            required: tuple[str, ...] = REQUIRED_GROUPS) -> LabInventory:
+    """Validate ``ansible-inventory --list`` JSON: the ``required`` groups have hosts (all three unless told:
+    a lab run without impairment needs no router) and router hosts say where."""
     hostvars = dict(listing.get("_meta", {}).get("hostvars", {}))
 
     def hosts_of(group: str, seen: frozenset[str] = frozenset()) -> list[str]:
@@ -80,11 +82,11 @@ def parse_inventory_listing(listing: Mapping[str, Any], source: str) -> LabInven
         return sorted(set(found))
 
     groups = {g: hosts_of(g) for g in REQUIRED_GROUPS}
-    missing = [g for g, hosts in groups.items() if not hosts]
+    missing = [g for g, hosts in groups.items() if not hosts and g in required]
     if missing:
         raise TestbedError(
             f"{source}: inventory lacks host(s) in group(s) {', '.join(missing)}",
-            hint="a lab inventory needs groups broker, router and publisher; "
+            hint=f"this needs groups {', '.join(required)}; "
             "see playbooks/inventory.example.yml and docs/multi-host.md",
         )
     problems = []
@@ -109,7 +111,7 @@ def parse_inventory_listing(listing: Mapping[str, Any], source: str) -> LabInven
     return LabInventory(source=source, hostvars=hostvars, **groups)
 
 
-def load_inventory(path: Path) -> LabInventory:
+def load_inventory(path: Path, required: tuple[str, ...] = REQUIRED_GROUPS) -> LabInventory:
     """Read an inventory (INI or YAML) through ``ansible-inventory --list`` and validate it."""
     if not path.is_file():
         raise TestbedError(f"inventory file not found: {path}")
@@ -118,7 +120,7 @@ def load_inventory(path: Path) -> LabInventory:
     proc = run(argv, check=False, timeout=60, env={"ANSIBLE_INVENTORY_UNPARSED_FAILED": "1"})
     if proc.returncode != 0:
         raise TestbedError(f"{path}: ansible-inventory cannot parse it", evidence=proc.stderr.strip()[-2000:])
-    return parse_inventory_listing(json.loads(proc.stdout), str(path))
+    return parse_inventory_listing(json.loads(proc.stdout), str(path), required)
 
 
 def targets_for_router(lab: LabInventory) -> list[ImpairmentTarget]:

@@ -1,0 +1,205 @@
+"""One cell on the lab's hosts: what each host is sent and the extra vars of playbooks/lab.yml.
+
+The run folder is prepared here as for one host (lab/topology.py: broker config, PKI, openssl.cnf) and the
+clients get the same command lines (lab/topology.py subscriber_args, publishers/virtual.py publisher_args);
+only hosts and paths change: the container paths /data/... become the host's ``<lab folder>/run/...``, the
+subscriber (beside the broker) connects to 127.0.0.1, the publisher to the broker host's address, and the
+TLS server name stays `broker` (the certificate's name). Each host gets one archive: our client modules
+(standard library; the subscriber also needs paho-mqtt in ``testbed_subscriber_python``), bin/labhost and the
+part of the run folder it needs (the broker's private key stays off the publisher host).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import shlex
+import tarfile
+from pathlib import Path
+from typing import Any
+
+from orchestrator.backends.compose import TIME_ECHO_PORT, Topology, compose_env
+from orchestrator.backends.multihost import LabHost, LabRoles
+from orchestrator.lab.brokerconf import CONTAINER_PASSWORDS, CONTAINER_PKI, render_mosquitto_conf
+from orchestrator.lab.pki import Pki
+from orchestrator.lab.topology import subscriber_args
+from orchestrator.model.layout import DATA, Layout
+from orchestrator.model.run import RunSpec
+from orchestrator.model.scenario import Scenario
+from orchestrator.paths import repo_root
+from orchestrator.publishers.virtual import publisher_args
+
+PROBE_COUNT = 16  # clock exchanges before and after a cell (the board's DEFAULT_SYNC_COUNT is of this order)
+COUNT_WAIT_S = 15.0  # after the publisher ended: the last messages (TCP retransmissions) reach the subscriber
+CLIENT_MODULES = ("labhost", "clock_probe", "time_echo", "subscriber", "payload")
+COLLECT = {"broker": ["run/capture", "run/logs", "run/keylogs", "procs"],
+           "publisher": ["run/logs", "run/keylogs", "procs", "clock"]}
+# in this order, NAME:SIGNAL:TIMEOUT: the capture first, with SIGINT (dumpcap writes the end of the pcapng)
+STOPS = {"broker": ["capture:INT:20", "subscriber:TERM:10", "timeecho:TERM:5", "broker:TERM:10"],
+         "publisher": ["publisher:TERM:5"]}
+DEFAULTS = {"testbed_python": "python3", "testbed_subscriber_python": "/opt/subscriber/bin/python",
+            "testbed_vdevice": "vdevice", "testbed_fleet": "fleet", "testbed_dumpcap": "dumpcap",
+            "testbed_mosquitto": "mosquitto"}
+
+
+def host_var(roles: LabRoles, host: LabHost, key: str) -> str:
+    return str(roles.hostvars.get(host.name, {}).get(key) or DEFAULTS[key])
+
+
+def on_host(args: list[str], run_dir: str) -> list[str]:
+    """The container paths (/data/...) of a command line as paths of the host's run folder."""
+    prefix = DATA + "/"
+    return [f"{run_dir}/{a[len(prefix):]}" if a.startswith(prefix) else a for a in args]
+
+
+def with_host(args: list[str], host: str) -> list[str]:
+    """``--host X`` of a command line set to ``host``."""
+    out = list(args)
+    for i, a in enumerate(out[:-1]):
+        if a == "--host":
+            out[i + 1] = host
+    return out
+
+
+def native_broker_conf(scenario: Scenario, lab_dir: str) -> str:
+    """mosquitto.conf with the broker host's own paths: the PKI and password copies the playbook makes
+    under the lab folder (what images/broker/entrypoint.sh makes under /run/testbed in the container)."""
+    return (render_mosquitto_conf(scenario).replace(CONTAINER_PKI, f"{lab_dir}/priv/pki")
+            .replace(CONTAINER_PASSWORDS, f"{lab_dir}/priv/passwords"))
+
+
+def subscriber_command(scenario: Scenario, lay: Layout, spec: RunSpec, roles: LabRoles) -> list[str]:
+    """The subscriber on the broker host, as the container runs it, connecting to the broker beside it."""
+    args = with_host(subscriber_args(scenario, lay, qos=spec.qos), "127.0.0.1")
+    python = host_var(roles, roles.broker, "testbed_subscriber_python")
+    return [python, "-m", "orchestrator.clients.subscriber", *on_host(args, f"{roles.broker.lab_dir}/run")]
+
+
+def publisher_command(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, roles: LabRoles) -> list[str]:
+    """vdevice (or the fleet) on the publisher host, connecting to the broker host's address."""
+    args = publisher_args(scenario, lay, pki, spec, host=roles.broker_address)
+    program = host_var(roles, roles.publisher, "testbed_fleet" if spec.is_fleet else "testbed_vdevice")
+    return on_host([program, *args[1:]], f"{roles.publisher.lab_dir}/run")
+
+
+def publisher_files(scenario: Scenario) -> list[str]:
+    """What of the run folder's PKI the publisher host needs."""
+    if scenario.tls is None:
+        return []
+    files = ["pki/ca.crt"]
+    if scenario.tls.client_auth == "certificate":
+        files += ["pki/publisher.crt", "pki/publisher.key"]
+    return files
+
+
+def broker_processes(scenario: Scenario, lay: Layout, roles: LabRoles) -> dict[str, Any]:
+    """The native broker host's command lines: mosquitto (its OpenSSL config for TLS-1.2-only scenarios), dumpcap
+    (the playbook adds the interfaces) and the files to wait for."""
+    b = roles.broker
+    run = f"{b.lab_dir}/run"
+    env = ["--env", f"OPENSSL_CONF={run}/config/openssl.cnf"] if (lay.config / "openssl.cnf").exists() else []
+    capture = on_host([lay.in_container(lay.capture)], run)[0]
+    return {
+        "broker_start": [*env, "--", host_var(roles, b, "testbed_mosquitto"), "-c",
+                         on_host([lay.in_container(lay.native_broker_conf)], run)[0]],
+        # -f before the first -i: the filter of every interface
+        "dumpcap": [host_var(roles, b, "testbed_dumpcap"), "-q", "-f", f"tcp port {scenario.port}", "-w", capture],
+        "capture_file": capture,
+        "subscriber_status": on_host([lay.in_container(lay.subscriber_status)], run)[0],
+        "subscriber_log": on_host([lay.in_container(lay.subscriber_log)], run)[0],
+    }
+
+
+def compose_vars(scenario: Scenario, lay: Layout, spec: RunSpec, roles: LabRoles) -> dict[str, str]:
+    """compose/testbed.yml's environment on a Docker broker host (testbed_broker_runtime: compose)."""
+    if roles.runtime != "compose":
+        return {}
+    topo = Topology(run_dir=Path(f"{roles.broker.lab_dir}/run"), port=scenario.port, host_port=scenario.port,
+                    bind="0.0.0.0", subscriber_args=subscriber_args(scenario, lay, qos=spec.qos))
+    return compose_env(topo)
+
+
+def _wrapper(python: str, lab_dir: str) -> str:
+    return ("#!/bin/sh\n# made by testbed (orchestrator/lab/remote.py): our modules from this lab folder\n"
+            f"PYTHONPATH={shlex.quote(lab_dir)}/py exec {shlex.quote(python)} -m orchestrator.clients.labhost "
+            f"--dir {shlex.quote(lab_dir)} \"$@\"\n")
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes | None = None, mode: int = 0o644,
+         source: Path | None = None) -> None:
+    info = tarfile.TarInfo(name)
+    if source is not None:
+        info = tar.gettarinfo(str(source), arcname=name)
+        data = source.read_bytes() if source.is_file() else None
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    if data is None:
+        info.type, info.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(info)
+        return
+    if source is None:
+        info.mode = mode
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def stage_archive(host: LabHost, roles: LabRoles, run_files: list[tuple[str, Path]], folders: list[str]) -> str:
+    """The archive a host is sent (base64, it goes as the stdin of one command): py/ (our client modules),
+    bin/labhost, run/ files and empty folders."""
+    root = repo_root()
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:gz") as tar:
+        for folder in ("py", "py/orchestrator", "py/orchestrator/clients", "bin", "procs", *folders):
+            _add(tar, folder)
+        _add(tar, "py/orchestrator/__init__.py", source=root / "orchestrator" / "__init__.py")
+        _add(tar, "py/orchestrator/clients/__init__.py", source=root / "orchestrator" / "clients" / "__init__.py")
+        for module in CLIENT_MODULES:
+            _add(tar, f"py/orchestrator/clients/{module}.py", source=root / "orchestrator" / "clients" / f"{module}.py")
+        _add(tar, "bin/labhost", _wrapper(host_var(roles, host, "testbed_python"), host.lab_dir).encode(), 0o755)
+        for name, path in run_files:
+            _add(tar, name, source=path)
+    return base64.b64encode(data.getvalue()).decode("ascii")
+
+
+def stage(lay: Layout, scenario: Scenario, spec: RunSpec, roles: LabRoles) -> dict[str, str]:
+    """host -> the archive it is sent."""
+    broker_files = [(f"run/{p.relative_to(lay.root).as_posix()}", p)
+                    for sub in (lay.config, lay.pki) for p in sorted(sub.rglob("*")) if p.is_file()]
+    if roles.runtime == "compose":
+        root = repo_root()
+        broker_files += [(p.relative_to(root).as_posix(), p) for sub in ("compose", "images")
+                         for p in sorted((root / sub).rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
+    run_folders = ["run", "run/logs", "run/keylogs"]
+    pub_files = [(f"run/{rel}", lay.root / rel) for rel in publisher_files(scenario)]
+    pub_folders = [*run_folders, "run/pki", "clock", *(["run/logs/fleet"] if spec.is_fleet else [])]
+    b, p = roles.broker, roles.publisher
+    return {b.name: stage_archive(b, roles, broker_files, [*run_folders, "run/config", "run/pki", "run/capture"]),
+            p.name: stage_archive(p, roles, pub_files, pub_folders)}
+
+
+def cell_vars(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, roles: LabRoles,
+              staged: dict[str, str], fetched: Path) -> dict[str, Any]:
+    """playbooks/lab.yml's ``testbed_lab`` for one cell (``fetched``: where the hosts' archives come back)."""
+    b, p = roles.broker, roles.publisher
+    hv = roles.hostvars.get(b.name, {})
+    return {"testbed_lab": {
+        "every_host": [h.name for h in roles.every_host], "roles": {h.name: h.role for h in roles.every_host},
+        "broker": b.name, "publisher": p.name, "runtime": roles.runtime,
+        "dirs": {h.name: h.lab_dir for h in roles.contacted},
+        "remote_dirs": {h.name: h.remote_dir for h in roles.contacted},
+        "archives": staged, "fetch": {h.name: str(fetched / f"{h.name}.tgz") for h in roles.contacted},
+        "collect": COLLECT, "stops": {role: [a for s in stops for a in ("--stop", s)] for role, stops in STOPS.items()},
+        "port": scenario.port, "broker_address": roles.broker_address,
+        "capture_interface": str(hv.get("testbed_capture_interface") or ""),
+        **broker_processes(scenario, lay, roles),
+        "subscriber": subscriber_command(scenario, lay, spec, roles),
+        "time_echo": [host_var(roles, b, "testbed_python"), "-m", "orchestrator.clients.time_echo",
+                      "--port", str(TIME_ECHO_PORT)],
+        "time_echo_port": TIME_ECHO_PORT,
+        "compose_env": compose_vars(scenario, lay, spec, roles),
+        "publisher_argv": publisher_command(scenario, lay, pki, spec, roles),
+        "publish_timeout_s": round(spec.timeout_s()),
+        "probe": [host_var(roles, p, "testbed_python"), "-m", "orchestrator.clients.clock_probe",
+                  "--host", roles.broker_address, "--port", str(TIME_ECHO_PORT), "--count", str(PROBE_COUNT)],
+        "count_expected": 0, "count_timeout_s": COUNT_WAIT_S, "probe_post": False,
+    }}

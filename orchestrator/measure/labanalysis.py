@@ -1,0 +1,84 @@
+"""A run folder's analysis; for a run across lab hosts (docs/multi-host.md) with what crossing hosts adds.
+
+The analysis is the single-host one (measure/analyse.py analyse_run_dir), for every run. A run across hosts
+(its spec names an inventory) adds two things:
+
+* the publisher HOST's clock against the broker host's (logs/host_clock.json, orchestrator/lab/collect.py),
+  given the board's treatment (measure/analyse.py with_delay_verdict, analysis/clock.py's rule): metrics.json
+  ``clock`` holds the estimate and whether its bound allows one-way delay; when it does not, or when there is
+  no estimate, delay_ms and uplink_ms are withdrawn with the reason;
+* the losses BEFORE the capture: a lab router drops the publisher's packets upstream of the broker-side
+  capture, which never sees a dropped copy (analysis/segments.py counts copies lost between the capture and the
+  broker, where a single host drops). What it sees is a hole in the stream's sequence space, filled later by a
+  resend: ``loss.tcp_segments_lost_before_capture`` counts the holes' bytes in segments of the stream's median
+  size (the publisher sends one reading per segment; a resend may carry several lost ones).
+
+Used after a run and by `testbed report`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from orchestrator.analysis import metrics as run_metrics
+from orchestrator.analysis.pipeline import metrics_json
+from orchestrator.measure.analyse import analyse_run_dir, with_delay_verdict
+from orchestrator.model.layout import Layout
+from orchestrator.model.run import RunSpec
+from orchestrator.model.scenario import Scenario
+from orchestrator.results.atomic import read_json, write_text_atomic
+
+FIRST_DATA_BYTE = 1.0  # relative sequence numbers: the SYN takes 0
+
+
+def with_host_clock(metrics: dict[str, Any], host_clock: dict[str, Any]) -> dict[str, Any]:
+    """metrics.json's ``clock`` for a publisher host; ``metrics``' delay figures withdrawn when the clocks do not
+    allow them."""
+    block = with_delay_verdict(metrics, host_clock)
+    if not host_clock.get("available"):
+        reason = (f"the publisher host's clock against the broker host's is unknown ({host_clock.get('reason')}): "
+                  "one-way delay is not available")
+        block["one_way_delay"] = {"available": False, "reason": reason}
+        for key in ("delay_ms", "uplink_ms"):
+            metrics[key] = run_metrics.unavailable_stats(reason)
+    return block
+
+
+def losses_before_capture(packets: pd.DataFrame) -> dict[str, Any]:
+    """Data towards the broker that never reached the capture: holes in each publisher stream's sequence space."""
+    need = {"leg", "stream", "frame", "tcp_seq", "tcp_len"}
+    if not need <= set(packets.columns):
+        return {"tcp_segments_lost_before_capture": None, "tcp_holes_before_capture": None,
+                "tcp_bytes_lost_before_capture": None}
+    up = packets[(packets["leg"] == "publisher->broker") & (packets["tcp_len"] > 0) & packets["tcp_seq"].notna()]
+    lost = holes = missing = 0
+    for _stream, seg in up.sort_values("frame").groupby("stream"):
+        size = float(seg["tcp_len"].median())
+        top = FIRST_DATA_BYTE
+        for start, length in zip(seg["tcp_seq"].astype(float), seg["tcp_len"].astype(float), strict=True):
+            if start > top:  # bytes [top, start) went by before the capture saw them
+                holes += 1
+                missing += int(start - top)
+                lost += max(1, round((start - top) / size))
+            top = max(top, start + length)
+    return {"tcp_segments_lost_before_capture": lost, "tcp_holes_before_capture": holes,
+            "tcp_bytes_lost_before_capture": missing}
+
+
+def analyse_run_folder(run_dir: Path, scenario: Scenario, spec: RunSpec,
+                       resources: dict[str, Any] | None = None) -> dict[str, Any]:
+    """analyse_run_dir; for a run across hosts, then the publisher host's clock and the losses before the
+    capture (metrics.json rewritten)."""
+    metrics = analyse_run_dir(run_dir, scenario, spec, resources)
+    if spec.inventory is None:
+        return metrics
+    lay = Layout(run_dir)
+    host_clock = read_json(lay.host_clock) or {"available": False, "reason": "no clock record came back"}
+    metrics["clock"] = with_host_clock(metrics, host_clock)
+    if lay.packets.exists():
+        metrics.setdefault("loss", {}).update(losses_before_capture(pd.read_csv(lay.packets)))
+    write_text_atomic(lay.metrics, metrics_json(metrics))
+    return metrics

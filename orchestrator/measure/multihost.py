@@ -1,0 +1,231 @@
+"""`testbed run|sweep --inventory FILE`: one cell across the lab's hosts (docs/multi-host.md).
+
+up on the broker host (time echo, broker, capture, subscriber subscribed) and the publisher host (a clock exchange)
+-> the profile applied on the router hosts (backends/impairment with the inventory) -> the publisher (vdevice or
+the fleet) started there and awaited (a timeout from the spec) -> impairment cleared -> finish on every host:
+messages awaited, capture stopped with SIGINT, everything stopped, a second clock exchange, the records fetched,
+then every process and file of ours removed (always: also after a failure or Ctrl-C, which waits for it) ->
+the records unpacked into the LOCAL run folder under the usual names (lab/collect.py) -> the same analysis as on
+one host (measure/run.py analyse_capture). A host that cannot be reached fails the cell, naming it.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from orchestrator.backends.impairment import clear, targets_for_router
+from orchestrator.backends.impairment.driver import PlaybookResult
+from orchestrator.backends.impairment.plan import build_plan
+from orchestrator.backends.impairment.targets import LabInventory
+from orchestrator.backends.multihost import LabRoles, host_problems, load_lab, run_lab
+from orchestrator.backends.process import run, which
+from orchestrator.errors import TestbedError
+from orchestrator.lab.collect import collect_broker, collect_publisher, host_facts, host_record
+from orchestrator.lab.remote import COUNT_WAIT_S, cell_vars, native_broker_conf, stage
+from orchestrator.lab.topology import count_lines, prepare_run_dir
+from orchestrator.measure.environment import host_info
+from orchestrator.measure.run import CellRecord, Observed, impairment_applied
+from orchestrator.model.impairment import Direction, Impairment, load_impairment
+from orchestrator.model.layout import Layout, inventory_copy
+from orchestrator.model.run import RunSpec
+from orchestrator.model.scenario import Scenario
+from orchestrator.model.sweep import SweepPlan
+from orchestrator.results.atomic import read_json
+from orchestrator.signals import sigint_deferred
+
+FACTS_TASK = "Lab folder and description of the host"  # playbooks/tasks/lab_up.yml
+
+
+def lab_preflight(spec: RunSpec) -> Impairment:
+    """What can be refused before a host is contacted: the profile on the routers, the inventory's roles."""
+    assert spec.inventory is not None
+    impairment = load_impairment(spec.impairment)
+    if spec.delay_mechanism == "queue":
+        raise TestbedError("--delay-mechanism queue is the single-host delay line; a lab's router applies delay "
+                           "with netem on its own interface", hint="use --delay-mechanism auto or netem")
+    if not impairment.is_noop and impairment.direction.covers(Direction.BROKER_TO_SUBSCRIBER):
+        raise TestbedError(f"impairment {impairment.name} acts on broker->subscriber: in a lab the routers impair "
+                           "publisher->broker only (the subscriber sits beside the broker)")
+    if which("tshark") is None:
+        raise TestbedError("tshark is missing on this host (the analysis runs here)", hint="apt-get install -y tshark")
+    _roles, inventory = load_lab(Path(spec.inventory))
+    if not impairment.is_noop and not inventory.router:
+        raise TestbedError(f"impairment {impairment.name} needs a router host (group router) in {spec.inventory}: "
+                           "the profile is applied on its own interfaces", hint="docs/multi-host.md")
+    if not impairment.is_noop:
+        build_plan(impairment, targets_for_router(inventory))  # e.g. a delay profile and no egress interface
+    return impairment
+
+
+def measure_lab(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: CellRecord,
+                progress: Callable[[int, int], None], status: Callable[[str], None]) -> Observed:
+    """The cell across hosts; the teardown on every host runs before this returns, also when it raises."""
+    assert spec.inventory is not None
+    source = Path(spec.inventory)
+    roles, inventory = load_lab(source)
+    lay, pki = prepare_run_dir(record.lay.root, scenario)
+    _fresh_records(lay, source, scenario, roles)
+    seen = Observed()
+    with tempfile.TemporaryDirectory(prefix="testbed-lab-") as tmp:
+        folder = Path(tmp)
+        labvars = cell_vars(scenario, lay, pki, spec, roles, stage(lay, scenario, spec, roles), folder)
+        status(f"{record.cell_id}: up on {roles.broker.name} ({roles.runtime}) and {roles.publisher.name}")
+        state: dict[str, Any] = {}
+        try:
+            _up_and_publish(labvars, roles, inventory, impairment, spec, record, status, state)
+        finally:  # also on Ctrl-C, which waits until every host is clean
+            with sigint_deferred():
+                finished = _finish(labvars, source, spec, state)
+                _clear_again(record, inventory)
+                record.lap("stop")
+                _collect(folder, lay, roles, record, state)
+                record.lap("teardown")
+    seen.received = count_lines(lay.subscriber_log)
+    progress(seen.received, spec.messages_expected)
+    seen.publisher_exit_code = _exit_code(lay, roles.publisher.name, "publisher")
+    seen.error = lab_verdict(state["published"], finished, seen, spec, lay, roles)
+    return seen
+
+
+def _fresh_records(lay: Layout, source: Path, scenario: Scenario, roles: LabRoles) -> None:
+    """The inventory's copy, the broker's native configuration; no record of an earlier attempt left."""
+    shutil.copyfile(source, inventory_copy(lay.root, source))
+    lay.native_broker_conf.write_text(native_broker_conf(scenario, roles.broker.lab_dir))
+    for stale in (lay.host_clock, lay.publisher_log, lay.publisher_summary, lay.publisher_connections):
+        stale.unlink(missing_ok=True)
+    for folder in (lay.logs / "hosts", lay.fleet_dir):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _up_and_publish(labvars: dict[str, Any], roles: LabRoles, inventory: LabInventory, impairment: Impairment,
+                    spec: RunSpec, record: CellRecord, status: Callable[[str], None], state: dict[str, Any]) -> None:
+    source = Path(inventory.source)
+    up = run_lab("up", labvars, source, check=False)
+    state["facts"] = {h: host_facts(out.get(FACTS_TASK, {}).get("stdout", "")) for h, out in up.outputs.items()}
+    problems = host_problems(up)
+    if up.status != "successful" or up.rc != 0:
+        raise TestbedError(f"lab up failed: {problems[0] if problems else up.status}",
+                           evidence="\n".join(problems[:10]) or None,
+                           hint="run playbooks/lab.yml by hand with -vvv (docs/multi-host.md)")
+    state["up"] = True
+    record.lap("up")
+    with impairment_applied(impairment, record.lay, "netem", spec.seed, targets=targets_for_router(inventory),
+                            inventory=source):
+        record.lap("impair")
+        fleet = f" from each of {spec.devices} devices" if spec.is_fleet else ""
+        status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B{fleet} on {roles.publisher.name}")
+        state["published"] = run_lab("publish", labvars, source, check=False)
+        record.lap("publish")
+
+
+def _finish(labvars: dict[str, Any], source: Path, spec: RunSpec, state: dict[str, Any]) -> PlaybookResult:
+    """collect + down on every host; the messages awaited only when the publisher ran to its end."""
+    published = state.setdefault("published", None)
+    finishing = copy.deepcopy(labvars)
+    ran = published is not None and published.status == "successful" and published.rc == 0
+    finishing["testbed_lab"].update(count_expected=spec.messages_expected if ran else 0,
+                                    probe_post=bool(state.get("up")))
+    return run_lab("finish", finishing, source, cancellable=False, check=False)
+
+
+def _clear_again(record: CellRecord, inventory: LabInventory) -> None:
+    """When clearing the routers failed (a router that did not answer in time), one more try: the profile
+    must not outlive the cell."""
+    state = read_json(record.lay.impairment) or {}
+    if not state.get("applied") or state.get("after_clear"):
+        return
+    try:
+        clear(targets_for_router(inventory), inventory=Path(inventory.source))
+    except TestbedError as exc:
+        record.info.setdefault("warnings", []).append(f"the impairment may be left on the routers: {exc.message} "
+                                                      f"(`testbed impair clear --inventory {inventory.source}`)")
+        return
+    record.info.setdefault("warnings", []).append("clearing the routers failed once; cleared on a second try")
+
+
+def _collect(folder: Path, lay: Layout, roles: LabRoles, record: CellRecord, state: dict[str, Any]) -> None:
+    """The fetched archives into the run folder; cell.json's hosts."""
+    broker, publisher = roles.broker.name, roles.publisher.name
+    got = {broker: collect_broker(folder / f"{broker}.tgz", lay, broker)}
+    host_clock = collect_publisher(folder / f"{publisher}.tgz", lay, roles)
+    got[publisher] = host_clock is not None
+    facts = state.get("facts") or {}
+    record.info["hosts"] = [host_record(h, facts.get(h.name, {}), host_clock) for h in roles.every_host]
+    record.info["inventory"] = {"source": roles.source, "copy": inventory_copy(lay.root, Path(roles.source)).name}
+    state["missing"] = [h for h, ok in got.items() if not ok]
+
+
+def _exit_code(lay: Layout, host: str, name: str) -> int | None:
+    try:
+        return int((lay.host_logs(host) / f"{name}.rc").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def publisher_error(lay: Layout, host: str) -> str:
+    """The errors vdevice (or the fleet) wrote to its summary, else the last line it printed."""
+    summary = read_json(lay.fleet_dir / "summary.json") or read_json(lay.publisher_summary)
+    errors = (summary or {}).get("errors")
+    if errors:
+        return "; ".join(str(e) for e in errors[:5]) + (f" (+{len(errors) - 5} more)" if len(errors) > 5 else "")
+    try:
+        lines = [ln for ln in (lay.host_logs(host) / "publisher.log").read_text().splitlines() if ln.strip()]
+    except OSError:
+        lines = []
+    return lines[-1] if lines else "the publisher exited with an error and printed nothing"
+
+
+def lab_verdict(published: PlaybookResult | None, finished: PlaybookResult, seen: Observed, spec: RunSpec, lay: Layout,
+                roles: LabRoles) -> str | None:
+    """None for a good cell, else the error, naming the host where it went wrong first."""
+    if published is not None and (published.status != "successful" or published.rc != 0):
+        problems = host_problems(published)
+        return f"publish: {problems[0] if problems else published.status}"
+    if seen.publisher_exit_code not in (0, None):
+        return f"publisher on {roles.publisher.name} exited {seen.publisher_exit_code}: " \
+               f"{publisher_error(lay, roles.publisher.name)}"
+    problems = host_problems(finished)
+    if problems:
+        return f"finish: {problems[0]}"
+    if not lay.capture.exists():
+        return f"no capture came back from {roles.broker.name}"
+    if seen.received < spec.messages_expected:
+        return (f"only {seen.received} of {spec.messages_expected} messages arrived within the publisher's "
+                f"{spec.timeout_s():.0f} s and {COUNT_WAIT_S:.0f} s after it")
+    return None
+
+
+def lab_environment() -> dict[str, Any]:
+    """The manifest's "environment" for a sweep across hosts: this (controlling) host; the lab's hosts are in
+    every cell's ``hosts``."""
+    def first_line(argv: list[str]) -> str | None:
+        if which(argv[0]) is None:
+            return None
+        proc = run(argv, check=False, timeout=60)
+        text = (proc.stdout or proc.stderr).strip()
+        return text.splitlines()[0] if proc.returncode == 0 and text else None
+
+    tool = Path(sys.executable).parent / "ansible-playbook"  # the one the driver runs (backends/impairment)
+    ansible = str(tool) if tool.exists() else "ansible-playbook"
+    return {"host": host_info(), "tshark": first_line(["tshark", "--version"]),
+            "ansible": first_line([ansible, "--version"]),
+            "where": "the controlling host; each lab host is described in its cells' hosts"}
+
+
+def lab_manifest(plan: SweepPlan, bundle: Path) -> dict[str, Any]:
+    """The manifest's "lab": the inventory (copied into the bundle) and its hosts by role."""
+    if plan.inventory is None:
+        return {}
+    source = Path(plan.inventory)
+    roles, _inventory = load_lab(source)
+    shutil.copyfile(source, inventory_copy(bundle, source))
+    return {"lab": {"inventory": inventory_copy(bundle, source).name, "source": str(source),
+                    "broker_runtime": roles.runtime, "broker_address": roles.broker_address,
+                    "hosts": [{"name": h.name, "role": h.role, "address": h.address} for h in roles.every_host],
+                    "boards": roles.boards}}

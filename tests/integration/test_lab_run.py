@@ -1,0 +1,227 @@
+"""`testbed sweep|run --inventory` across the lab's hosts (tests/integration/labhosts.py: broker, router and
+publisher machines reached over SSH, no Docker on them, the router between publisher and broker), run as our
+users run it: an unprivileged user in the docker group (tests/integration/docker_user.py) with its own copy of
+the lab's key and inventory.
+
+- a 2-cell sweep with 5 % loss on the router: the loss the broker-side capture shows (holes the resends fill)
+  agrees with the router's nft counter; every host is recorded (kernel, versions, clock); nothing of ours is
+  left on any host;
+- a publisher host that stops answering mid-cell fails that cell, naming it; the sweep goes on;
+- Ctrl-C mid-cell: exit 130, no traceback, nothing left on any host.
+
+Needs testbed-labhost:latest (`testbed images build`, which `make test` runs first).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import binomial_bounds
+from .docker_user import DockerUser
+from .labhosts import Lab, leftovers, open_lab, require_image
+
+REMOTE = "/opt/testbed"  # testbed_remote_dir of labhosts.write_inventory
+OURS = re.compile(r"mosquitto|dumpcap|vdevice|fleet|orchestrator\.clients|" + re.escape(REMOTE))
+SAMPLES, INTERVAL = 300, "10ms"
+LOSS_PCT = 5
+
+
+@dataclass(frozen=True)
+class UserLab:
+    lab: Lab
+    user: DockerUser
+    inventory: Path  # the user's copy: its key, its own folder for Ansible's control sockets
+    out: Path
+
+
+def _user_copy(lab: Lab, user: DockerUser) -> Path:
+    """The inventory and the key as the user's own files (ssh refuses a key others can read)."""
+    folder = user.mkdir(user.work / "lab-access")
+    os.chmod(folder, 0o700)
+    key = folder / "id_ed25519"
+    shutil.copyfile(lab.key, key)
+    os.chmod(key, 0o600)
+    user.mkdir(folder / "cp")
+    inventory = yaml.safe_load(lab.inventory.read_text())
+    inventory["all"]["vars"].update(ansible_ssh_private_key_file=str(key), ansible_control_path_dir=str(folder / "cp"))
+    path = folder / "inventory.yml"
+    path.write_text(yaml.safe_dump(inventory, sort_keys=False))
+    for p in (key, path):
+        os.chown(p, user.uid, user.gid)
+    return path
+
+
+@pytest.fixture(scope="module")
+def ulab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest,
+         docker_user: DockerUser) -> Iterator[UserLab]:
+    """One lab for the tests below; the user's access to it; afterwards nothing of ours on this Docker host."""
+    require_image(request.config)
+    with open_lab(tmp_path_factory.mktemp("labrun")) as lab:
+        inventory = _user_copy(lab, docker_user)
+        try:
+            yield UserLab(lab, docker_user, inventory, docker_user.mkdir(docker_user.work / "lab-results"))
+        finally:
+            sockets = [str(s) for s in (inventory.parent / "cp").glob("*")]
+            for sock in sockets:  # the user's Ansible master connections end with the lab
+                docker_user.run(["ssh", "-F", "/dev/null", "-o", f"ControlPath={sock}", "-O", "exit", "lab"],
+                                timeout=10)
+    assert leftovers() == []
+
+
+def ours_on_hosts(lab: Lab) -> list[str]:
+    """Whatever of ours is on a lab host: a process, a file under the remote folder, a namespace, an nft table
+    or a qdisc of ours."""
+    found = []
+    script = f"ps -eo args; echo ---; ls -A {REMOTE} 2>&1; echo ---; ip netns list; nft list tables; tc qdisc show"
+    for role in ("broker", "publisher", "router"):
+        out = lab.ssh(role, "sh", "-c", script, timeout=30).stdout
+        procs, files, net = (out.split("---\n") + ["", "", ""])[:3]
+        found += [f"{role}: process {p}" for p in procs.splitlines() if OURS.search(p) and "ps -eo" not in p]
+        found += [f"{role}: {line}" for line in files.splitlines() if "No such file" not in line]
+        found += [f"{role}: {line}" for line in net.splitlines() if "testbed_" in line or " 7e5" in line]
+    return found
+
+
+def wait_until_clean(lab: Lab, timeout_s: float = 10.0) -> list[str]:
+    """What is left once the hosts settled (a waiting helper ends once its lab folder is gone)."""
+    deadline = time.monotonic() + timeout_s
+    while (left := ours_on_hosts(lab)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
+
+
+def publishing(lab: Lab, timeout_s: float = 120.0) -> None:
+    """Until the publisher host runs the virtual device of a cell (its pidfile)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if lab.ssh("publisher", "test", "-e", f"{REMOTE}/lab/procs/publisher.pid", timeout=20).returncode == 0:
+            return
+        time.sleep(0.1)
+    pytest.fail("the publisher never started")
+
+
+def popen(ulab: UserLab, log: Path, *args: str) -> subprocess.Popen[str]:
+    """The CLI as the user, its output in ``log`` (a pipe nobody reads could fill up and stop it)."""
+    handle = log.open("w")
+    return subprocess.Popen(ulab.user.argv([ulab.user.testbed_exe, *args]), stdout=handle, stderr=subprocess.STDOUT,
+                            text=True, env=ulab.user.env(), cwd=ulab.user.clone)
+
+
+def bundle_of(out: Path, name: str) -> Path:
+    [bundle] = [p for p in out.glob(f"*-{name}") if p.is_dir()]
+    return bundle
+
+
+def test_a_sweep_across_hosts_measures_the_routers_loss_and_records_every_host(ulab: UserLab) -> None:
+    started = time.monotonic()
+    proc = ulab.user.testbed("sweep", "--inventory", str(ulab.inventory), "--scenarios", "plain,tls",
+                             "--payloads", "65", "--samples", str(SAMPLES), "--interval", INTERVAL,
+                             "--impairments", f"lossy-{LOSS_PCT}pct", "--out", str(ulab.out), "--name", "lab")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ours_on_hosts(ulab.lab) == []
+    bundle = bundle_of(ulab.out, "lab")
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    lab = ulab.lab
+    assert {(h["name"], h["role"]) for h in manifest["lab"]["hosts"]} == {(h.name, h.role) for h in lab.hosts.values()}
+    assert (bundle / manifest["lab"]["inventory"]).read_text() == ulab.inventory.read_text()
+    figures = {}
+    for cell_id in manifest["cell_order"]:
+        run = bundle / "runs" / cell_id
+        cell, metrics = json.loads((run / "cell.json").read_text()), json.loads((run / "metrics.json").read_text())
+        assert cell["status"] == "ok", cell["error"]
+        loss, record = metrics["loss"], json.loads((run / "impairment.json").read_text())
+        lost, dropped = loss["tcp_segments_lost_before_capture"], record["dropped_packets"]
+        seen = loss["tcp_transmissions_to_broker"]  # every copy that reached the capture
+        lo, hi = binomial_bounds(seen + lost, LOSS_PCT / 100)
+        assert loss["loss_pct"] == 0 and loss["tcp_segments_lost_to_broker"] == 0  # TCP resent every drop
+        assert lo <= lost <= hi, (lost, seen, lo, hi)
+        # independent: the router's nft counter (data, and the odd ACK or FIN), its one table counted once
+        assert dropped is not None and lost <= dropped <= lost + 3, (lost, dropped, record["before_clear"])
+        hosts = {h["role"]: h for h in cell["hosts"]}
+        assert manifest["cells"][cell_id]["hosts"] == cell["hosts"]
+        assert {h["name"] for h in cell["hosts"]} == {h.name for h in lab.hosts.values()}
+        assert all(h["kernel"] and h["versions"].get("python") for h in cell["hosts"])
+        assert {"mosquitto", "dumpcap", "subscriber_python"} <= set(hosts["broker"]["versions"])
+        assert {"vdevice", "fleet", "mbedtls"} <= set(hosts["publisher"]["versions"])
+        assert {"tc", "nft"} <= set(hosts["router"]["versions"])
+        clock = hosts["publisher"]["clock"]
+        # one kernel clock for every host here: the estimate is about 0, its bound well under a millisecond
+        assert clock["available"] and abs(clock["offset_us"]) < 500 and 0 < clock["bound_us"] < 1000, clock
+        verdict = metrics["clock"]["one_way_delay"]  # the board's rule: bound <= 25 % of the uplink median
+        assert verdict["available"] == metrics["delay_ms"]["available"] == metrics["uplink_ms"]["available"]
+        if not verdict["available"]:
+            assert "not available at that precision" in verdict["reason"], verdict
+        figures[cell_id] = {"lost_before_capture": lost, "nft_dropped": dropped, "offset_us": clock["offset_us"],
+                            "bound_us": round(clock["bound_us"], 1), "one_way_delay": verdict["reason"],
+                            "timings": cell["timings"]}
+        names = {p.name for p in (run / "logs" / "hosts").iterdir()}
+        assert names == {lab.hosts["broker"].name, lab.hosts["publisher"].name}
+        assert (run / "logs" / "host_clock.json").exists() and (run / "capture" / "capture.pcapng").exists()
+    report = (bundle / "report.md").read_text()  # the clock section says, per cell, whether one-way delay is given
+    for cell_id, got in figures.items():
+        said = got["one_way_delay"] if "not available" in got["one_way_delay"] else "given"
+        assert any(line.startswith(f"| {cell_id} |") and said in line for line in report.splitlines()), cell_id
+    print(f"sweep across hosts: {time.monotonic() - started:.1f} s; per cell: {json.dumps(figures, indent=1)}")
+
+
+def test_a_host_that_stops_answering_fails_its_cell_by_name_and_the_sweep_goes_on(ulab: UserLab) -> None:
+    lab = ulab.lab
+    log = ulab.out / "paused.log"
+    proc = popen(ulab, log, "sweep", "--inventory", str(ulab.inventory), "--scenarios", "plain,tls", "--payloads",
+                 "65", "--samples", str(SAMPLES), "--interval", INTERVAL, "--out", str(ulab.out), "--name", "paused")
+    try:
+        publishing(lab)
+        lab.pause("publisher")  # frozen mid-cell: Ansible loses it within its keepalives (about 5 s)
+        time.sleep(8)
+        lab.unpause("publisher")
+        proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    said = log.read_text()
+    assert proc.returncode == 1, said  # the sweep's rule: a failed cell fails the sweep, after the other cells
+    assert "1 cell(s) failed" in said and "Traceback" not in said
+    bundle = bundle_of(ulab.out, "paused")
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    first, second = manifest["cell_order"]
+    cell = json.loads((bundle / "runs" / first / "cell.json").read_text())
+    assert cell["status"] == "failed" and lab.hosts["publisher"].name in cell["error"], cell["error"]
+    assert "unreachable" in cell["error"]
+    assert json.loads((bundle / "runs" / second / "cell.json").read_text())["status"] == "ok"
+    assert manifest["cells"][second]["status"] == "ok"
+    assert wait_until_clean(lab) == []
+
+
+def test_ctrl_c_mid_cell_leaves_nothing_on_any_host(ulab: UserLab) -> None:
+    lab = ulab.lab
+    out = ulab.out / "interrupted"
+    log = ulab.out / "interrupted.log"
+    proc = popen(ulab, log, "run", "--inventory", str(ulab.inventory), "--scenario", "plain", "--samples", "3000",
+                 "--interval", INTERVAL, "--impairment", f"lossy-{LOSS_PCT}pct", "--out", str(out))
+    try:
+        publishing(lab)
+        time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    said = log.read_text()
+    assert proc.returncode == 130, said
+    assert "Traceback" not in said and "interrupted" in said
+    assert json.loads((out / "cell.json").read_text())["status"] == "interrupted"
+    record = json.loads((out / "impairment.json").read_text())
+    assert record["applied"] and "testbed_impair {" not in record["after_clear"]
+    assert wait_until_clean(lab) == []
