@@ -118,6 +118,18 @@ def time_pyshark(case: Case, packets: int) -> tuple[float, int]:
         return time.perf_counter() - t0, n
 
 
+def print_times(case: Case, total: int, repeats: int, a_times: list[float],
+                b_times: list[float]) -> tuple[float, float]:
+    """The (a) and (b) lines; their medians."""
+    a, b = statistics.median(a_times), statistics.median(b_times)
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\n== {case.name}: {case.inputs.pcap.name}, {total:,} packets, {repeats} repeats; "
+          f"load average {load} on {os.cpu_count()} cores")
+    print(f"(a) our analysis end to end : median {a:6.2f} s {total / a:9,.0f} packets/s  runs {fmt(a_times)}")
+    print(f"(b) bare tshark -T fields   : median {b:6.2f} s {total / b:9,.0f} packets/s  runs {fmt(b_times)}")
+    return a, b
+
+
 def bench(case: Case, repeats: int, pyshark_packets: int) -> dict[str, float]:
     total = scan_capture(case.inputs.pcap).packets
     a_times, b_times, w_times = [], [], []
@@ -126,12 +138,7 @@ def bench(case: Case, repeats: int, pyshark_packets: int) -> dict[str, float]:
         a, w = time_analysis(case)
         a_times.append(a)
         w_times.append(w)
-    a, b = statistics.median(a_times), statistics.median(b_times)
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"\n== {case.name}: {case.inputs.pcap.name}, {total:,} packets, {repeats} repeats; "
-          f"load average {load} on {os.cpu_count()} cores")
-    print(f"(a) our analysis end to end : median {a:6.2f} s {total / a:9,.0f} packets/s  runs {fmt(a_times)}")
-    print(f"(b) bare tshark -T fields   : median {b:6.2f} s {total / b:9,.0f} packets/s  runs {fmt(b_times)}")
+    a, b = print_times(case, total, repeats, a_times, b_times)
     print(f"    (a)/(b) = {a / b:.2f} on medians, {min(a_times) / min(b_times):.2f} on best runs "
           "(goal <= 1.3)")
     print("    writing per_message.csv + packets.csv + metrics.json (not in (a)): "
@@ -591,12 +598,7 @@ def bench_fleet(case: Case, repeats: int, pyshark_packets: int) -> None:
         b_times.append(time_bare_tshark(case))
         a_runs.append(time_analysis_child(case))
     a_times = [r["analysis_s"] for r in a_runs]
-    a, b = statistics.median(a_times), statistics.median(b_times)
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"\n== {case.name}: {case.inputs.pcap.name}, {total:,} packets, {repeats} repeats; "
-          f"load average {load} on {os.cpu_count()} cores")
-    print(f"(a) our analysis end to end : median {a:6.2f} s {total / a:9,.0f} packets/s  runs {fmt(a_times)}")
-    print(f"(b) bare tshark -T fields   : median {b:6.2f} s {total / b:9,.0f} packets/s  runs {fmt(b_times)}")
+    a, b = print_times(case, total, repeats, a_times, b_times)
     ratio = a / b
     print(f"    (a)/(b) = {ratio:.2f} on medians, {min(a_times) / min(b_times):.2f} on best runs   "
           f"target <= {RATIO_TARGET}: {_verdict(ratio <= RATIO_TARGET)}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +40,17 @@ def host_info() -> dict[str, Any]:
             "python": platform.python_version(), "os": platform.platform()}
 
 
+def first_line(argv: list[str]) -> str | None:
+    """The first line a tool prints about itself (its version), None when it is missing or fails."""
+    if which(argv[0]) is None:
+        return None
+    proc = run(argv, check=False, timeout=60)
+    text = (proc.stdout or proc.stderr).strip()
+    return text.splitlines()[0] if proc.returncode == 0 and text else None
+
+
 def tool_versions() -> dict[str, Any]:
     """Versions of what measured: docker, compose, tshark, mosquitto, mbedTLS; image digests."""
-    def first_line(argv: list[str]) -> str | None:
-        if which(argv[0]) is None:
-            return None
-        proc = run(argv, check=False, timeout=60)
-        text = (proc.stdout or proc.stderr).strip()
-        return text.splitlines()[0] if proc.returncode == 0 and text else None
-
     def in_image(image: str, package_glob: str) -> str | None:
         return first_line(["docker", "run", "--rm", "--network", "none", "--entrypoint", "dpkg-query", image,
                            "-W", "-f", "${Package} ${Version}\\n", package_glob])
@@ -69,3 +72,13 @@ def tool_versions() -> dict[str, Any]:
 def environment() -> dict[str, Any]:
     """The manifest's "environment": the host and every tool's version."""
     return {"host": host_info(), **tool_versions()}
+
+
+def lab_environment() -> dict[str, Any]:
+    """The manifest's "environment" for a sweep across hosts: this (controlling) host; the lab's hosts are in
+    every cell's ``hosts``."""
+    tool = Path(sys.executable).parent / "ansible-playbook"  # the one the driver runs (backends/impairment)
+    ansible = str(tool) if tool.exists() else "ansible-playbook"
+    return {"host": host_info(), "tshark": first_line(["tshark", "--version"]),
+            "ansible": first_line([ansible, "--version"]),
+            "where": "the controlling host; each lab host is described in its cells' hosts"}

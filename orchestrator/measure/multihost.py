@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -24,12 +23,11 @@ from orchestrator.backends.impairment.driver import PlaybookResult
 from orchestrator.backends.impairment.plan import build_plan
 from orchestrator.backends.impairment.targets import LabInventory
 from orchestrator.backends.multihost import LabRoles, host_problems, load_lab, run_lab
-from orchestrator.backends.process import run, which
+from orchestrator.backends.process import which
 from orchestrator.errors import TestbedError
 from orchestrator.lab.collect import collect_broker, collect_publisher, host_facts, host_record
 from orchestrator.lab.remote import COUNT_WAIT_S, cell_vars, native_broker_conf, stage
 from orchestrator.lab.topology import count_lines, prepare_run_dir
-from orchestrator.measure.environment import host_info
 from orchestrator.measure.run import CellRecord, Observed, impairment_applied
 from orchestrator.model.impairment import Direction, Impairment, load_impairment
 from orchestrator.model.layout import Layout, inventory_copy
@@ -199,23 +197,6 @@ def lab_verdict(published: PlaybookResult | None, finished: PlaybookResult, seen
         return (f"only {seen.received} of {spec.messages_expected} messages arrived within the publisher's "
                 f"{spec.timeout_s():.0f} s and {COUNT_WAIT_S:.0f} s after it")
     return None
-
-
-def lab_environment() -> dict[str, Any]:
-    """The manifest's "environment" for a sweep across hosts: this (controlling) host; the lab's hosts are in
-    every cell's ``hosts``."""
-    def first_line(argv: list[str]) -> str | None:
-        if which(argv[0]) is None:
-            return None
-        proc = run(argv, check=False, timeout=60)
-        text = (proc.stdout or proc.stderr).strip()
-        return text.splitlines()[0] if proc.returncode == 0 and text else None
-
-    tool = Path(sys.executable).parent / "ansible-playbook"  # the one the driver runs (backends/impairment)
-    ansible = str(tool) if tool.exists() else "ansible-playbook"
-    return {"host": host_info(), "tshark": first_line(["tshark", "--version"]),
-            "ansible": first_line([ansible, "--version"]),
-            "where": "the controlling host; each lab host is described in its cells' hosts"}
 
 
 def lab_manifest(plan: SweepPlan, bundle: Path) -> dict[str, Any]:

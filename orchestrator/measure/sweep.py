@@ -22,9 +22,9 @@ from typing import Any, Protocol
 from orchestrator.analysis.grading import load_table
 from orchestrator.backends.impairment import check_supported
 from orchestrator.errors import TestbedError
-from orchestrator.measure.environment import environment, git_commit
+from orchestrator.measure.environment import environment, git_commit, lab_environment
 from orchestrator.measure.labanalysis import analyse_run_folder
-from orchestrator.measure.multihost import lab_environment, lab_manifest
+from orchestrator.measure.multihost import lab_manifest
 from orchestrator.measure.run import check_publisher_can_speak, execute_run, preflight
 from orchestrator.model.impairment import load_impairment
 from orchestrator.model.layout import ANALYSIS_OUTPUTS, BundleLayout, Layout
