@@ -10,6 +10,7 @@ import io
 from collections.abc import Sequence
 
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from orchestrator.errors import TestbedError
 from orchestrator.model.export import (  # noqa: F401 - the analysis' names for them
@@ -21,6 +22,10 @@ from orchestrator.model.export import (  # noqa: F401 - the analysis' names for 
     FieldExporter,
 )
 
+# Text columns with few distinct values, held as categoricals: a small code per row instead of a pointer
+# (and the same text either way: what is written out does not change)
+CATEGORICAL = ("ip_src", "ip_dst", "ipv6_src", "ipv6_dst", "sack_le", "sack_re", "tls_ctype", "tls_opaque",
+               "tls_rec_len", "tls_hs_type", "tls_cipher", "tls_sup_ver", "tls_hs_ver", "mqtt_type", "mqtt_len")
 NUMERIC = ("frame", "time", "frame_len", "ip_hdr_len", "stream", "src_port", "dst_port", "tcp_hdr_len",
            "tcp_len", "tcp_seq", "tcp_ack")
 
@@ -33,6 +38,8 @@ def _read_table(text: str, names: list[str]) -> pd.DataFrame:
     dtypes: dict[str, object] = {c: object for c in names}
     dtypes.update({c: "float64" for c in NUMERIC})
     dtypes.update({"frame": "int64", "frame_len": "int64"})
+    # read so: cheaper than text converted later (the flags' few values become numbers and booleans below)
+    dtypes.update({c: "category" for c in (*CATEGORICAL, "tcp_flags", "retrans", "fast_retrans") if c in names})
     common = dict(sep="\t", header=None, names=names, keep_default_na=False, quoting=3, engine="c")
     try:
         return pd.read_csv(io.StringIO(text), dtype=dtypes, na_values={c: [""] for c in NUMERIC}, **common)
@@ -48,7 +55,8 @@ def _read_table(text: str, names: list[str]) -> pd.DataFrame:
 
 
 def parse_fields(text: str) -> pd.DataFrame:
-    """The exported text -> per-packet DataFrame (multi-valued columns stay strings)."""
+    """The exported text -> per-packet DataFrame (multi-valued columns stay text; :data:`CATEGORICAL` ones
+    as categoricals, except where a repeated numeric field made the parse fall back to text everywhere)."""
     names = [c for c, _ in FIELDS]
     if not text.strip():
         return _empty_table(names)
@@ -63,3 +71,25 @@ def parse_fields(text: str) -> pd.DataFrame:
     df["retrans"] = (df["retrans"] != "") | (df["fast_retrans"] != "")
     df["fast_retrans"] = df["fast_retrans"] != ""
     return df
+
+
+def compact(part: pd.DataFrame, drop: Sequence[str] = ()) -> pd.DataFrame:
+    """A parsed table without the columns ``drop`` and with its :data:`CATEGORICAL` columns as categoricals."""
+    part = part.drop(columns=list(drop))
+    return part.astype({c: "category" for c in CATEGORICAL if c in part})
+
+
+def concat_tables(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Tables of consecutive chunks, one after the other. A categorical column stays one, its categories
+    the sorted union of the parts' (so the result does not depend on where the chunks were cut)."""
+    parts = [p for p in parts if len(p)] or list(parts[:1])  # an empty part's categories have no type
+    if len(parts) == 1:
+        return parts[0]
+    columns: dict[str, pd.Series | pd.Categorical] = {}
+    for name in parts[0].columns:
+        column = [p[name] for p in parts]
+        if all(isinstance(c.dtype, pd.CategoricalDtype) for c in column):
+            columns[name] = union_categoricals(column, sort_categories=True)
+        else:
+            columns[name] = pd.concat(column, ignore_index=True)
+    return pd.DataFrame(columns)

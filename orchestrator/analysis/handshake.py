@@ -13,6 +13,7 @@ Definitions (MEASUREMENT.md "handshake"), all at the capture point (the broker's
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -30,26 +31,17 @@ def _has(cell: str, token: str) -> bool:
     return token in cell.split(AGGREGATOR) if cell else False
 
 
-def _with_token(rows: pd.DataFrame, col: str, token: str) -> pd.DataFrame:
-    mask = np.fromiter((_has(v, token) for v in rows[col]), dtype=bool, count=len(rows))
-    return rows[mask]
-
-
-def _first_time(rows: pd.DataFrame) -> float | None:
-    return float(rows["time"].iloc[0]) if len(rows) else None
-
-
 def _ms(start: float | None, end: float | None) -> float | None:
     if start is None or end is None:
         return None
     return (end - start) * 1000.0
 
 
-def _finished_without_keys(rows: pd.DataFrame) -> float | None:
+def _finished_without_keys(times: np.ndarray, ctypes: np.ndarray) -> float | None:
     """TLS 1.2 without keys: first handshake record (type 22) after ChangeCipherSpec (type 20)."""
     seen_ccs = False
-    for t, ctypes in zip(rows["time"], rows["tls_ctype"], strict=True):
-        for c in ctypes.split(AGGREGATOR) if ctypes else ():
+    for t, cell in zip(times, ctypes, strict=True):
+        for c in cell.split(AGGREGATOR) if cell else ():
             if c == "20":
                 seen_ccs = True
             elif c == "22" and seen_ccs:
@@ -57,7 +49,7 @@ def _finished_without_keys(rows: pd.DataFrame) -> float | None:
     return None
 
 
-def negotiated(server_hello: pd.Series) -> tuple[str | None, int | None]:
+def negotiated(server_hello: pd.Series | Mapping[str, str]) -> tuple[str | None, int | None]:
     """(version name, suite id) from a ServerHello frame's fields."""
     sup = [v for v in server_hello["tls_sup_ver"].split(AGGREGATOR) if v]
     hs = [v for v in server_hello["tls_hs_ver"].split(AGGREGATOR) if v]
@@ -74,53 +66,136 @@ def suite_fields(suite: int | None) -> dict[str, Any]:
             "cipher_suite_id": f"0x{suite:04x}" if suite is not None else None}
 
 
-def session_handshake(pk: pd.DataFrame, msgs: pd.DataFrame, broker_port: int) -> dict[str, Any]:
-    """Handshake figures of one TCP stream (``pk``: its packets; ``msgs``: its MQTT messages)."""
-    from_client = (pk["dst_port"] == broker_port).to_numpy()
-    flags = pk["tcp_flags"].to_numpy()
-    c, s = pk[from_client], pk[~from_client]
-    syn_t = _first_time(c[(flags[from_client] & (SYN | ACK)) == SYN])
-    synack = s[(flags[~from_client] & (SYN | ACK)) == (SYN | ACK)]
-    synack_t = _first_time(synack)
-    ack_t = None
-    if synack_t is not None:
-        acks = c[((flags[from_client] & (SYN | ACK)) == ACK) & (c["time"] >= synack_t).to_numpy()]
-        ack_t = _first_time(acks)
-    tls_rows = pk[(pk["tls_ctype"] != "").to_numpy()]
-    hs_rows = tls_rows[(tls_rows["tls_hs_type"] != "").to_numpy()]
-    ch = _with_token(hs_rows[(hs_rows["dst_port"] == broker_port).to_numpy()], "tls_hs_type", "1")
-    sh = _with_token(hs_rows[(hs_rows["src_port"] == broker_port).to_numpy()], "tls_hs_type", "2")
-    fin = _with_token(hs_rows, "tls_hs_type", "20")
-    version, suite = negotiated(sh.iloc[0]) if len(sh) else (None, None)
-    c_fin = _first_time(fin[(fin["dst_port"] == broker_port).to_numpy()])
-    s_fin = _first_time(fin[(fin["src_port"] == broker_port).to_numpy()])
+class _ByStream:
+    """Per-stream figures over the rows of a table sorted (stably) by stream, in one pass each."""
+
+    def __init__(self, stream: np.ndarray) -> None:
+        self.stream = stream
+
+    def first(self, mask: np.ndarray, values: np.ndarray) -> dict[float, Any]:
+        """stream -> ``values`` at its first row where ``mask`` holds (streams without one left out)."""
+        rows = np.flatnonzero(mask)
+        keys, at = np.unique(self.stream[rows], return_index=True)
+        return dict(zip(keys.tolist(), values[rows[at]].tolist(), strict=True))
+
+    def total(self, mask: np.ndarray, values: np.ndarray) -> dict[float, int]:
+        """stream -> sum of ``values`` over its rows where ``mask`` holds."""
+        keys, inverse = np.unique(self.stream[mask], return_inverse=True)
+        sums = np.bincount(inverse, weights=values[mask], minlength=len(keys))
+        return {k: int(round(v)) for k, v in zip(keys.tolist(), sums.tolist(), strict=True)}
+
+    def per_row(self, by_stream: dict[float, Any]) -> np.ndarray:
+        """Each row's stream's value (NaN where it has none): comparisons with it are then False."""
+        return pd.Series(self.stream).map(by_stream).to_numpy(dtype=float)
+
+
+def _has_token(cells: np.ndarray, mask: np.ndarray, token: str) -> np.ndarray:
+    out = np.zeros(len(cells), dtype=bool)
+    for i in np.flatnonzero(mask):
+        out[i] = _has(cells[i], token)
+    return out
+
+
+def _by_stream(rows: pd.DataFrame) -> pd.DataFrame:
+    rows = rows[rows["stream"].notna().to_numpy()]
+    return rows.iloc[np.argsort(rows["stream"].to_numpy(), kind="stable")]
+
+
+def _early_frames(packets: pd.DataFrame, msgs: pd.DataFrame, broker_port: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Frames and MQTT messages on the broker port up to each stream's CONNACK, sorted by stream (the rows
+    chosen first, then only the columns needed are copied)."""
+    m_on_port = ((msgs["dst_port"] == broker_port) | (msgs["src_port"] == broker_port)).to_numpy()
+    mtype = msgs["mqtt_type"].fillna(0).to_numpy()
+    connack = msgs.loc[m_on_port & (mtype == MQTT_CONNACK) & (msgs["src_port"] == broker_port).to_numpy(),
+                       ["stream", "frame"]]
+    last = connack.groupby("stream")["frame"].min()
+
+    def early(table: pd.DataFrame) -> np.ndarray:
+        return table["frame"].to_numpy() <= table["stream"].map(last).fillna(np.inf).to_numpy()
+
+    touches = ((packets["dst_port"] == broker_port) | (packets["src_port"] == broker_port)).to_numpy()
+    on_port = packets.loc[touches & early(packets), list(_SESSION_COLUMNS)]
+    early_msgs = msgs.loc[m_on_port & early(msgs), ["stream", "time", "mqtt_type", "src_port", "dst_port"]]
+    return _by_stream(on_port), _by_stream(early_msgs)
+
+
+_SESSION_COLUMNS = ("frame", "time", "stream", "src_port", "dst_port", "tcp_flags", "frame_len", "tls_ctype",
+                    "tls_hs_type", "tls_sup_ver", "tls_hs_ver", "tls_cipher", "ip_src", "ipv6_src")
+
+
+def _tcp_and_mqtt(on: pd.DataFrame, early: pd.DataFrame, broker_port: int) -> dict[str, dict[float, Any]]:
+    """Per stream: SYN, SYN-ACK, completing ACK, CONNECT, CONNACK times; bytes each way up to CONNACK."""
+    by, t = _ByStream(on["stream"].to_numpy()), on["time"].to_numpy(dtype=float)
+    client = (on["dst_port"] == broker_port).to_numpy()
+    flags = on["tcp_flags"].to_numpy() & (SYN | ACK)
+    out = {"syn": by.first(client & (flags == SYN), t), "synack": by.first(~client & (flags == SYN | ACK), t)}
+    out["ack"] = by.first(client & (flags == ACK) & (t >= by.per_row(out["synack"])), t)
+    m_by, mt = _ByStream(early["stream"].to_numpy()), early["mqtt_type"].fillna(0).to_numpy()
+    m_t = early["time"].to_numpy(dtype=float)
+    out["connect"] = m_by.first((mt == MQTT_CONNECT) & (early["dst_port"] == broker_port).to_numpy(), m_t)
+    out["connack"] = m_by.first((mt == MQTT_CONNACK) & (early["src_port"] == broker_port).to_numpy(), m_t)
+    upto = t <= by.per_row(out["connack"])
+    frame_len = on["frame_len"].to_numpy(dtype=float)
+    out["c2s"], out["s2c"] = by.total(upto & client, frame_len), by.total(upto & ~client, frame_len)
+    rows = np.arange(len(on))
+    out["c_row"], out["s_row"] = by.first(client, rows), by.first(~client, rows)
+    return out
+
+
+def _tls(on: pd.DataFrame, broker_port: int) -> dict[str, dict[float, Any]]:
+    """Per stream: ClientHello and each side's decrypted Finished times, the ServerHello's row."""
+    by, t = _ByStream(on["stream"].to_numpy()), on["time"].to_numpy(dtype=float)
+    hs_type = on["tls_hs_type"].to_numpy(dtype=object)
+    hs = (on["tls_ctype"] != "").to_numpy() & (hs_type != "")
+    client, server = (on["dst_port"] == broker_port).to_numpy(), (on["src_port"] == broker_port).to_numpy()
+    fin = _has_token(hs_type, hs, "20")
+    return {"ch": by.first(_has_token(hs_type, hs & client, "1"), t),
+            "sh_row": by.first(_has_token(hs_type, hs & server, "2"), np.arange(len(on))),
+            "c_fin": by.first(fin & client, t), "s_fin": by.first(fin & server, t)}
+
+
+def _finished(on: pd.DataFrame, rows: slice, broker_port: int, version: str | None,
+              decrypted: tuple[float | None, float | None]) -> tuple[float | None, str]:
+    """The later Finished of the two sides and where it was read (TLS 1.2 without keys: after CCS)."""
+    c_fin, s_fin = decrypted
     finished_from = "decrypted Finished"
     if (c_fin is None or s_fin is None) and version == "TLS 1.2":
-        c_fin = _finished_without_keys(tls_rows[(tls_rows["dst_port"] == broker_port).to_numpy()])
-        s_fin = _finished_without_keys(tls_rows[(tls_rows["src_port"] == broker_port).to_numpy()])
+        pk = on.iloc[rows]
+        tls = pk[(pk["tls_ctype"] != "").to_numpy()]
+        for_side = [(tls["dst_port"] == broker_port).to_numpy(), (tls["src_port"] == broker_port).to_numpy()]
+        c_fin, s_fin = (_finished_without_keys(tls["time"].to_numpy()[side], tls["tls_ctype"].to_numpy()[side])
+                        for side in for_side)
         finished_from = "first record after ChangeCipherSpec (no keys)"
-    tls_end = max(c_fin, s_fin) if c_fin is not None and s_fin is not None else None
-    mtype = msgs["mqtt_type"].fillna(0).to_numpy()
-    connect = msgs[(mtype == MQTT_CONNECT) & (msgs["dst_port"] == broker_port).to_numpy()]
-    connack = msgs[(mtype == MQTT_CONNACK) & (msgs["src_port"] == broker_port).to_numpy()]
-    connect_t, connack_t = _first_time(connect), _first_time(connack)
-    bytes_c2s = bytes_s2c = None
-    if connack_t is not None:
-        upto = (pk["time"] <= connack_t).to_numpy()
-        bytes_c2s = int(pk["frame_len"].to_numpy()[upto & from_client].sum())
-        bytes_s2c = int(pk["frame_len"].to_numpy()[upto & ~from_client].sum())
-    client_port = c["src_port"].iloc[0] if len(c) else (s["dst_port"].iloc[0] if len(s) else np.nan)
+    return (max(c_fin, s_fin) if c_fin is not None and s_fin is not None else None), finished_from
+
+
+def _session(on: pd.DataFrame, rows: slice, k: float, f: dict[str, dict[float, Any]],
+             broker_port: int) -> dict[str, Any]:
+    """One stream's record from the per-stream figures ``f`` (``rows``: its rows in ``on``)."""
+    col = on.columns.get_loc
+    version, suite = None, None
+    if k in f["sh_row"]:
+        version, suite = negotiated({c: on.iat[f["sh_row"][k], col(c)] for c in ("tls_sup_ver", "tls_hs_ver",
+                                                                                    "tls_cipher")})
+    tls_end, finished_from = _finished(on, rows, broker_port, version, (f["c_fin"].get(k), f["s_fin"].get(k)))
+    if k in f["c_row"]:  # the client's first frame, else the server's
+        first_c = f["c_row"][k]
+        client_port = on.iat[first_c, col("src_port")]
+        client_ip = on.iat[first_c, col("ip_src")] or on.iat[first_c, col("ipv6_src")]
+    else:
+        client_port, client_ip = on.iat[f["s_row"][k], col("dst_port")], None
+    connack_t = f["connack"].get(k)
     return {
-        "stream": int(pk["stream"].iloc[0]),
+        "stream": int(k),
         "client_port": int(client_port) if pd.notna(client_port) else None,
-        "client_ip": (c["ip_src"].iloc[0] or c["ipv6_src"].iloc[0]) if len(c) else None,
-        "start_time": float(pk["time"].iloc[0]),
-        "tcp_connect_ms": _ms(syn_t, ack_t),
-        "tls_handshake_ms": _ms(_first_time(ch), tls_end) if len(ch) else None,
+        "client_ip": client_ip,
+        "start_time": float(on.iat[rows.start, col("time")]),
+        "tcp_connect_ms": _ms(f["syn"].get(k), f["ack"].get(k)),
+        "tls_handshake_ms": _ms(f["ch"][k], tls_end) if k in f["ch"] else None,
         "tls_finished_from": finished_from if tls_end is not None else None,
-        "mqtt_connect_ms": _ms(connect_t, connack_t),
-        "bytes_client_to_server": bytes_c2s,
-        "bytes_server_to_client": bytes_s2c,
+        "mqtt_connect_ms": _ms(f["connect"].get(k), connack_t),
+        "bytes_client_to_server": f["c2s"].get(k, 0) if connack_t is not None else None,
+        "bytes_server_to_client": f["s2c"].get(k, 0) if connack_t is not None else None,
         "version": version,
         **suite_fields(suite),
     }
@@ -129,22 +204,17 @@ def session_handshake(pk: pd.DataFrame, msgs: pd.DataFrame, broker_port: int) ->
 def sessions(packets: pd.DataFrame, msgs: pd.DataFrame, broker_port: int) -> list[dict[str, Any]]:
     """One handshake record per TCP stream touching the broker port, in stream order.
 
-    Only each stream's frames up to its CONNACK are looked at (every handshake ends before it).
+    Only each stream's frames up to its CONNACK are looked at (every handshake ends before it). Each
+    figure is taken for every stream at once (the first matching frame of each stream); only TLS 1.2
+    without keys reads a stream's records one by one.
     """
-    touches = (packets["dst_port"] == broker_port) | (packets["src_port"] == broker_port)
-    on_port = packets[touches.to_numpy()]
-    msgs_on_port = msgs[((msgs["dst_port"] == broker_port) | (msgs["src_port"] == broker_port)).to_numpy()]
-    mtype = msgs_on_port["mqtt_type"].fillna(0).to_numpy()
-    connack = msgs_on_port[(mtype == MQTT_CONNACK) & (msgs_on_port["src_port"] == broker_port).to_numpy()]
-    last = connack.groupby("stream")["frame"].min()
-    limit = on_port["stream"].map(last).fillna(np.inf).to_numpy()
-    on_port = on_port[on_port["frame"].to_numpy() <= limit]
-    early = msgs_on_port[msgs_on_port["frame"].to_numpy()
-                         <= msgs_on_port["stream"].map(last).fillna(np.inf).to_numpy()]
-    by_stream = dict(tuple(early.groupby("stream", sort=False)))
-    empty = early.iloc[0:0]
-    return [session_handshake(pk, by_stream.get(stream, empty), broker_port)
-            for stream, pk in on_port.groupby("stream", sort=True)]
+    on, early = _early_frames(packets, msgs, broker_port)
+    figures = {**_tcp_and_mqtt(on, early, broker_port), **_tls(on, broker_port)}
+    stream = on["stream"].to_numpy()
+    keys, starts = np.unique(stream, return_index=True)
+    ends = [*starts[1:].tolist(), len(on)]
+    return [_session(on, slice(a, b), k, figures, broker_port)
+            for k, a, b in zip(keys.tolist(), starts.tolist(), ends, strict=True)]
 
 
 _HS_KEYS = ("tcp_connect_ms", "tls_handshake_ms", "mqtt_connect_ms", "bytes_client_to_server",

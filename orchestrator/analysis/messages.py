@@ -12,6 +12,8 @@ messages from 0) it is (device, seq), the device being the payload's id (``keys`
 
 from __future__ import annotations
 
+from itertools import islice
+
 import numpy as np
 import pandas as pd
 
@@ -23,6 +25,7 @@ TLS_APPLICATION_DATA = "23"
 TLS_RECORD_HEADER = 5
 SEQ_KEY = ("seq",)
 FLEET_KEY = ("device", "seq")
+PAYLOAD_CACHE_SIZE = 50_000  # ~25 s of a 2,000 msg/s fleet; a broker forwards a PUBLISH within far less
 PACKET_COLUMNS = ("frame", "time", "stream", "src_port", "dst_port", "frame_len", "tcp_len", "ip_hdr_len",
                   "tcp_hdr_len", "retrans")
 
@@ -43,9 +46,13 @@ def _flatten(col: pd.Series) -> tuple[np.ndarray, list[str]]:
 def _to_int(values: list[str]) -> pd.array:
     """Decimal strings -> nullable ints (fast path when none is empty)."""
     try:
-        return pd.array(np.array(values, dtype="U").astype(np.int64), dtype="Int64")
-    except ValueError:
+        return pd.array(np.fromiter(map(int, values), dtype=np.int64, count=len(values)), dtype="Int64")
+    except (ValueError, OverflowError):
         return pd.array(pd.to_numeric(pd.Series(values, dtype=object), errors="coerce"), dtype="Int64")
+
+
+def _missing_ints(n: int) -> pd.array:
+    return pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
 
 
 def mqtt_header_len(remaining: np.ndarray) -> np.ndarray:
@@ -57,7 +64,8 @@ def explode_mqtt(packets: pd.DataFrame,
                  payload_cache: dict[str, tuple[str, int, int] | None] | None = None) -> pd.DataFrame:
     """One row per MQTT message with its frame's columns, TLS record length and decoded payload.
 
-    ``payload_cache`` (hex payload -> decoded) may be shared between calls on consecutive chunks.
+    ``payload_cache`` (hex payload -> decoded) may be shared between calls on consecutive chunks; it is
+    kept to the :data:`PAYLOAD_CACHE_SIZE` payloads decoded last.
     """
     m = packets[packets["mqtt_type"] != ""]
     n_type, types = _flatten(m["mqtt_type"])
@@ -76,61 +84,65 @@ def explode_mqtt(packets: pd.DataFrame,
     msgs["mqtt_len"] = (rem + mqtt_header_len(rem.fillna(0).to_numpy())).astype("Int64")
 
     msgs["tls_record_len"] = _tls_record_lengths(m, n_type)
-    payload_hex = _publish_payloads(m, (msgs["mqtt_type"] == PUBLISH).fillna(False).to_numpy(), rows)
-    msgs["payload_len"] = pd.array([len(h) // 2 if h is not None else pd.NA for h in payload_hex],
-                                   dtype="Int64")
-    # each payload crosses the broker twice (in and out): decode every distinct one once
+    targets, payload_hex = _publish_payloads(m, (msgs["mqtt_type"] == PUBLISH).fillna(False).to_numpy(), rows)
+    payload_len = _missing_ints(len(msgs))
+    payload_len[targets] = np.fromiter((len(h) // 2 for h in payload_hex), dtype=np.int64, count=len(targets))
+    msgs["payload_len"] = payload_len
+    # each payload crosses the broker twice (in and out), the second time soon after: decode it once
     decoded = payload_cache if payload_cache is not None else {}
     for h in payload_hex:
         if h and h not in decoded:
             decoded[h] = parse_message(bytes.fromhex(h))
     parsed = [decoded.get(h) if h else None for h in payload_hex]
-    msgs["seq"] = pd.array([p[1] if p else pd.NA for p in parsed], dtype="Int64")
-    msgs["payload_t_send_us"] = pd.array([p[2] if p else pd.NA for p in parsed], dtype="Int64")
-    msgs["device"] = pd.array([p[0] if p else None for p in parsed], dtype="str")
+    if len(decoded) > PAYLOAD_CACHE_SIZE:  # the oldest half goes (a payload seen again is decoded again)
+        for h in list(islice(decoded, len(decoded) - PAYLOAD_CACHE_SIZE // 2)):
+            del decoded[h]
+    found = [p for p in parsed if p]
+    at = targets[[i for i, p in enumerate(parsed) if p]]
+    seq, t_send, device = _missing_ints(len(msgs)), _missing_ints(len(msgs)), np.full(len(msgs), None, dtype=object)
+    seq[at] = pd.array([p[1] for p in found], dtype="Int64")
+    t_send[at] = pd.array([p[2] for p in found], dtype="Int64")
+    device[at] = [p[0] for p in found]
+    msgs["seq"], msgs["payload_t_send_us"], msgs["device"] = seq, t_send, pd.array(device, dtype="str")
     return msgs
 
 
 def _tls_record_lengths(m: pd.DataFrame, n_msgs: np.ndarray) -> pd.array:
     """Application-data record lengths paired 1:1 with a frame's MQTT messages (else NA)."""
-    out = pd.array([pd.NA] * int(n_msgs.sum()), dtype="Int64")
+    out = _missing_ints(int(n_msgs.sum()))
     n_ct, cts = _flatten(m["tls_ctype"])
     n_rl, rls = _flatten(m["tls_rec_len"])
     if not len(m) or not (m["tls_ctype"] != "").any():
         return out
-    ct = np.array(cts)
-    is_app = ct == TLS_APPLICATION_DATA
+    is_app = np.array(cts, dtype=object) == TLS_APPLICATION_DATA
     row_of = np.repeat(np.arange(len(m)), n_ct)
     app_per_row = np.bincount(row_of[is_app], minlength=len(m))
     aligned = n_ct == n_rl
     good_row = aligned & (app_per_row == n_msgs) & (m["tls_ctype"] != "").to_numpy()
     if not good_row.any():
         return out
-    rl = np.array(rls) if np.array_equal(n_ct, n_rl) else None
+    rl = np.array(rls, dtype=object) if np.array_equal(n_ct, n_rl) else None
     if rl is None:  # rows where lengths and types do not align are skipped one by one
         rl_list = [v for c, r in zip(m["tls_ctype"], m["tls_rec_len"], strict=True)
                    for v in (r.split(AGGREGATOR) if c.count(AGGREGATOR) == r.count(AGGREGATOR)
                              else [""] * (c.count(AGGREGATOR) + 1))]
-        rl = np.array(rl_list)
+        rl = np.array(rl_list, dtype=object)
     take = is_app & good_row[row_of]
     msg_good = np.repeat(good_row, n_msgs)
-    out[np.flatnonzero(msg_good)] = _to_int(list(rl[take]))
+    out[np.flatnonzero(msg_good)] = _to_int(rl[take].tolist())
     return out
 
 
-def _publish_payloads(m: pd.DataFrame, is_pub: np.ndarray, row_of: np.ndarray) -> list[str | None]:
-    """Hex payload of each PUBLISH (None for other messages or when a frame's count does not match)."""
+def _publish_payloads(m: pd.DataFrame, is_pub: np.ndarray, row_of: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """(positions, hex payloads) of the PUBLISH whose payload was exported: a frame's payloads are taken
+    only when it has as many as it has PUBLISH."""
     pub_per_row = np.bincount(row_of[is_pub], minlength=len(m))
-    has_msg = (m["mqtt_msg"] != "").to_numpy()
-    n_msg = np.where(has_msg, _flatten(m["mqtt_msg"])[0], 0)
-    good_row = n_msg == pub_per_row
-    flat = AGGREGATOR.join(m["mqtt_msg"][has_msg & good_row].tolist()).split(AGGREGATOR) \
-        if (has_msg & good_row).any() else []
-    out: list[str | None] = [None] * len(is_pub)
-    targets = np.flatnonzero(is_pub & good_row[row_of])
-    for i, h in zip(targets, flat, strict=True):
-        out[i] = h
-    return out
+    cells = m["mqtt_msg"].tolist()
+    n_msg = np.fromiter((c.count(AGGREGATOR) + 1 if c else 0 for c in cells), dtype=np.int64, count=len(cells))
+    good_row = (n_msg == pub_per_row) & (n_msg > 0)
+    flat = AGGREGATOR.join([c for c, good in zip(cells, good_row.tolist(), strict=True) if good]).split(AGGREGATOR) \
+        if good_row.any() else []
+    return np.flatnonzero(is_pub & good_row[row_of]), flat  # as many of each: the rows were chosen so
 
 
 # ---------------------------------------------------------------- the per-message table

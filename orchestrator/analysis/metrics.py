@@ -208,14 +208,26 @@ def resent(packets: pd.DataFrame) -> pd.Series:
     ranges, so an original overtaken by later segments (a delay that reorders) is not a resend.
     Valid where the capture sees the sender's originals (the broker-side capture with loss
     injected at the broker's ingress).
+
+    A segment starting at or after the end of every earlier one of its direction carries nothing seen
+    before; only the directions holding some other segment are walked with the union of ranges.
     """
-    data = packets[(packets["tcp_len"] > 0) & packets["tcp_seq"].notna()].sort_values("frame")
-    flag = pd.Series(False, index=packets.index)
-    for _key, group in data.groupby([data["stream"], data["src_port"]], sort=False):
+    stream, port = packets["stream"].to_numpy(dtype=float), packets["src_port"].to_numpy(dtype=float)
+    seq, length = packets["tcp_seq"].to_numpy(dtype=float), packets["tcp_len"].to_numpy(dtype=float)
+    rows = np.flatnonzero((length > 0) & ~np.isnan(seq) & ~np.isnan(stream) & ~np.isnan(port))
+    rows = rows[np.lexsort((packets["frame"].to_numpy()[rows], port[rows], stream[rows]))]
+    start, end = seq[rows], seq[rows] + length[rows]
+    new_direction = np.ones(len(rows), dtype=bool)
+    new_direction[1:] = (stream[rows][1:] != stream[rows][:-1]) | (port[rows][1:] != port[rows][:-1])
+    direction = np.cumsum(new_direction) - 1
+    prior_end = pd.Series(end).groupby(direction).cummax().groupby(direction).shift(1).to_numpy()
+    flag = np.zeros(len(packets), dtype=bool)
+    bounds = np.append(np.flatnonzero(new_direction), len(rows))
+    for d in np.unique(direction[start < prior_end]).tolist():  # NaN (a direction's first) compares False
         seen = segments.ByteRanges()
-        hits = [seen.add(s, s + n) for s, n in zip(group["tcp_seq"], group["tcp_len"], strict=True)]
-        flag.loc[group.index] = hits
-    return flag.astype(bool)
+        part = slice(bounds[d], bounds[d + 1])
+        flag[rows[part]] = [seen.add(a, b) for a, b in zip(start[part].tolist(), end[part].tolist(), strict=True)]
+    return pd.Series(flag, index=packets.index)
 
 
 def retransmissions(packets: pd.DataFrame, streams: set[int], broker_port: int) -> dict[str, Any]:

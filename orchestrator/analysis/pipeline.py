@@ -15,7 +15,14 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.analysis import handshake, metrics
-from orchestrator.analysis.fields import ExportOutcome, ExportRequest, FieldExporter, parse_fields
+from orchestrator.analysis.fields import (
+    ExportOutcome,
+    ExportRequest,
+    FieldExporter,
+    compact,
+    concat_tables,
+    parse_fields,
+)
 from orchestrator.analysis.logs import read_fleet_logs, read_publisher_log, read_subscriber_log
 from orchestrator.analysis.messages import FLEET_KEY, PUBLISH, SEQ_KEY, explode_mqtt, per_message_table
 from orchestrator.analysis.nokeys import order_matched_publish
@@ -115,17 +122,16 @@ def check_negotiated(sessions: list[dict[str, Any]], expected: tuple[str, int], 
 def _select_publish(msgs: pd.DataFrame, inputs: RunInputs, warnings: list[str]) -> tuple[pd.DataFrame, ...]:
     # Messages in retransmitted frames are kept: tshark dissects a retransmission only when it fills
     # a gap (its data seen nowhere else); a copy of data already seen stays undissected.
-    pub = msgs[(msgs["mqtt_type"] == PUBLISH).fillna(False).to_numpy()]
+    pub = (msgs["mqtt_type"] == PUBLISH).fillna(False).to_numpy(dtype=bool)
     port = inputs.broker_port
-    inbound = pub[pub["dst_port"] == port]
-    outbound = pub[pub["src_port"] == port]
-    sized_in = inbound[inbound["payload_len"] == inputs.payload_bytes]
-    sized_out = outbound[outbound["payload_len"] == inputs.payload_bytes]
-    other = len(inbound) + len(outbound) - len(sized_in) - len(sized_out)
+    inbound = pub & (msgs["dst_port"] == port).to_numpy()
+    outbound = pub & (msgs["src_port"] == port).to_numpy()
+    sized = (msgs["payload_len"] == inputs.payload_bytes).fillna(False).to_numpy(dtype=bool)
+    other = int(inbound.sum() + outbound.sum() - (inbound & sized).sum() - (outbound & sized).sum())
     if other:
         warnings.append(f"{other} PUBLISH on port {port} with a payload other than {inputs.payload_bytes} B "
                         "ignored (another session in the same capture?)")
-    return sized_in, sized_out
+    return msgs[inbound & sized], msgs[outbound & sized]  # one copy each: no intermediate selections
 
 
 def _mqtt_on_port(msgs: pd.DataFrame, port: int) -> bool:
@@ -150,14 +156,14 @@ def _no_publish_error(msgs: pd.DataFrame, packets: pd.DataFrame, inputs: RunInpu
                         hint="check --payload and that the publisher ran")
 
 
-def _legs(packets: pd.DataFrame, port: int, pub: set[int], sub: set[int]) -> np.ndarray:
+def _legs(packets: pd.DataFrame, port: int, pub: set[int], sub: set[int]) -> pd.Categorical:
     to_b = (packets["dst_port"] == port).to_numpy()
     from_b = (packets["src_port"] == port).to_numpy()
     in_pub = packets["stream"].isin(pub).to_numpy()
     in_sub = packets["stream"].isin(sub).to_numpy()
-    return np.select([in_pub & to_b, in_pub & from_b, in_sub & to_b, in_sub & from_b],
-                     ["publisher->broker", "broker->publisher", "subscriber->broker", "broker->subscriber"],
-                     "")
+    legs = ["publisher->broker", "broker->publisher", "subscriber->broker", "broker->subscriber"]
+    code = np.select([in_pub & to_b, in_pub & from_b, in_sub & to_b, in_sub & from_b], [1, 2, 3, 4], 0)
+    return pd.Categorical.from_codes(code, categories=["", *legs])
 
 
 def _export_tables(inputs: RunInputs, exporter: FieldExporter) -> tuple[pd.DataFrame, pd.DataFrame, ExportOutcome]:
@@ -173,15 +179,25 @@ def _export_tables(inputs: RunInputs, exporter: FieldExporter) -> tuple[pd.DataF
 
     def handle(text: str) -> None:
         part = parse_fields(text)
-        packet_parts.append(part)
         msg_parts.append(explode_mqtt(part, payload_cache))
+        packet_parts.append(compact(part, drop=["mqtt_msg"]))  # the payloads are in msg_parts now
 
     outcome = exporter(inputs.export_request(), handle)
     if not packet_parts:
         handle("")
-    packets = pd.concat(packet_parts, ignore_index=True) if len(packet_parts) > 1 else packet_parts[0]
+    packets = concat_tables(packet_parts)
+    packet_parts.clear()
     msgs = pd.concat(msg_parts, ignore_index=True) if len(msg_parts) > 1 else msg_parts[0]
     return packets, msgs, outcome
+
+
+def _dissector_bugs(outcome: ExportOutcome) -> list[str]:
+    """A warning when the exporter says it could not dissect some frame (its figures miss what it lost)."""
+    bugs = [line.strip() for line in outcome.stderr.splitlines() if "Dissector bug" in line]
+    if not bugs:
+        return []
+    return [f"tshark reported {len(bugs)} dissector error(s); what it could not decode is missing from the "
+            f"tables (first: {bugs[0][:300]})"]
 
 
 def analyse_run(inputs: RunInputs, exporter: FieldExporter) -> RunAnalysis:
@@ -207,6 +223,7 @@ def analyse_run(inputs: RunInputs, exporter: FieldExporter) -> RunAnalysis:
                         f"last complete packet were cut; the {scan.packets} complete packets are used")
         if len(packets) != scan.packets:
             warnings.append(f"tshark read {len(packets)} packets, the record walk counted {scan.packets}")
+    warnings.extend(_dissector_bugs(outcome))
     inbound, outbound, matched_by = _match_publish(msgs, packets, inputs, warnings)
     unparsed = int(inbound["seq"].isna().sum() + outbound["seq"].isna().sum())
     if unparsed:
@@ -221,8 +238,7 @@ def analyse_run(inputs: RunInputs, exporter: FieldExporter) -> RunAnalysis:
     m = _metrics(inputs, packets, msgs, inbound, outbound, pm, pub_log, sub_log, pub_streams, sub_streams,
                  warnings)
     m["capture"]["messages_matched_by"] = matched_by
-    out_packets = packets.drop(columns=["mqtt_msg"])
-    return RunAnalysis(out_packets, pm, m, warnings, send_log=pub_log)
+    return RunAnalysis(packets, pm, m, warnings, send_log=pub_log)
 
 
 def _match_publish(msgs: pd.DataFrame, packets: pd.DataFrame, inputs: RunInputs,

@@ -21,6 +21,8 @@ from orchestrator.model.export import ExportOutcome, ExportRequest
 MQTT_PORT = 1883
 MQTTS_PORT = 8883
 HINT = "is tshark installed? run `testbed doctor`"
+# A 64 KiB segment holds at most ~3,000 TLS records (5 B header + 16 B AEAD tag + 1 B): far below this.
+MAX_LAYERS = 65536
 # Preferences pinned so a user's Wireshark profile cannot change what we read.
 PREFERENCES: tuple[str, ...] = (
     "tcp.desegment_tcp_streams:TRUE",
@@ -31,6 +33,11 @@ PREFERENCES: tuple[str, ...] = (
     "tls.desegment_ssl_records:TRUE",
     "tls.desegment_ssl_application_data:TRUE",
     "mqtt.show_msg_as_text:FALSE",
+    # every TLS record a frame hands to MQTT is one more protocol layer of it; past this many layers
+    # tshark stops with "Dissector bug ... saved_layers_len < prefs.gui_max_tree_depth" and decodes no
+    # MQTT in the rest of the stream. The default, 500, is reached by one 64 KiB loopback segment of a
+    # broker sending ~2,000 PUBLISH/s to one subscriber (623 records of 105 bytes)
+    f"gui.max_tree_depth:{MAX_LAYERS}",
 )
 
 
@@ -85,17 +92,26 @@ def merged_keylog(paths: Sequence[Path]) -> Iterator[Path | None]:
 
 
 def _whole_lines(blocks: Iterable[bytes], chunk_bytes: int) -> Iterator[str]:
-    """Output blocks -> text chunks of at least ``chunk_bytes`` cut after a newline (the rest last)."""
-    pending = b""
+    """Output blocks -> text chunks of at least ``chunk_bytes`` cut after a newline (the rest last).
+
+    The blocks are kept in a list and joined once per chunk: appending each to one growing buffer
+    would copy that buffer again for every block.
+    """
+    parts: list[bytes] = []
+    size = 0
     for block in blocks:
-        pending += block
-        if len(pending) >= chunk_bytes:
+        parts.append(block)
+        size += len(block)
+        if size >= chunk_bytes:
+            pending = b"".join(parts)
             cut = pending.rfind(b"\n") + 1
             if cut:
                 yield pending[:cut].decode("utf-8", errors="replace")
                 pending = pending[cut:]
-    if pending:
-        yield pending.decode("utf-8", errors="replace")
+            parts, size = ([pending] if pending else []), len(pending)
+    rest = b"".join(parts)
+    if rest:
+        yield rest.decode("utf-8", errors="replace")
 
 
 def export_chunks(request: ExportRequest, handle: Callable[[str], None], *, timeout: float = 1800.0,

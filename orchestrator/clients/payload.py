@@ -8,6 +8,14 @@ ASCII ``%08d,%019d,`` (sequence, send time in ns) padded with ``x``, which names
 from __future__ import annotations
 
 import json
+import re
+
+_INT = rb"-?(?:0|[1-9][0-9]*)"
+_TEXT = rb'"[\x20\x21\x23-\x5b\x5d-\x7e]*"'  # printable ASCII without quote or backslash: no escapes
+# The firmware's exact layout (payload.cpp), every byte of it; anything else goes through json. A
+# payload this matches is valid JSON with these three keys once each, so json.loads would give the same.
+_FIRMWARE = re.compile(rb'\{"d":(' + _TEXT + rb'),"n":(' + _INT + rb'),"t":(' + _INT + rb'),"s":\[' + _INT
+                       + rb"(?:," + _INT + rb")*\]" + rb'(?:,"x":' + _TEXT + rb")? *\}")
 
 
 def parse_message(data: bytes) -> tuple[str, int, int] | None:
@@ -16,6 +24,9 @@ def parse_message(data: bytes) -> tuple[str, int, int] | None:
     ``device`` is the JSON's ``d`` as text ("" when absent, and for the ASCII format)."""
     head = data[:1]
     if head == b"{":
+        fast = _FIRMWARE.fullmatch(data)
+        if fast is not None:
+            return fast[1][1:-1].decode("ascii"), int(fast[2]), int(fast[3])
         try:
             obj = json.loads(data)
             device = obj.get("d", "")

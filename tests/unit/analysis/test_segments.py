@@ -97,3 +97,19 @@ def test_a_reset_after_a_later_segment_does_not_answer_an_earlier_lost_copy() ->
                sack_le="", sack_re="", tcp_flags=0x04)
     table = pd.concat([table.assign(tcp_flags=0x10), pd.DataFrame([rst])], ignore_index=True)
     assert broker_losses(table, {0}, PORT)["tcp_copies_lost_to_broker"] == 1  # 11-34 lost; 34-40 answered
+
+
+def test_a_copy_resent_before_any_ack_was_delivered_when_a_dsack_reports_it_twice() -> None:
+    # a tail loss probe: the client resends its last segment while the broker delays its ACK; the ACK that
+    # follows acknowledges both and reports the bytes as received twice (D-SACK 1-11 below the ACK 11)
+    probe = [("d", 1, 10), ("d", 1, 10), ("a", 11, "1", "11")]
+    lost = [("d", 1, 10), ("d", 1, 10), ("a", 11)]  # the first copy never arrived: no duplicate reported
+    fates = broker_losses(_table(probe), {0}, PORT)
+    assert (fates["tcp_copies_to_broker"], fates["tcp_copies_lost_to_broker"]) == (2, 0)
+    assert broker_losses(_table(lost), {0}, PORT)["tcp_copies_lost_to_broker"] == 1
+    # a plain SACK (above the cumulative ACK) after the resend may be the resend's own: no evidence
+    held = [("d", 1, 10), ("d", 11, 10), ("d", 11, 10), ("a", 1, "11", "21")]
+    assert broker_losses(_table(held), {0}, PORT)["tcp_copies_lost_to_broker"] == 2
+    # a D-SACK inside the second block (RFC 2883 section 4.1.2) counts as well
+    above = [("d", 1, 10), ("d", 11, 10), ("d", 11, 10), ("a", 1, "11|11", "21|21")]
+    assert broker_losses(_table(above), {0}, PORT)["tcp_copies_lost_to_broker"] == 1
