@@ -41,10 +41,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loader_common import CHACHA_IANA, CHACHA_OPENSSL, pss_kb, thread_cpu_ns, tree
+
 REPO = Path(__file__).resolve().parents[1]
 MOSQUITTO = "/usr/sbin/mosquitto"
-CHACHA_OPENSSL = "ECDHE-ECDSA-CHACHA20-POLY1305"
-CHACHA_IANA = "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"
 
 
 @dataclass
@@ -160,40 +160,6 @@ class Subscriber:
 
 
 # ------------------------------------------------------------------------------------------ measurement
-def tree(pid: int) -> list[int]:
-    pids, todo = [], [pid]
-    while todo:
-        pids.append(todo.pop())
-        try:
-            todo += [int(c) for c in Path(f"/proc/{pids[-1]}/task/{pids[-1]}/children").read_text().split()]
-        except OSError:
-            pass
-    return pids
-
-
-def read_proc(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError:
-        return ""
-
-
-def thread_cpu_ns(pids: list[int]) -> dict[tuple[int, str], int]:
-    out = {}
-    for pid in pids:
-        tids = os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else []
-        for tid in tids:
-            fields = read_proc(f"/proc/{pid}/task/{tid}/schedstat").split()
-            if fields:
-                out[(pid, tid)] = int(fields[0])
-    return out
-
-
-def pss_kb(pids: list[int]) -> int:
-    lines = (x for pid in pids for x in read_proc(f"/proc/{pid}/smaps_rollup").splitlines())
-    return sum(int(x.split()[1]) for x in lines if x.startswith("Pss:"))
-
-
 class Window:
     """Samples the loader's threads once every device is connected and again before any has finished."""
 

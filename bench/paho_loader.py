@@ -11,7 +11,7 @@ import selectors
 import time
 from pathlib import Path
 
-from fleet_loader import CHACHA_OPENSSL, read_proc
+from loader_common import CHACHA_OPENSSL, read_proc
 
 
 def payload(device: str, seq: int, t_us: int, size: int, rng: random.Random) -> bytes:

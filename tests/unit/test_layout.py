@@ -1,4 +1,5 @@
-"""The folder layout is the architecture: who may import what, and how big a file or function may grow.
+"""The folder layout is the architecture: who may import what. (How big a file or function may grow is the
+size rule, scripts/size_lint.py, run by `make check` and tests/unit/test_size_lint.py.)
 
 The code is READ with ``ast``, never imported, so a rule holds for every module whatever it would
 import at run time. The import graph counts every import: top-level and function-local,
@@ -30,13 +31,6 @@ PROGRAM_ATTRS = {"os": {"system", "popen", "posix_spawn", "posix_spawnp", "spawn
                         "spawnlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe", "execl", "execle", "execlp",
                         "execlpe", "execv", "execve", "execvp", "execvpe"},
                  "shutil": {"which"}}
-
-MAX_FILE_LINES = 450
-MAX_FUNCTION_LINES = 60
-# Functions allowed to be longer than MAX_FUNCTION_LINES: {"path:Qualified.name": "why"}.
-# Keep it EMPTY unless a long function is truly clearer in one piece; say why in the value.
-LONG_FUNCTIONS_ALLOWED: dict[str, str] = {}
-
 
 @dataclass
 class Module:
@@ -218,36 +212,3 @@ def test_backends_reach_no_measure_lab_or_cli() -> None:
     above = ("orchestrator.measure", "orchestrator.lab", "orchestrator.cli")
     offenders = _violations(_roots("orchestrator.backends"), lambda mod: _imports_of(mod, lambda i: _in(i, *above)))
     assert offenders == [], "orchestrator/backends/ must not reach measure/, lab/ or cli/:\n" + "\n".join(offenders)
-
-
-def _functions(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            yield prefix + node.name, node
-            yield from _functions(node, f"{prefix}{node.name}.")
-        elif isinstance(node, ast.ClassDef):
-            yield from _functions(node, f"{prefix}{node.name}.")
-        else:
-            yield from _functions(node, prefix)
-
-
-def test_no_file_over_450_lines() -> None:
-    too_long = [f"{p.relative_to(REPO)}: {n} lines" for p in _source_files()
-                if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_FILE_LINES]
-    assert too_long == [], f"files over {MAX_FILE_LINES} lines (split them):\n" + "\n".join(too_long)
-
-
-def test_no_function_over_60_lines() -> None:
-    too_long, seen = [], set()
-    for path in _source_files():
-        rel = path.relative_to(REPO).as_posix()
-        for qualname, node in _functions(ast.parse(path.read_text(encoding="utf-8"))):
-            key = f"{rel}:{qualname}"
-            seen.add(key)
-            length = (node.end_lineno or node.lineno) - node.lineno + 1  # from `def` to the end of its body
-            if length > MAX_FUNCTION_LINES and key not in LONG_FUNCTIONS_ALLOWED:
-                too_long.append(f"{key}: {length} lines")
-    stale = sorted(set(LONG_FUNCTIONS_ALLOWED) - seen)
-    assert stale == [], f"allow-list entries naming no function (remove them): {stale}"
-    assert too_long == [], f"functions over {MAX_FUNCTION_LINES} lines (shorten them, or allow-list with a " \
-                           "reason):\n" + "\n".join(too_long)
