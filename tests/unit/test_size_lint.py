@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from scripts import size_lint
-from scripts.size_lint import MAX_FILE_LINES, MAX_FUNCTION_LINES, check, cpp_functions
+from scripts.size_lint import CPP_ROOTS, MAX_FILE_LINES, MAX_FUNCTION_LINES, PYTHON_ROOTS, check, cpp_functions
+
+PY, BENCH = PYTHON_ROOTS  # made-up files below go under the real roots of a temporary tree
+CORE, HOST = CPP_ROOTS
 
 CPP = r'''#include "x.h"
 #if defined(ESP32)
@@ -97,24 +100,24 @@ def test_long_files_and_functions_are_reported_in_python_and_cpp(tmp_path: Path)
     long_body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))  # + the def line: one too many
     cpp_body = "".join(f"  int x{i} = {i};\n" for i in range(MAX_FUNCTION_LINES - 1))
     repo = _tree(tmp_path, {
-        "orchestrator/a.py": "def long_one():\n" + long_body + "\n\nclass C:\n    def ok(self):\n        pass\n",
-        "bench/b.py": "x = 1\n" * (MAX_FILE_LINES + 1),
-        "bench/fine.py": "x = 1\n" * MAX_FILE_LINES,
-        "firmware/platformio/host/src/sub/c.cpp": "int f() {\n" + cpp_body + "}\n",  # 61 lines, in a sub-folder
-        "firmware/platformio/lib/testbed_core/src/d.h": "inline int g() {\n" + cpp_body[: -len("  int x58 = 58;\n")]
+        f"{PY}/a.py": "def long_one():\n" + long_body + "\n\nclass C:\n    def ok(self):\n        pass\n",
+        f"{BENCH}/b.py": "x = 1\n" * (MAX_FILE_LINES + 1),
+        f"{BENCH}/fine.py": "x = 1\n" * MAX_FILE_LINES,
+        f"{HOST}/sub/c.cpp": "int f() {\n" + cpp_body + "}\n",  # 61 lines, in a sub-folder
+        f"{CORE}/d.h": "inline int g() {\n" + cpp_body[: -len("  int x58 = 58;\n")]
                                                         + "}\n",  # 60 lines: allowed
     })
     problems = check(repo, allowed={})
     assert sorted(p.split(": ", 1)[1] for p in problems) == sorted([
-        f"orchestrator/a.py:long_one: {MAX_FUNCTION_LINES + 1} lines (limit {MAX_FUNCTION_LINES})",
-        f"bench/b.py: {MAX_FILE_LINES + 1} lines (limit {MAX_FILE_LINES})",
-        f"firmware/platformio/host/src/sub/c.cpp:f: {MAX_FUNCTION_LINES + 1} lines (limit {MAX_FUNCTION_LINES})",
+        f"{PY}/a.py:long_one: {MAX_FUNCTION_LINES + 1} lines (limit {MAX_FUNCTION_LINES})",
+        f"{BENCH}/b.py: {MAX_FILE_LINES + 1} lines (limit {MAX_FILE_LINES})",
+        f"{HOST}/sub/c.cpp:f: {MAX_FUNCTION_LINES + 1} lines (limit {MAX_FUNCTION_LINES})",
     ])
 
 
 def test_the_allow_list_needs_a_breach_to_allow(tmp_path: Path) -> None:
-    repo = _tree(tmp_path, {"bench/b.py": "x = 1\n" * (MAX_FILE_LINES + 1), "orchestrator/ok.py": "x = 1\n"})
-    assert check(repo, allowed={"bench/b.py": "one table, clearer whole"}) == []
-    stale = check(repo, allowed={"bench/b.py": "why", "orchestrator/ok.py": "why"})
-    assert stale == ["stale ALLOWED entry (nothing over the limit there; remove it): orchestrator/ok.py"]
+    repo = _tree(tmp_path, {f"{BENCH}/b.py": "x = 1\n" * (MAX_FILE_LINES + 1), f"{PY}/ok.py": "x = 1\n"})
+    assert check(repo, allowed={f"{BENCH}/b.py": "one table, clearer whole"}) == []
+    stale = check(repo, allowed={f"{BENCH}/b.py": "why", f"{PY}/ok.py": "why"})
+    assert stale == [f"stale ALLOWED entry (nothing over the limit there; remove it): {PY}/ok.py"]
     assert all(reason.strip() for reason in size_lint.ALLOWED.values()), "every exception says why"
