@@ -19,6 +19,43 @@ from orchestrator.errors import TestbedError
 
 M = TypeVar("M", bound=BaseModel)
 
+# A user's file is small: aliases that expand past this many nodes are refused (a "billion laughs" file would
+# otherwise take the memory of the machine), as is an alias inside the node it names (a recursive structure).
+MAX_EXPANDED_NODES = 100_000
+
+
+def _check_aliases(path: Path, root: yaml.Node) -> None:
+    """Refuse a node that contains itself through an alias, and aliases that expand past MAX_EXPANDED_NODES."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    todo: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while todo:
+        node, children_done = todo.pop()
+        key = id(node)
+        if children_done:
+            open_nodes.discard(key)
+            sizes[key] = 1 + sum(sizes[id(c)] for c in _children(node))
+            if sizes[key] > MAX_EXPANDED_NODES:
+                raise TestbedError(f"{path}:{node.start_mark.line + 1}: its aliases expand to more than "
+                                   f"{MAX_EXPANDED_NODES:,} values", hint="write the values out instead")
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:
+            raise TestbedError(f"{path}:{node.start_mark.line + 1}: an alias refers to a node that contains it "
+                               "(a recursive structure)", hint="remove the self-referencing alias")
+        open_nodes.add(key)
+        todo.append((node, True))
+        todo.extend((c, False) for c in _children(node))
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
 
 def _line_index(node: yaml.Node, path: tuple[Any, ...], out: dict[tuple[Any, ...], int]) -> None:
     out[path] = node.start_mark.line + 1
@@ -43,6 +80,8 @@ def read_yaml(path: Path) -> tuple[Any, dict[tuple[Any, ...], int]]:
                            hint="save it as UTF-8 YAML") from exc
     try:
         node = yaml.compose(text)
+        if node is not None:
+            _check_aliases(path, node)
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark

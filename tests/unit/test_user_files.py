@@ -54,3 +54,41 @@ def test_read_yaml_keeps_its_errors_for_text(tmp_path: Path) -> None:
         read_yaml(path)
     path.write_bytes("\ufeffname: caf\xe9\n".encode())  # UTF-8 with a byte order mark is text
     assert read_yaml(path)[0] == {"name": "caf\xe9"}
+
+
+def _laughs(levels: int) -> str:
+    """A file whose aliases expand to 10**levels values while its text stays a few hundred bytes."""
+    lines = ["name: laughs", "transport: plain", "a0: &a0 [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+ALIASES = {
+    "self-reference": ("name: loop\ntransport: plain\nextra: &x [1, *x]\n",
+                       ":3: an alias refers to a node that contains it (a recursive structure)"),
+    "billion-laughs": (_laughs(9), ":7: its aliases expand to more than 100,000 values"),
+}
+
+
+@pytest.mark.parametrize("case", ALIASES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_recursive_or_exploding_alias_is_refused_before_anything_starts(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, kind: str, case: str) -> None:
+    text, reason = ALIASES[case]
+    path = tmp_path / f"{kind}.yaml"
+    path.write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+
+    code = main(KINDS[kind](path, out))
+
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert f"error: {path}{reason}" in err.splitlines(), err
+    assert "internal error" not in err and "Traceback" not in err and "RecursionError" not in err
+    assert not out.exists()
+
+
+def test_aliases_that_stay_small_still_read(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("a: &a [1, 2]\nb: *a\nc: [*a, *a]\n", encoding="utf-8")
+    assert read_yaml(path)[0] == {"a": [1, 2], "b": [1, 2], "c": [[1, 2], [1, 2]]}
