@@ -11,7 +11,7 @@ from typing import Annotated, TypeVar, cast
 import typer
 
 from orchestrator import __version__
-from orchestrator.cli.console import err, out
+from orchestrator.cli.console import err, escape, out, progress_line
 from orchestrator.errors import TestbedError
 from orchestrator.model.impairment import DelayMechanism
 from orchestrator.model.layout import BundleLayout
@@ -73,7 +73,7 @@ def images_build(
     from orchestrator.backends.images import build_images
 
     result = build_images(names or None, rebuild=rebuild, mirror=mirror,
-                          progress=lambda m: err.print(f"[dim]{m}[/]"))
+                          progress=progress_line)
     for tag, what in result.items():
         out.print(f"{tag}: {what}")
 
@@ -90,7 +90,7 @@ def up(
     from orchestrator.lab import session
 
     info = session.up(scenario, expose=expose, host_port=host_port, impairment_name=impairment,
-                      progress=lambda m: err.print(f"[dim]{m}[/]"))
+                      progress=progress_line)
     for line in info:
         out.print(line)
 
@@ -160,7 +160,8 @@ def run_cmd(
                        ] = None,
 ) -> None:
     """One measurement: up, capture, subscriber, publisher, count, stop, tear down, analyse, summary."""
-    from orchestrator.cli.render import run_with_progress
+    from orchestrator.cli import render
+    from orchestrator.measure import run as measure_run
 
     with user_input("run parameters"):
         spec = RunSpec(scenario=scenario, payload=payload, samples=samples, interval_ms=parse_interval(interval),
@@ -169,10 +170,13 @@ def run_cmd(
                        reset_board=reset_board, connection=connection, per_connection=per_connection, close=close,
                        devices=devices, connect_rate=connect_rate, inventory=_inventory(inventory))
     try:
-        outcome = run_with_progress(spec, out_dir)
+        with render.run_bar(spec.samples) as (progress, status):
+            outcome = measure_run.execute_run(spec, out_dir or measure_run.default_run_dir(spec),
+                                              progress=progress, status=status)
     except KeyboardInterrupt:
         raise TestbedError("run interrupted: containers (or lab hosts) and impairment cleaned up; raw files kept",
                            exit_code=130) from None
+    render.run_outcome(spec, outcome)
     if outcome.status != "ok":
         raise TestbedError(f"run failed: {outcome.error}", hint=f"logs kept in {outcome.run_dir}")
 
@@ -217,6 +221,7 @@ def sweep(
     grading: Annotated[list[Path] | None, typer.Option(help="extra grading table (YAML); repeatable")] = None,
 ) -> None:
     """The study's matrix (scenarios x payloads x impairments x repeats) into a results bundle + report."""
+    from orchestrator.cli import rebuild
     from orchestrator.cli.render import RichSweepProgress, sweep_bar, sweep_summary
     from orchestrator.measure import sweep as sw
     from orchestrator.results.manifest import argv_for_display
@@ -241,10 +246,10 @@ def sweep(
         err.print(f"bundle: {job.bundle}  ({len(job.cells)} cells, seed {plan.seed})")
     with sweep_bar() as bar:
         sw.run_sweep(job, RichSweepProgress(bar, len(job.cells)))
-    derived = sw.build_derived(job.bundle, baseline=job.plan.baseline, grading=grading or [])
+    derived = rebuild.build_derived(job.bundle, baseline=job.plan.baseline, grading=grading or [])
     out.print(sweep_summary(job.bundle))
-    out.print(f"bundle: {job.bundle}")
-    out.print(f"report: {BundleLayout(job.bundle).report_html}  ({len(derived)} derived files)")
+    out.print(f"bundle: {escape(str(job.bundle))}")
+    out.print(f"report: {escape(str(BundleLayout(job.bundle).report_html))}  ({len(derived)} derived files)")
     sw.check_finished(job)
 
 
@@ -255,11 +260,12 @@ def report(
     grading: Annotated[list[Path] | None, typer.Option(help="extra grading table (YAML); repeatable")] = None,
 ) -> None:
     """Rebuild every derived file (summary, comparisons, plots, report.md/html) from the raw run data."""
-    from orchestrator.measure.sweep import rebuild_bundle
+    from orchestrator.cli import rebuild
 
-    paths = rebuild_bundle(bundle, baseline=baseline, grading=grading or [],
-                           progress=lambda m: err.print(f"[dim]{m}[/]"))
-    out.print(f"rebuilt {len(paths)} files in {bundle}; report: {BundleLayout(bundle).report_html}")
+    paths = rebuild.rebuild_bundle(bundle, baseline=baseline, grading=grading or [],
+                                   progress=progress_line)
+    out.print(f"rebuilt {len(paths)} files in {escape(str(bundle))}; report: "
+              f"{escape(str(BundleLayout(bundle).report_html))}")
 
 
 @app.command("archive")
@@ -272,9 +278,12 @@ def archive_cmd(
     from orchestrator.results.archive import archive
 
     dest, excluded = archive(bundle, include_secrets=include_secrets)
-    out.print(f"archive: {dest}")
-    if excluded:
-        out.print(f"left out {len(excluded)} secret file(s) (private keys, key logs); --include-secrets packs them")
+    out.print(f"archive: {escape(str(dest))}")
+    if excluded:  # each by name: what a reader of the archive will not find
+        out.print(f"left out {len(excluded)} secret file(s) (keys, passwords, key logs, serial logs; "
+                  "--include-secrets packs them):", highlight=False)
+        for rel in excluded:
+            out.print(f"  {rel}", highlight=False, markup=False)
 
 
 @app.command("verify")
@@ -285,7 +294,7 @@ def verify_cmd(archive_path: Annotated[Path, typer.Argument(help="a .tar.gz made
     checked, problems = verify(archive_path)
     if problems:
         raise TestbedError(f"{archive_path}: {len(problems)} problem(s)", evidence="\n".join(problems))
-    out.print(f"{archive_path}: {checked} files, all checksums match")
+    out.print(f"{escape(str(archive_path))}: {checked} files, all checksums match")
 
 
 def _register_subapps() -> None:
@@ -310,11 +319,11 @@ def main(argv: list[str] | None = None) -> int:
     except TestbedError as exc:
         if _state["debug"]:
             traceback.print_exc()
-        err.print(f"[red]error:[/] {exc.message}", highlight=False, markup=True)
+        err.print(f"[red]error:[/] {escape(exc.message)}", highlight=False, markup=True)
         if exc.evidence:
             err.print(exc.evidence, highlight=False, markup=False)
         if exc.hint:
-            err.print(f"[yellow]hint:[/] {exc.hint}", highlight=False)
+            err.print(f"[yellow]hint:[/] {escape(exc.hint)}", highlight=False)
         return exc.exit_code
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/]: cleaned up; finished results are kept")
@@ -322,8 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if _state["debug"]:
             raise
-        err.print(f"[red]internal error:[/] {type(exc).__name__}: {exc} (run with --debug for the traceback)",
-                  highlight=False)
+        err.print(f"[red]internal error:[/] {type(exc).__name__}: {escape(str(exc))} "
+                  "(run with --debug for the traceback)", highlight=False)
         return 70
     return 0
 
