@@ -14,6 +14,7 @@ from orchestrator.errors import TestbedError
 
 HOST_SOURCE = Path(__file__).resolve().parents[2] / "firmware" / "platformio" / "host"
 PACKAGES = "apt-get install -y g++ cmake make libmbedtls-dev"
+GENERATED = ("Makefile", "build.ninja")  # what a finished configure step leaves for the build step
 
 
 def cache_dir() -> Path:
@@ -30,9 +31,13 @@ def build_target(target: str, build_dir: Path | None = None) -> Path:
         raise TestbedError(f"firmware host sources not found at {HOST_SOURCE}",
                            hint="run the testbed from its source checkout")
     out = build_dir or cache_dir()
-    if not (out / "CMakeCache.txt").is_file():
+    configured = (out / "CMakeCache.txt").is_file() and any((out / f).is_file() for f in GENERATED)
+    if not configured:
         proc = run(["cmake", "-S", str(HOST_SOURCE), "-B", str(out)], check=False, timeout=300)
         if proc.returncode:
+            # a failed configure leaves a cache but no build files: drop it, so the retry after the fix
+            # (e.g. libmbedtls-dev installed) configures again instead of running make on nothing
+            (out / "CMakeCache.txt").unlink(missing_ok=True)
             raise TestbedError(f"cmake could not configure the firmware host build in {out}",
                                evidence=(proc.stdout + proc.stderr)[-2000:], hint=PACKAGES)
     proc = run(["cmake", "--build", str(out), "--target", target, "-j2"], check=False, timeout=900)
