@@ -2,10 +2,13 @@
 
 Expected failures (bad input, a missing tool, a daemon that does not answer) raise
 :class:`TestbedError`. The CLI catches it in one place, prints one line (plus an optional
-hint and evidence) and exits non-zero; ``--debug`` shows the traceback.
+hint and evidence) and exits non-zero; ``--debug`` shows the traceback. What it carries is redacted
+when it is made (orchestrator/redact.py): no password, private key or key-log line reaches the terminal.
 """
 
 from __future__ import annotations
+
+from orchestrator.redact import redact, redact_optional
 
 
 class TestbedError(Exception):
@@ -15,10 +18,11 @@ class TestbedError(Exception):
 
     def __init__(self, message: str, *, hint: str | None = None, evidence: str | None = None,
                  exit_code: int = 1) -> None:
+        message = redact(message)
         super().__init__(message)
         self.message = message
-        self.hint = hint
-        self.evidence = evidence
+        self.hint = redact_optional(hint)
+        self.evidence = redact_optional(evidence)
         self.exit_code = exit_code
 
     def __str__(self) -> str:

@@ -17,12 +17,18 @@ configuration with the paths of the broker host, for a broker run without Docker
 (inventory.<its suffix>, also at the bundle's root), logs/host_clock.json (the publisher host's clock against
 the broker host's) and logs/hosts/<host>/ (each host's process logs and exit codes, the publisher's logs on its
 own clock, the clock exchanges).
+
+Files that can hold a secret (a private key, a password, TLS key-log material) are DECLARED here, once
+(SECRET_FILES): the archive leaves them out (results/archive.py), the manifest lists them
+(``secrets_in_bundle``), they are written 0600 (SECRET_MODE, results/atomic.py), and the text of a
+transcript or of error evidence is redacted where it is written (orchestrator/redact.py).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 DATA = "/data"
 
@@ -41,6 +47,11 @@ CONTAINERS = "containers.json"
 ANALYSIS_OUTPUTS = (PER_MESSAGE, PACKETS, METRICS)
 INVENTORY_COPY = "inventory"  # + the inventory's own suffix (.yml, .yaml, .ini or none)
 
+# a board's serial port (--publisher esp32): every line it printed during a run, and, when the run failed,
+# the last lines both ways (the host's RUN included, redacted where written)
+SERIAL_LOG = "serial.log"
+SERIAL_TRANSCRIPT = "serial_transcript.log"
+
 # bundle
 MANIFEST = "manifest.json"
 RUNS = "runs"
@@ -49,6 +60,59 @@ COMPARISONS = "comparisons.csv"
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
 PLOTS = "plots"
+
+
+SECRET_MODE = 0o600  # a declared secret file: its owner only
+PUBLIC_MODE = 0o644
+
+
+@dataclass(frozen=True)
+class SecretFile:
+    """A kind of file that can hold a secret: ``glob`` as the manifest names it, ``holds`` what it may hold,
+    ``pattern`` matched against a path relative to a run folder or a bundle (or any path ending so)."""
+
+    glob: str
+    holds: str
+    pattern: re.Pattern[str]
+
+
+SECRET_FILES = (
+    SecretFile("*.key", "private keys (pki/: the CA's, the broker's, the clients')",
+               re.compile(r"(^|/)[^/]+\.key$")),
+    SecretFile("*password*", "broker passwords (pki/passwords.txt, any password file)",
+               re.compile(r"(^|/)[^/]*passw(or)?d[^/]*$", re.IGNORECASE)),
+    SecretFile("keylogs/*", "TLS key logs of our clients and the board",
+               re.compile(r"(^|/)keylogs/.+$")),
+    SecretFile("*.keys, *.keylog", "TLS key logs in any folder (e.g. a lab host's)",
+               re.compile(r"(^|/)[^/]+\.(keys|keylog|keylogs)$")),
+    SecretFile(f"logs/{SERIAL_LOG}", "a board's serial output: its KEYLOG lines (the TLS secrets)",
+               re.compile(rf"(^|/)logs/{re.escape(SERIAL_LOG)}$")),
+    SecretFile(f"logs/{SERIAL_TRANSCRIPT}", "a board's serial transcript: the RUN it was sent (credentials, the "
+               "client's private key) and its KEYLOG lines; redacted where written, kept out all the same",
+               re.compile(rf"(^|/)logs/{re.escape(SERIAL_TRANSCRIPT)}$")),
+    SecretFile(f"{INVENTORY_COPY}*", "the lab's inventory (may hold Ansible passwords)",
+               re.compile(rf"(^|/){INVENTORY_COPY}(\.[A-Za-z]+)?$")),
+)
+
+
+def secret_kind(path: str | PurePosixPath | Path) -> SecretFile | None:
+    """The declared kind of secret file ``path`` is (relative to a run folder or a bundle), or None."""
+    rel = path.as_posix() if isinstance(path, PurePosixPath | Path) else path
+    return next((s for s in SECRET_FILES if s.pattern.search(rel)), None)
+
+
+def is_secret(path: str | PurePosixPath | Path) -> bool:
+    return secret_kind(path) is not None
+
+
+def file_mode(path: str | PurePosixPath | Path) -> int:
+    """The mode a results file is written with: 0600 for a declared secret, else 0644."""
+    return SECRET_MODE if is_secret(path) else PUBLIC_MODE
+
+
+def secrets_in_bundle() -> list[str]:
+    """The declared secret files as the manifest lists them."""
+    return [s.glob for s in SECRET_FILES]
 
 
 @dataclass(frozen=True)
@@ -161,6 +225,16 @@ class Layout:
     def native_broker_conf(self) -> Path:
         """Mosquitto's configuration for a broker host without Docker (paths of that host's lab folder)."""
         return self.config / "mosquitto.native.conf"
+
+    @property
+    def serial_log(self) -> Path:
+        """A board's serial output during its runs (a declared secret: its KEYLOG lines)."""
+        return self.logs / SERIAL_LOG
+
+    @property
+    def serial_transcript(self) -> Path:
+        """A failed board run's last serial lines both ways, redacted (and declared secret all the same)."""
+        return self.logs / SERIAL_TRANSCRIPT
 
     @property
     def host_clock(self) -> Path:

@@ -1,7 +1,8 @@
 """Pack a results bundle into BUNDLE.tar.gz with SHA256SUMS inside, and check such an archive.
 
-Secrets (private keys, broker passwords, TLS key logs) are left out unless asked; the manifest
-records what was left out.
+Secrets (every file orchestrator/model/layout.py declares in SECRET_FILES: private keys, passwords, TLS
+key logs in any file, a board's serial log and transcript, the lab's inventory) are left out unless asked;
+the manifest records which files were left out, and the CLI names them.
 """
 
 from __future__ import annotations
@@ -10,24 +11,15 @@ import datetime as dt
 import hashlib
 import io
 import os
-import re
 import tarfile
 from pathlib import Path
 from typing import IO
 
 from orchestrator.errors import TestbedError
-from orchestrator.model.layout import MANIFEST, BundleLayout
+from orchestrator.model.layout import MANIFEST, BundleLayout, is_secret, secrets_in_bundle
 from orchestrator.results.manifest import load_manifest, save_manifest
 
 SUMS = "SHA256SUMS"
-# secrets: never archived unless asked
-SECRET_PATTERNS = (re.compile(r"(^|/)pki/[^/]+\.key$"), re.compile(r"(^|/)pki/passwords\.txt$"),
-                   re.compile(r"(^|/)keylogs/[^/]+$"),
-                   re.compile(r"(^|/)inventory(\.[A-Za-z]+)?$"))  # a lab's inventory may hold Ansible passwords
-
-
-def is_secret(rel: str) -> bool:
-    return any(p.search(rel) for p in SECRET_PATTERNS)
 
 
 def _sha256_stream(fh: IO[bytes]) -> str:
@@ -53,6 +45,7 @@ def archive(bundle: Path, *, include_secrets: bool = False, dest: Path | None = 
     for p in files:
         rel = p.relative_to(bundle).as_posix()
         (excluded if is_secret(rel) and not include_secrets else included).append(rel)
+    manifest["secrets_in_bundle"] = secrets_in_bundle()  # the declaration of this version (an older one knew less)
     manifest["archive"] = {"secrets_included": include_secrets, "excluded": excluded,
                            "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
     save_manifest(bundle, manifest)

@@ -1,6 +1,7 @@
 """Atomic file writes: a temporary file in the same folder, fsync, then os.replace.
 
-Readers (and a crash) see the old file or the new one, never a part of one.
+Readers (and a crash) see the old file or the new one, never a part of one. A file is written with the
+mode its name declares (orchestrator/model/layout.py: 0600 for a secret file, else 0644).
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import TestbedError
+from orchestrator.model.layout import SECRET_MODE, file_mode, is_secret
 
 
-def write_bytes_atomic(path: Path, data: bytes, mode: int = 0o644) -> Path:
+def write_bytes_atomic(path: Path, data: bytes, mode: int | None = None) -> Path:
+    """``data`` into ``path``; ``mode`` None: the declared one (0600 for a secret file, else 0644)."""
+    mode = file_mode(path) if mode is None else mode
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -39,6 +43,21 @@ def write_text_atomic(path: Path, text: str) -> Path:
 
 def write_json_atomic(path: Path, data: Any) -> Path:
     return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def protect_secrets(root: Path) -> list[Path]:
+    """Every declared secret file under ``root`` made 0600 (whatever wrote it: a container, a copy from a
+    lab host); the files whose mode changed."""
+    changed = []
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not p.is_symlink() and is_secret(p.relative_to(root)) \
+                and p.stat().st_mode & 0o777 != SECRET_MODE:
+            try:
+                p.chmod(SECRET_MODE)
+            except OSError as exc:
+                raise TestbedError(f"{p}: cannot make it private (0600): {exc.strerror or exc}") from None
+            changed.append(p)
+    return changed
 
 
 def read_json_strict(path: Path) -> Any:

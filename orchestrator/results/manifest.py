@@ -19,7 +19,7 @@ from typing import Any
 
 from orchestrator import __version__
 from orchestrator.errors import TestbedError
-from orchestrator.model.layout import BundleLayout
+from orchestrator.model.layout import BundleLayout, secrets_in_bundle
 from orchestrator.model.sweep import Cell, SweepPlan
 from orchestrator.model.yamlfile import user_input
 from orchestrator.results.atomic import read_json, write_json_atomic
@@ -80,7 +80,7 @@ def new_manifest(plan: SweepPlan, name: str, command: list[str], *, source: dict
         "cell_order": [c.cell_id for c in plan.cells()],
         "environment": environment,
         "cells": {},
-        "secrets_in_bundle": ["pki/*.key", "pki/passwords.txt", "keylogs/*", "inventory*"],
+        "secrets_in_bundle": secrets_in_bundle(),  # declared in orchestrator/model/layout.py (SECRET_FILES)
     }
 
 

@@ -4,6 +4,9 @@ flow control, read the run's lines. A whole sweep goes through one BoardLink (on
 The board may or may not reset when the port opens (an ESP32 DevKit's DTR/RTS auto-reset usually
 does). Either way :meth:`BoardLink.wait_ready` ends with a fresh READY: a board that says nothing for
 ``hello_after_s`` is sent HELLO, which it answers with BANNER + READY.
+
+The transcript (the last lines both ways, the evidence of a failure) is redacted as it is written
+(orchestrator/redact.py): a RUN chunk, a KEYLOG line, a password never enter it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import serial
 from orchestrator.errors import TestbedError
 from orchestrator.publishers.board import protocol as p
 from orchestrator.publishers.board.lines import Ack, Banner, BoardError, BoardLine, Ready, parse_line
+from orchestrator.redact import redact
 from orchestrator.waiting import REAL_CLOCK, Clock, wait_until
 
 DEFAULT_BAUD = 115200
@@ -78,7 +82,7 @@ class BoardLink:
         self.port = port
         self.baud = baud
         self.banner: Banner | None = None
-        self.transcript: deque[str] = deque(maxlen=transcript_lines)  # "> sent" / "< received"
+        self.transcript: deque[str] = deque(maxlen=transcript_lines)  # "> sent" / "< received", redacted
         self._opener = opener
         self._clock = clock
         self._ser: SerialPort | None = None
@@ -117,7 +121,7 @@ class BoardLink:
         return self._ser
 
     def write_line(self, text: str) -> None:
-        self.transcript.append(f"> {text}")
+        self.transcript.append(redact(f"> {text}"))
         try:
             self._port().write(text.encode("ascii") + b"\n")
             self._port().flush()
@@ -140,7 +144,7 @@ class BoardLink:
         raw, _, rest = self._buf.partition(b"\n")
         self._buf = bytearray(rest)
         text = raw.decode("utf-8", errors="replace").rstrip("\r")
-        self.transcript.append(f"< {text}")
+        self.transcript.append(redact(f"< {text}"))
         self.last_text = text
         return text
 

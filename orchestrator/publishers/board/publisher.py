@@ -1,9 +1,11 @@
 """A board (a real ESP32, or board-emu) as the publisher of one run, over a serial link opened once per sweep.
 
-go() sends the cell's RUN; a reader thread then streams every line the board prints into
-logs/serial.log (0600: it carries key logs) and keeps the parsed lines. When the board says DONE or
+go() sends the cell's RUN; a reader thread then streams every line the board prints into logs/serial.log
+(a declared secret, 0600: it carries the KEYLOG lines) and keeps the parsed lines. When the board says DONE or
 ERROR (or the link breaks) the thread writes what the analysis reads, as the virtual device does
 (records.py): publisher.csv on the lab's clock, publisher_summary.json, keylogs/publisher.keys.
+A failed run leaves logs/serial_transcript.log: the link's last lines both ways, redacted as they were
+recorded (no RUN chunk, KEYLOG line or password), 0600 and left out of archives all the same.
 A link that broke (unplugged board, reboot) is remembered: the next cells of the sweep fail at once
 with the same cause (``BoardLinks``).
 """
@@ -17,13 +19,15 @@ from pathlib import Path
 
 from orchestrator.errors import TestbedError
 from orchestrator.lab.pki import Pki
-from orchestrator.model.layout import Layout
+from orchestrator.model.layout import Layout, file_mode
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
 from orchestrator.publishers.board import protocol as p
 from orchestrator.publishers.board import records
 from orchestrator.publishers.board.lines import BoardError, BoardLine, Conn, Done, Msg
 from orchestrator.publishers.board.link import DEFAULT_BAUD, BoardLink, BoardLinkError, BoardRebooted
+from orchestrator.redact import redact
+from orchestrator.results.atomic import write_text_atomic
 
 SERVICE = "board"  # no container: a failure is the board's own (error())
 IDLE_S = 30.0  # a run's longest silence beyond one interval: the board's own timeouts (connect, PUBACK,
@@ -89,8 +93,11 @@ LINKS = BoardLinks()
 
 
 def private_append(path: Path) -> int:
+    """An append-only descriptor on ``path``, created with its declared mode (0600 for a secret)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, file_mode(path))
+    os.fchmod(fd, file_mode(path))  # also a file an older version left 0644
+    return fd
 
 
 @dataclass
@@ -133,7 +140,7 @@ class BoardPublisher:
         self._thread.start()
 
     def _read(self, link: BoardLink) -> None:
-        fd = private_append(self.lay.logs / "serial.log")
+        fd = private_append(self.lay.serial_log)
         try:
             for line in link.run_lines(IDLE_S + self.spec.interval_ms / 1000):
                 os.write(fd, (link.last_text + "\n").encode("utf-8", "replace"))
@@ -157,7 +164,8 @@ class BoardPublisher:
             LINKS.rebooted(self.port)
         elif isinstance(exc, BoardLinkError):
             LINKS.broke(self.port, exc.message)
-        (self.lay.logs / "serial_transcript.log").write_text(link.evidence(400) + "\n")
+        # redacted as recorded (BoardLink.transcript), once more here; the mode is the declared one (0600)
+        write_text_atomic(self.lay.serial_transcript, redact(link.evidence(400)) + "\n")
 
     def wait_exit(self, timeout_s: float) -> int | None:
         if self._thread is None:

@@ -10,13 +10,13 @@
 - logs/publisher_summary.json: vdevice's summary fields, plus ``board`` (the banner), ``clock`` (the
   estimate with its bound, or why there is none), the heap figures and ``puback_rtt_ms`` (n, median,
   p95, max of the PUBACK round trips; None without QoS 1);
-- keylogs/publisher.keys (0600): the KEYLOG lines, so the capture decrypts.
+- keylogs/publisher.keys (0600, a declared secret): the KEYLOG lines, so the capture decrypts (the
+  analysis reads them here; logs/serial.log, which holds them too, is read by nothing).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict
 from typing import Any
 
@@ -38,6 +38,7 @@ from orchestrator.publishers.board.lines import (
     Keylog,
     Msg,
 )
+from orchestrator.results.atomic import write_text_atomic
 
 BOARD_MESSAGES = "board_messages.csv"
 
@@ -120,12 +121,6 @@ def puback_rtt_ms(msgs: list[Msg]) -> dict[str, Any] | None:
             "p95": round(float(np.percentile(rtt, 95)), 3), "max": round(float(rtt.max()), 3)}
 
 
-def _private(path: os.PathLike[str] | str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-
-
 def _summary(lines: list[BoardLine], failure: str | None, banner: Banner | None,
              est: clock.ClockEstimate | None, why: str | None) -> dict[str, Any]:
     hs = next((x for x in lines if isinstance(x, Handshake)), None)
@@ -158,6 +153,6 @@ def write_outputs(lay: Layout, lines: list[BoardLine], failure: str | None, bann
     (lay.logs / "publisher.csv").write_text("\n".join(rows) + "\n")
     keys = [x.line for x in lines if isinstance(x, Keylog)]
     if keys:
-        lay.keylogs.mkdir(parents=True, exist_ok=True)
-        _private(lay.keylogs / "publisher.keys", "\n".join(keys) + "\n")
+        # the analysis's key-log material comes from here, not from logs/serial.log (both declared secrets: 0600)
+        write_text_atomic(lay.keylogs / "publisher.keys", "\n".join(keys) + "\n")
     lay.publisher_summary.write_text(json.dumps(_summary(lines, failure, banner, est, why), indent=2) + "\n")
