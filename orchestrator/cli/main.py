@@ -83,7 +83,8 @@ def up(
     scenario: Annotated[str, typer.Option(help="built-in scenario name or a YAML file")] = "tls",
     expose: Annotated[bool, typer.Option("--expose", help="publish the broker on all interfaces (real ESP32)")
                       ] = False,
-    host_port: Annotated[int | None, typer.Option(help="host port for the broker (default: scenario's)")] = None,
+    host_port: Annotated[int | None, typer.Option(min=1, max=65535,
+                                                  help="host port for the broker (default: scenario's)")] = None,
     impairment: Annotated[str, typer.Option(help="broker->subscriber impairment profile, left applied")] = "none",
 ) -> None:
     """Start broker + capture sidecar + subscriber for SCENARIO and leave them running."""
