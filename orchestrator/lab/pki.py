@@ -147,15 +147,45 @@ def _cert(subject: str, public_key, issuer: x509.Name, signer, *, ca: bool, sans
     return builder.sign(signer, hashes.SHA256())
 
 
+# A reused PKI must outlive the next sweep: re-made when less than this is left of its 30 days.
+RENEW_BEFORE = dt.timedelta(days=2)
+
+
+def remake_reason(pki: Pki, meta: dict[str, object], key_type: KeyType, sans: list[str]) -> str | None:
+    """Why the folder's CA and server certificate cannot be reused (None: they can): missing, another key type,
+    expired or near expiry, or SANs that no longer cover this host (its address changed)."""
+    if not (pki.ca_cert.exists() and pki.ca_key.exists() and pki.server_cert.exists() and pki.server_key.exists()):
+        return "none yet" if not pki.ca_cert.exists() else "incomplete"
+    if meta.get("key_type") != key_type:
+        return f"key type {meta.get('key_type')} -> {key_type}"
+    try:
+        certs = [x509.load_pem_x509_certificate(p.read_bytes()) for p in (pki.ca_cert, pki.server_cert)]
+    except ValueError:
+        return "unreadable certificate"
+    left = min(c.not_valid_after_utc for c in certs) - dt.datetime.now(dt.UTC)
+    if left < RENEW_BEFORE:
+        return "expired" if left.total_seconds() <= 0 else f"expires in {left.total_seconds() / 3600:.0f} h"
+    try:
+        covered = {str(n) for n in certs[1].extensions.get_extension_for_class(x509.SubjectAlternativeName)
+                   .value.get_values_for_type(x509.IPAddress)}
+        covered |= set(certs[1].extensions.get_extension_for_class(x509.SubjectAlternativeName)
+                       .value.get_values_for_type(x509.DNSName))
+    except x509.ExtensionNotFound:
+        covered = set()
+    uncovered = [n for n in sans if n not in covered]
+    return f"SANs do not cover {', '.join(uncovered)}" if uncovered else None
+
+
 def ensure_pki(folder: Path, key_type: KeyType, *, clients: bool = False, users: tuple[str, ...] = CLIENTS,
                extra_sans: list[str] | None = None) -> Pki:
-    """Create (or reuse, when the key type matches) the CA, server and optional client certificates."""
+    """Create (or reuse: same key type, not near expiry, SANs still covering this host) the CA, server and
+    optional client certificates; client certificates are re-issued with a new CA."""
     folder.mkdir(parents=True, exist_ok=True)
     pki = Pki(folder, key_type)
     meta_path = folder / "pki.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    complete = pki.ca_cert.exists() and pki.server_cert.exists() and pki.server_key.exists()
-    if not (complete and meta.get("key_type") == key_type):
+    remake = remake_reason(pki, meta, key_type, server_sans(extra_sans))
+    if remake is not None:
         ca_key = _new_key(key_type)
         ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "testbed throwaway CA")])
         ca_cert = _cert("testbed throwaway CA", ca_key.public_key(), ca_name, ca_key, ca=True, sans=None,
@@ -168,8 +198,8 @@ def ensure_pki(folder: Path, key_type: KeyType, *, clients: bool = False, users:
                             usage=[ExtendedKeyUsageOID.SERVER_AUTH])
         _write_private(pki.server_key, _key_pem(server_key))
         _write_public(pki.server_cert, server_cert.public_bytes(serialization.Encoding.PEM))
-        meta = {"key_type": key_type, "server_sans": sans, "clients": []}
-    if clients and not all(pki.client_cert(u).exists() for u in users):
+        meta = {"key_type": key_type, "server_sans": sans, "clients": [], "made_because": remake}
+    if clients and (remake is not None or not all(pki.client_cert(u).exists() for u in users)):
         loaded = serialization.load_pem_private_key(pki.ca_key.read_bytes(), None)
         if not isinstance(loaded, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
             raise TestbedError(f"{pki.ca_key}: unexpected key type {type(loaded).__name__}")
