@@ -3,6 +3,12 @@
 A board sits on the LAN: it connects to the broker's port published on an address of the lab host
 (never 127.0.0.1, where docker-proxy would relay the connection and the broker-side capture would see
 the relay, not the board) and syncs with the time-echo service published beside it.
+
+Both are published on that address ONLY (never 0.0.0.0), and a broker reachable beyond loopback is closed
+to strangers (:class:`Exposure`): where the study's scenario is anonymous the board and the subscriber
+authenticate with the run's own passwords (``allow_anonymous false``; a difference from the study's
+baseline, recorded in cell.json), and an ACL lets only the run's publisher user write the measured topic.
+The topic and the payload stay byte-identical; the CONNECT packets carry a user name and a password.
 """
 
 from __future__ import annotations
@@ -10,11 +16,15 @@ from __future__ import annotations
 import ipaddress
 import socket
 import time
+from dataclasses import dataclass
+from typing import Any
 
 from orchestrator.backends import compose
 from orchestrator.backends.compose import Topology
 from orchestrator.clients import time_echo
 from orchestrator.errors import TestbedError
+from orchestrator.lab.brokerconf import PUBLISHER_USER, SUBSCRIBER_USER
+from orchestrator.model.scenario import Scenario
 
 
 def lab_address(given: str | None = None) -> str:
@@ -60,3 +70,56 @@ def start_time_echo(topo: Topology, address: str, timeout_s: float = 20.0) -> in
     raise TestbedError(f"the time-echo service does not answer at {address}:{port}/udp within {timeout_s:g} s",
                        evidence=compose.logs([compose.TIME_ECHO]),
                        hint="a firewall on this host may drop UDP to that port")
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """A broker a board reaches: where it is published, and the access it then demands."""
+
+    address: str  # the only host address the broker's port and the time-echo service are published on
+    baseline: Scenario  # the study's scenario
+    scenario: Scenario  # as run: an anonymous baseline gets the run's passwords
+    topic: str
+
+    @property
+    def auth(self) -> str:
+        tls = self.scenario.tls
+        return "certificate" if tls is not None and tls.client_auth == "certificate" else "password"
+
+    @property
+    def baseline_auth(self) -> str:
+        return "anonymous" if self.baseline.anonymous else self.auth
+
+    def facts(self) -> dict[str, Any]:
+        """For cell.json: where the broker was reachable, how it authenticated, and how that differs from the
+        study's baseline."""
+        differs = self.baseline_auth != self.auth
+        return {"published_on": self.address, "time_echo": f"{self.address}:{compose.TIME_ECHO_PORT}/udp",
+                "auth": self.auth, "baseline_auth": self.baseline_auth, "differs_from_baseline": differs,
+                "difference": ("the study's broker is anonymous; reachable beyond loopback, this one demands the "
+                               "run's own password (its CONNECT packets carry a user name and a password; the "
+                               "topic and the payload are unchanged)") if differs else None,
+                "acl": {PUBLISHER_USER: f"write {self.topic}", SUBSCRIBER_USER: f"read {self.topic}",
+                        "anyone else": "nothing"}}
+
+    def line(self) -> str:
+        """What the terminal is told."""
+        auth = "a per-run password (the study's broker is anonymous)" if self.baseline.anonymous else \
+            f"{self.auth} auth"
+        return (f"broker and time-echo published on {self.address} only (the board's address, not 0.0.0.0); "
+                f"{auth}; only '{PUBLISHER_USER}' may publish to {self.topic}")
+
+
+def with_auth(scenario: Scenario) -> Scenario:
+    """``scenario`` as an exposed broker runs it: an anonymous one authenticates with passwords."""
+    if not scenario.anonymous:
+        return scenario
+    if scenario.tls is None:
+        return scenario.model_copy(update={"allow_anonymous": False})
+    return scenario.model_copy(update={"tls": scenario.tls.model_copy(update={"client_auth": "password"})})
+
+
+def board_exposure(scenario: Scenario, board_host: str | None, topic: str) -> Exposure:
+    """The exposure of a board's cell: the lab's address the board reaches (``--board-host``, else the
+    default route's source address) and the scenario with authentication."""
+    return Exposure(lab_address(board_host), scenario, with_auth(scenario), topic)

@@ -2,17 +2,31 @@
 
 Paths are as the broker container sees them: the run folder is mounted at /data and the
 entrypoint copies the PKI to /run/testbed/pki, owned by the mosquitto user.
+
+A broker reachable beyond loopback (a board's cell) also gets an ACL (render_acl, config/acl): only the
+run's publisher user may write the measured topic, the subscriber user may read it, nobody else anything.
 """
 
 from __future__ import annotations
 
+from orchestrator.lab.pki import CLIENTS
 from orchestrator.model.scenario import Scenario
 
 CONTAINER_PKI = "/run/testbed/pki"
 CONTAINER_PASSWORDS = "/run/testbed/passwords"
+CONTAINER_ACL = "/data/config/acl"  # not a secret: user names and a topic
+PUBLISHER_USER, SUBSCRIBER_USER = CLIENTS  # the run's users (the CN of a client certificate)
 
 
-def render_mosquitto_conf(scenario: Scenario) -> str:
+def render_acl(topic: str) -> str:
+    """Mosquitto's ACL for an exposed broker: the run's publisher writes ``topic``, the subscriber reads it.
+    With certificate auth the user name is the certificate's CN (use_identity_as_username)."""
+    return (f"# rendered by testbed: only the run's publisher writes the measured topic, the subscriber reads it\n"
+            f"user {PUBLISHER_USER}\ntopic write {topic}\n\nuser {SUBSCRIBER_USER}\ntopic read {topic}\n")
+
+
+def render_mosquitto_conf(scenario: Scenario, *, acl: bool = False) -> str:
+    """The broker's configuration; ``acl``: with the ACL of render_acl (in config/acl) on its listener."""
     lines = [
         f"# rendered by testbed from scenario '{scenario.name}'; do not edit, it is rewritten every run",
         "per_listener_settings true",
@@ -52,6 +66,8 @@ def render_mosquitto_conf(scenario: Scenario) -> str:
         lines.append("allow_anonymous false")
         if scenario.tls is None or scenario.tls.client_auth == "password":
             lines.append(f"password_file {CONTAINER_PASSWORDS}")
+    if acl:
+        lines.append(f"acl_file {CONTAINER_ACL}")
     return "\n".join(lines) + "\n"
 
 

@@ -16,23 +16,30 @@ from orchestrator.backends import compose, docker
 from orchestrator.backends.compose import Topology
 from orchestrator.backends.docker import Failure
 from orchestrator.errors import TestbedError
-from orchestrator.lab.brokerconf import render_mosquitto_conf, render_openssl_conf
+from orchestrator.lab.board_side import Exposure
+from orchestrator.lab.brokerconf import render_acl, render_mosquitto_conf, render_openssl_conf
 from orchestrator.lab.pki import Pki, ensure_pki
 from orchestrator.model.layout import Layout
 from orchestrator.model.scenario import Scenario
-from orchestrator.results.atomic import write_json_atomic, write_text_atomic
+from orchestrator.results.atomic import protect_secrets, write_json_atomic, write_text_atomic
 from orchestrator.signals import sigint_deferred
 from orchestrator.waiting import poll, wait_until
 
 TOPIC = "testbed/sensors"
 
 
-def prepare_run_dir(run_dir: Path, scenario: Scenario) -> tuple[Layout, Pki | None]:
-    """Folders, rendered broker config and (for TLS) the throwaway PKI."""
+def prepare_run_dir(run_dir: Path, scenario: Scenario, *, acl: bool = False) -> tuple[Layout, Pki | None]:
+    """Folders, rendered broker config and (for TLS) the throwaway PKI; ``acl``: a broker reachable beyond
+    loopback, where only the run's publisher may write the measured topic (config/acl)."""
     lay = Layout(run_dir)
     for d in (lay.config, lay.pki, lay.capture.parent, lay.logs, lay.keylogs):
         d.mkdir(parents=True, exist_ok=True)
-    (lay.config / "mosquitto.conf").write_text(render_mosquitto_conf(scenario))
+    (lay.config / "mosquitto.conf").write_text(render_mosquitto_conf(scenario, acl=acl))
+    acl_path = lay.config / "acl"
+    if acl:
+        write_text_atomic(acl_path, render_acl(TOPIC))
+    elif acl_path.exists():
+        acl_path.unlink()
     # the scenario as run, so `testbed report` can re-analyse without the original YAML
     write_json_atomic(lay.scenario, scenario.model_dump(mode="json"))
     ossl = render_openssl_conf(scenario)
@@ -72,9 +79,11 @@ def subscriber_args(scenario: Scenario, lay: Layout, *, qos: int = 0, topic: str
 
 
 def topology(scenario: Scenario, lay: Layout, *, host_port: int | None = None, expose: bool = False,
-             qos: int = 0, publisher_args: list[str] | None = None) -> Topology:
+             qos: int = 0, publisher_args: list[str] | None = None, bind: str | None = None) -> Topology:
+    """``bind``: the one host address the ports are published on (a board's); else 0.0.0.0 with ``expose``,
+    127.0.0.1 without."""
     return Topology(run_dir=lay.root, port=scenario.port, host_port=host_port or scenario.port,
-                    bind="0.0.0.0" if expose else "127.0.0.1",
+                    bind=bind or ("0.0.0.0" if expose else "127.0.0.1"),
                     subscriber_args=subscriber_args(scenario, lay, qos=qos),
                     publisher_args=publisher_args or [], user=docker.container_user())
 
@@ -129,11 +138,17 @@ def wait_for_messages(lay: Layout, expected: int, timeout_s: float,
 
 @contextmanager
 def running_lab(scenario: Scenario, run_dir: Path, *, host_port: int | None = None, expose: bool = False,
-                qos: int = 0, keep: bool = False) -> Iterator[tuple[Layout, Pki | None, Topology]]:
+                qos: int = 0, keep: bool = False,
+                exposure: Exposure | None = None) -> Iterator[tuple[Layout, Pki | None, Topology]]:
     """Bring up broker + capture + subscriber; always tear down (also on Ctrl-C) unless keep=True, first
-    saving every container's log and state into the run folder."""
-    lay, pki = prepare_run_dir(run_dir, scenario)
-    topo = topology(scenario, lay, host_port=host_port, expose=expose, qos=qos)
+    saving every container's log and state into the run folder (and making its secret files 0600).
+    ``exposure`` (a board's cell): published on its address only, its scenario (with authentication) and
+    the ACL."""
+    if exposure is not None:
+        scenario = exposure.scenario
+    lay, pki = prepare_run_dir(run_dir, scenario, acl=exposure is not None)
+    topo = topology(scenario, lay, host_port=host_port, expose=expose, qos=qos,
+                    bind=exposure.address if exposure else None)
     compose.check_port_free(topo.bind, topo.host_port)
     try:
         compose.up(topo)
@@ -149,6 +164,7 @@ def running_lab(scenario: Scenario, run_dir: Path, *, host_port: int | None = No
                     save_evidence(lay)
                 finally:
                     compose.down()
+                    protect_secrets(lay.root)  # what a container wrote (a key log) is its owner's only
 
 
 def save_evidence(lay: Layout) -> Failure | None:
