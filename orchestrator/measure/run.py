@@ -42,9 +42,9 @@ from orchestrator.backends.impairment.board import (
 )
 from orchestrator.backends.process import which
 from orchestrator.errors import TestbedError
-from orchestrator.lab.board_side import lab_address, start_time_echo
+from orchestrator.lab.board_side import board_exposure, start_time_echo
 from orchestrator.lab.pki import Pki
-from orchestrator.lab.topology import running_lab, wait_for_messages
+from orchestrator.lab.topology import TOPIC, running_lab, wait_for_messages
 from orchestrator.measure.labanalysis import analyse_run_folder
 from orchestrator.model.impairment import Impairment, load_impairment
 from orchestrator.model.layout import Layout
@@ -249,12 +249,17 @@ def measure(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: C
         return measure_lab(scenario, spec, impairment, record, progress, status)
     status(f"{record.cell_id}: starting broker, capture and subscriber")
     board = spec.publisher == "esp32"
-    with running_lab(scenario, record.lay.root, qos=spec.qos, expose=board) as (lay, pki, topo):
+    # a board's cell: published on the board's address only, with authentication and an ACL (lab/board_side.py)
+    exposure = board_exposure(scenario, spec.board_host, TOPIC) if board else None
+    if exposure is not None:
+        record.info["exposure"] = exposure.facts()
+        status(f"{record.cell_id}: {exposure.line()}")
+    with running_lab(scenario, record.lay.root, qos=spec.qos, exposure=exposure) as (lay, pki, topo):
         record.lap("up")
         publisher: Publisher
-        if board:
+        if exposure is not None:
             mechanism = board_mechanism(impairment)
-            publisher = board_publisher(scenario, lay, pki, spec, topo)
+            publisher = board_publisher(exposure.scenario, lay, pki, spec, topo)
         else:
             mechanism = resolve_mechanism(impairment, spec.delay_mechanism)
             topo, host = place_publisher(topo, mechanism)
@@ -298,8 +303,9 @@ def place_publisher(topo: Topology, mechanism: str | None) -> tuple[Topology, st
 
 
 def board_publisher(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, topo: Topology) -> BoardPublisher:
-    """The board as this cell's publisher: the broker and the time-echo service on the lab host's address."""
-    address = lab_address(spec.board_host)
+    """The board as this cell's publisher: the broker and the time-echo service on the lab host's address,
+    the only one they are published on."""
+    address = topo.bind
     sync_port = start_time_echo(topo, address)
     return BoardPublisher(scenario, lay, pki, spec, broker_host=address, broker_port=topo.host_port,
                           sync=(address, sync_port))
