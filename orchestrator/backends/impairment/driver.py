@@ -10,7 +10,6 @@ import os
 import signal
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +24,7 @@ from orchestrator.backends.impairment.plan import build_plan, state_has_ours
 from orchestrator.backends.impairment.probe import check_supported
 from orchestrator.errors import TestbedError
 from orchestrator.model.impairment import Impairment
-from orchestrator.signals import sigint_deferred
+from orchestrator.signals import sigint_deferred, stop_signals_held
 
 PLAYBOOK_DIR = Path(__file__).resolve().parents[3] / "playbooks"  # the source checkout's playbooks/
 _NONE = Impairment(name="none")  # the plan of clear and show: every target, nothing to apply
@@ -132,7 +131,7 @@ def run_playbook(
 ) -> PlaybookResult:
     """Run ``playbooks/<playbook>`` through ansible-runner and read its artifacts (never stdout).
 
-    Ctrl-C (SIGINT) during the run cancels it when ``cancellable`` (else the run finishes) and is
+    Ctrl-C (SIGINT, or SIGTERM/SIGHUP) during the run cancels it when ``cancellable`` (else the run finishes) and is
     then delivered again to the caller's handler, so a KeyboardInterrupt still reaches the caller.
     We pass our own cancel callback: otherwise ansible-runner installs SIGINT/SIGTERM handlers that
     it never removes and later Ctrl-C presses would be swallowed.
@@ -147,26 +146,20 @@ def run_playbook(
 
     inv: Any = str(inventory) if isinstance(inventory, Path) else (inventory or local_inventory())
     pending: list[int] = []
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum)) if main else None
-    try:
-        with tempfile.TemporaryDirectory(prefix="testbed-ansible-") as private:
-            runner = ansible_runner.run(
-                private_data_dir=private,
-                playbook=str(PLAYBOOK_DIR / playbook),
-                inventory=inv,
-                extravars=dict(extravars),
-                quiet=True,
-                envvars=_ansible_env(),
-                cancel_callback=(lambda: bool(pending)) if cancellable else (lambda: False),
-            )
-            items, failures = _event_items(iter(runner.events))
-            unreachable, outputs = _event_outputs(iter(runner.events))
-            status, rc = str(runner.status), int(runner.rc if runner.rc is not None else -1)
-    finally:
-        if main:
-            signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
-    if pending:
+    with stop_signals_held(pending), tempfile.TemporaryDirectory(prefix="testbed-ansible-") as private:
+        runner = ansible_runner.run(
+            private_data_dir=private,
+            playbook=str(PLAYBOOK_DIR / playbook),
+            inventory=inv,
+            extravars=dict(extravars),
+            quiet=True,
+            envvars=_ansible_env(),
+            cancel_callback=(lambda: bool(pending)) if cancellable else (lambda: False),
+        )
+        items, failures = _event_items(iter(runner.events))
+        unreachable, outputs = _event_outputs(iter(runner.events))
+        status, rc = str(runner.status), int(runner.rc if runner.rc is not None else -1)
+    if pending:  # delivered as Ctrl-C: the caller's KeyboardInterrupt path tears down
         signal.raise_signal(signal.SIGINT)
     return PlaybookResult(playbook=playbook, status=status, rc=rc, items=items, failures=failures,
                           unreachable=unreachable, outputs=outputs)
