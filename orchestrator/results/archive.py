@@ -2,7 +2,9 @@
 
 Secrets (every file orchestrator/model/layout.py declares in SECRET_FILES: private keys, passwords, TLS
 key logs in any file, a board's serial log and transcript, the lab's inventory) are left out unless asked;
-the manifest records which files were left out, and the CLI names them.
+the manifest records which files were left out, and the CLI names them. A secret VALUE found in a file
+that is packed (a plain cell's password in its capture) is overwritten in the archive's copy
+(results/scrub.py), and the manifest says where.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ import hashlib
 import io
 import os
 import tarfile
+import tempfile
 from pathlib import Path
 from typing import IO
 
 from orchestrator.errors import TestbedError
 from orchestrator.model.layout import MANIFEST, BundleLayout, is_secret, secrets_in_bundle
 from orchestrator.results.manifest import load_manifest, save_manifest
+from orchestrator.results.scrub import known_secrets, scrubbed_copy
 
 SUMS = "SHA256SUMS"
 
@@ -35,7 +39,8 @@ def _sha256(path: Path) -> str:
 
 
 def archive(bundle: Path, *, include_secrets: bool = False, dest: Path | None = None) -> tuple[Path, list[str]]:
-    """DIR -> DIR.tar.gz with SHA256SUMS inside; secrets left out unless asked (the manifest says which)."""
+    """DIR -> DIR.tar.gz with SHA256SUMS inside; secrets left out unless asked (the manifest says which), and
+    a secret value found in another file (a plain cell's password in its capture) overwritten in the copy."""
     manifest = load_manifest(bundle)
     manifest_path = BundleLayout(bundle).manifest
     files = sorted(p for p in bundle.rglob("*") if p.is_file() and not p.name.startswith(".")
@@ -45,18 +50,41 @@ def archive(bundle: Path, *, include_secrets: bool = False, dest: Path | None = 
     for p in files:
         rel = p.relative_to(bundle).as_posix()
         (excluded if is_secret(rel) and not include_secrets else included).append(rel)
-    manifest["secrets_in_bundle"] = secrets_in_bundle()  # the declaration of this version (an older one knew less)
-    manifest["archive"] = {"secrets_included": include_secrets, "excluded": excluded,
-                           "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
-    save_manifest(bundle, manifest)
-    included.append(MANIFEST)
-    sums = "".join(f"{_sha256(bundle / rel)}  {rel}\n" for rel in sorted(included))
     dest = dest or bundle.with_name(bundle.name + ".tar.gz")
+    with tempfile.TemporaryDirectory(prefix=".testbed-scrub-", dir=dest.parent) as tmpdir:
+        sources = {rel: bundle / rel for rel in included}
+        scrubbed = {} if include_secrets else _scrub(bundle, sources, Path(tmpdir))
+        manifest["secrets_in_bundle"] = secrets_in_bundle()  # this version's declaration (an older one knew less)
+        manifest["archive"] = {"secrets_included": include_secrets, "excluded": excluded, "scrubbed": scrubbed,
+                               "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+        save_manifest(bundle, manifest)
+        sources[MANIFEST] = manifest_path
+        _pack(bundle.name, sources, dest)
+    return dest, excluded
+
+
+def _scrub(bundle: Path, sources: dict[str, Path], tmpdir: Path) -> dict[str, int]:
+    """Files holding a secret value are packed from a copy with it overwritten (results/scrub.py): {file: how
+    many values}; ``sources`` then names the copies."""
+    secrets = known_secrets(bundle)
+    done: dict[str, int] = {}
+    if secrets is None:
+        return done
+    for i, rel in enumerate(sorted(sources)):
+        copy = tmpdir / str(i)
+        found = scrubbed_copy(sources[rel], secrets, copy)
+        if found:
+            sources[rel] = copy
+            done[rel] = found
+    return done
+
+
+def _pack(top: str, sources: dict[str, Path], dest: Path) -> None:
+    sums = "".join(f"{_sha256(sources[rel])}  {rel}\n" for rel in sorted(sources))
     tmp = dest.with_name(f".{dest.name}.tmp")
-    top = bundle.name
     with tarfile.open(tmp, "w:gz") as tar:
-        for rel in sorted(included):
-            tar.add(bundle / rel, arcname=f"{top}/{rel}", recursive=False)
+        for rel in sorted(sources):
+            tar.add(sources[rel], arcname=f"{top}/{rel}", recursive=False)
         data = sums.encode()
         info = tarfile.TarInfo(f"{top}/{SUMS}")
         info.size = len(data)
@@ -64,7 +92,6 @@ def archive(bundle: Path, *, include_secrets: bool = False, dest: Path | None = 
         info.mode = 0o644
         tar.addfile(info, io.BytesIO(data))
     os.replace(tmp, dest)
-    return dest, excluded
 
 
 def verify(archive_path: Path) -> tuple[int, list[str]]:

@@ -230,3 +230,26 @@ def test_the_cli_names_every_file_it_left_out(tmp_path: Path, capsys: pytest.Cap
     listed = [ln.strip() for ln in out.splitlines() if ln.startswith("  ")]
     excluded = json.loads((b / "manifest.json").read_text())["archive"]["excluded"]
     assert listed == excluded and f"left out {len(excluded)} secret file(s)" in out
+
+
+def test_a_password_in_a_plain_capture_is_overwritten_in_the_archives_copy(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.results import scrub
+
+    monkeypatch.setattr(scrub, "CHUNK", 7)  # every value crosses a chunk boundary somewhere
+    b = _bundle(tmp_path / "b")
+    run = b / "runs" / "tls-65B-none-r1"
+    key_line = KEY_PEM.splitlines()[1]
+    capture = b"\x0a\x0d\x0d\x0a" + b"\x10publisher" + PASSWORD.encode() * 3 + b"x" * 50 + key_line.encode() + b"end"
+    (run / "capture").mkdir()
+    (run / "capture" / "capture.pcapng").write_bytes(capture)
+    dest, _ = archive.archive(b)
+    with tarfile.open(dest) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("capture.pcapng"))
+        packed = tar.extractfile(member).read()  # type: ignore[union-attr]
+    assert len(packed) == len(capture) and PASSWORD.encode() not in packed and key_line.encode() not in packed
+    assert packed.count(b"*" * len(PASSWORD)) >= 3 and packed.endswith(b"end") and packed.startswith(capture[:14])
+    assert (run / "capture" / "capture.pcapng").read_bytes() == capture  # the bundle itself is untouched
+    manifest = json.loads((b / "manifest.json").read_text())
+    assert manifest["archive"]["scrubbed"] == {"runs/tls-65B-none-r1/capture/capture.pcapng": 4}
+    assert archive.verify(dest)[1] == []
