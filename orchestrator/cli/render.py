@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,7 @@ from rich.table import Table
 
 from orchestrator.cli.console import err, out
 from orchestrator.measure.doctor import Check
-from orchestrator.measure.run import RunOutcome, execute_run
+from orchestrator.measure.run import RunOutcome
 from orchestrator.model.ciphers import by_code
 from orchestrator.model.layout import BundleLayout, Layout
 from orchestrator.model.run import RunSpec
@@ -20,22 +20,20 @@ from orchestrator.report.impairment import mechanism_label
 from orchestrator.results.atomic import read_json
 
 
-def default_run_dir(spec: RunSpec) -> Path:
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    return Path("results") / "runs" / f"{stamp}-{spec.scenario.replace('/', '_')}-{spec.payload}B"
-
-
-def run_with_progress(spec: RunSpec, out_dir: Path | None) -> RunOutcome:
-    run_dir = out_dir or default_run_dir(spec)
+@contextmanager
+def run_bar(total: int) -> Iterator[tuple[Callable[[int, int], None], Callable[[str], None]]]:
+    """A run's messages bar while the block runs: the (progress, status) callbacks the run reports to."""
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=err, transient=True) as bar:
-        task = bar.add_task("messages", total=spec.samples)
-        outcome = execute_run(spec, run_dir, progress=lambda n, total: bar.update(task, completed=n),
-                              status=lambda m: bar.console.print(f"[dim]{m}[/]"))
+        task = bar.add_task("messages", total=total)
+        yield (lambda n, _total: bar.update(task, completed=n)), (lambda m: bar.console.print(f"[dim]{m}[/]"))
+
+
+def run_outcome(spec: RunSpec, outcome: RunOutcome) -> None:
+    """The run's summary (when it was analysed) and where its folder is."""
     if outcome.metrics:
         out.print(run_summary(spec, outcome.metrics, outcome.run_dir))
     out.print(f"run folder: {outcome.run_dir}  status: {outcome.status}")
-    return outcome
 
 
 def run_summary(spec: RunSpec, metrics: dict[str, Any], run_dir: Path) -> Table:

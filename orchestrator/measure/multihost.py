@@ -28,7 +28,8 @@ from orchestrator.errors import TestbedError
 from orchestrator.lab.collect import collect_broker, collect_publisher, host_facts, host_record
 from orchestrator.lab.remote import COUNT_WAIT_S, cell_vars, native_broker_conf, stage
 from orchestrator.lab.topology import count_lines, prepare_run_dir
-from orchestrator.measure.run import CellRecord, Observed, impairment_applied
+from orchestrator.measure.cell import CellRecord, Observed
+from orchestrator.measure.impairment import impairment_applied
 from orchestrator.model.impairment import Direction, Impairment, load_impairment
 from orchestrator.model.layout import Layout, inventory_copy
 from orchestrator.model.run import RunSpec

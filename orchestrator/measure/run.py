@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,30 +21,17 @@ from orchestrator.backends.compose import Topology
 from orchestrator.backends.docker import Container
 from orchestrator.backends.docker_stats import StatsSampler
 from orchestrator.backends.images import missing_images
-from orchestrator.backends.impairment import (
-    ImpairmentRecord,
-    ImpairmentTarget,
-    PlanCommand,
-    check_supported,
-    dropped_packets,
-    impaired,
-    line_health,
-    resolve_mechanism,
-    router,
-    targets_for_containers,
-)
-from orchestrator.backends.impairment.board import (
-    board_mechanism,
-    board_targets,
-    check_board_profile,
-    where_on_board_path,
-)
+from orchestrator.backends.impairment import check_supported, resolve_mechanism, router
+from orchestrator.backends.impairment.board import board_mechanism, check_board_profile
 from orchestrator.backends.process import which
 from orchestrator.errors import TestbedError
 from orchestrator.lab.board_side import board_exposure, start_time_echo
 from orchestrator.lab.pki import Pki
 from orchestrator.lab.topology import TOPIC, running_lab, wait_for_messages
+from orchestrator.measure.cell import CellRecord, Observed, utc_now
+from orchestrator.measure.impairment import LineWatch, impairment_applied
 from orchestrator.measure.labanalysis import analyse_run_folder
+from orchestrator.measure.multihost import lab_preflight, measure_lab
 from orchestrator.model.impairment import Impairment, load_impairment
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec, effective_connection
@@ -53,7 +39,7 @@ from orchestrator.model.scenario import Scenario, load_scenario
 from orchestrator.publishers import Publisher, fleet
 from orchestrator.publishers.board.publisher import BoardPublisher
 from orchestrator.publishers.virtual import VirtualPublisher
-from orchestrator.results.atomic import read_json, write_json_atomic
+from orchestrator.results.atomic import read_json
 from orchestrator.waiting import throttled
 
 SERVICES_FOR_RUN = compose.SERVICES
@@ -68,6 +54,11 @@ class RunOutcome:
     metrics: dict[str, Any] | None
 
 
+def default_run_dir(spec: RunSpec) -> Path:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return Path("results") / "runs" / f"{stamp}-{spec.scenario.replace('/', '_')}-{spec.payload}B"
+
+
 def check_publisher_can_speak(scenario: Scenario, spec: RunSpec) -> None:
     if scenario.tls is not None and scenario.tls.client_version == "1.3":
         raise TestbedError(
@@ -79,8 +70,6 @@ def preflight(scenario: Scenario, spec: RunSpec) -> Impairment:
     """Everything that can be checked before a container starts; the run's impairment profile."""
     check_publisher_can_speak(scenario, spec)
     if spec.inventory is not None:  # across the lab's hosts: nothing runs in a container here
-        from orchestrator.measure.multihost import lab_preflight
-
         return lab_preflight(spec)
     fleet.check_planned(spec)
     impairment = load_impairment(spec.impairment)
@@ -98,109 +87,6 @@ def preflight(scenario: Scenario, spec: RunSpec) -> Impairment:
     if missing:
         raise TestbedError(f"images not built: {', '.join(missing)}", hint="testbed images build")
     return impairment
-
-
-def impairment_targets(impairment: Impairment, mechanism: str | None = None,
-                       board: bool = False) -> tuple[list[ImpairmentTarget], list[PlanCommand]]:
-    """Where the profile acts: the publisher's link, the broker->subscriber link, or both; with the
-    userspace delay line (``queue``) the publisher's link through the router, and the routes to it; for
-    a board, its packets at the broker's ingress."""
-    names = {role: compose.container_name(role) for role in ("publisher", "broker", "subscriber", "router")}
-    if board:
-        return board_targets(impairment, names), []
-    if mechanism == "queue":
-        path = router.router_path(names["publisher"], names["broker"], names["router"])
-        targets = router.queue_targets(path, correlated_loss=bool(impairment.loss_correlation_pct))
-        return targets, router.route_setup(path)
-    return targets_for_containers(impairment.direction, names), []
-
-
-class LineWatch:
-    """The delay line's health while the cell runs (queue mechanism); the first problem it saw. Checked
-    every ``every_s``: each check is a `docker exec`, whose CPU the line would otherwise lose on a small
-    host (its releases came later with a check every second)."""
-
-    def __init__(self, impairment: Impairment, targets: list[ImpairmentTarget], every_s: float = 5.0) -> None:
-        self.impairment, self.targets = impairment, targets
-        self.problem: str | None = None
-        self._check = throttled(self._look, every_s)
-
-    def _look(self) -> bool:
-        self.problem = line_health(self.impairment, self.targets)
-        return self.problem is not None
-
-    def broken(self) -> bool:
-        return self.problem is not None or self._check()
-
-
-@contextmanager
-def impairment_applied(impairment: Impairment, lay: Layout, mechanism: str | None = None,
-                       seed: int = 1, board: bool = False, targets: list[ImpairmentTarget] | None = None,
-                       inventory: Path | None = None) -> Iterator[LineWatch]:
-    """Apply the profile for the block and ALWAYS clear it; tc/nft state before, during and after is
-    written to impairment.json in the run folder (with the delay mechanism and the line's stats; for a
-    board, where on its path the profile acted and what the capture sees of it). ``targets`` and
-    ``inventory``: a lab's router hosts (measure/multihost.py) instead of this host's containers."""
-    record_path = lay.impairment
-    if impairment.is_noop:
-        write_json_atomic(record_path, {"profile": impairment.name, "applied": False, "delay_mechanism": None,
-                                        "note": "no impairment: nothing applied, nothing to clear"})
-        yield LineWatch(impairment, [])
-        return
-    targets, setup = (targets, []) if targets is not None else impairment_targets(impairment, mechanism, board)
-    where = {"board_path": where_on_board_path(impairment, str(targets[0].source_outside))} if board else {}
-    record: ImpairmentRecord | None = None
-    try:
-        with impaired(impairment, targets, mechanism=mechanism or "netem", seed=seed, setup=setup,
-                      inventory=inventory) as record:
-            write_json_atomic(record_path, {"profile": impairment.name, "applied": True, **where,
-                                            **record.model_dump(mode="json")})
-            yield LineWatch(impairment, targets)
-    finally:  # also after Ctrl-C or a failed cell: the state at the end and after the clear are kept
-        if record is not None:
-            write_json_atomic(record_path, {"profile": impairment.name, "applied": True, **where,
-                                            "dropped_packets": dropped_packets(record.before_clear or ""),
-                                            "delay_line": router.line_stats(record.before_clear or ""),
-                                            **record.model_dump(mode="json")})
-
-
-def utc_now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-class CellRecord:
-    """cell.json as the run goes: what was asked, status, error, per-phase timings."""
-
-    def __init__(self, lay: Layout, info: dict[str, Any]) -> None:
-        self.lay = lay
-        self.info = info
-        self.timings: dict[str, float] = {}
-        self.info["timings"] = self.timings
-        self._mark = time.monotonic()
-
-    @property
-    def cell_id(self) -> str:
-        return str(self.info["cell_id"])
-
-    def lap(self, name: str) -> None:
-        now = time.monotonic()
-        self.timings[f"{name}_s"] = round(now - self._mark, 3)
-        self._mark = now
-
-    def save(self, **fields: Any) -> None:
-        self.info.update(fields)
-        write_json_atomic(self.lay.cell, self.info)
-
-
-@dataclass
-class Observed:
-    """What one run saw before its teardown."""
-
-    received: int = 0
-    publisher_exit_code: int | None = None
-    resources: dict[str, Any] = field(default_factory=dict)
-    containers: list[Container] = field(default_factory=list)  # after the publisher, before the capture stops
-    error: str | None = None
 
 
 def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = None,
@@ -244,8 +130,6 @@ def measure(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: C
     """Up, publisher, impairment, count, stop, verdict; the teardown (which saves every container's log
     and state into logs/) runs before this returns, also when it raises."""
     if spec.inventory is not None:  # across the lab's hosts
-        from orchestrator.measure.multihost import measure_lab
-
         return measure_lab(scenario, spec, impairment, record, progress, status)
     status(f"{record.cell_id}: starting broker, capture and subscriber")
     board = spec.publisher == "esp32"

@@ -4,8 +4,8 @@ The plan is validated completely before anything starts; every cell runs on a fr
 fresh clients; a failed cell is recorded with its logs and the sweep goes on; Ctrl-C (or SIGTERM)
 tears the current cell down, marks it interrupted, keeps every finished cell and prints the
 `--resume` command that runs exactly the missing cells. `testbed report` re-analyses every run
-from its raw files and rebuilds the report (rebuild_bundle); a run that cannot be re-analysed
-makes it fail, naming the run, after rebuilding everything else.
+from its raw files (reanalyse_runs) and rebuilds the report (orchestrator/cli/rebuild.py); a run that cannot
+be re-analysed makes it fail, naming the run, after rebuilding everything else.
 """
 
 from __future__ import annotations
@@ -178,12 +178,6 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def build_derived(bundle: Path, baseline: str | None = None, grading: Sequence[Path] = ()) -> list[Path]:
-    from orchestrator.report.build import build_report
-
-    return build_report(bundle, baseline=baseline, grading_tables=list(grading))
-
-
 def _reanalyse(run_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     """Re-analyse one run folder from its raw files; the files written (none when it has no raw data).
 
@@ -208,15 +202,9 @@ def _reanalyse(run_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     return [run_dir / name for name in ANALYSIS_OUTPUTS]
 
 
-def rebuild_bundle(bundle: Path, baseline: str | None = None, grading: Sequence[Path] = (),
-                   progress: Callable[[str], None] = lambda _m: None) -> list[Path]:
-    """Re-analyse every run from its raw files (capture, logs, key logs), then rebuild the report.
-
-    A run that finished ok and cannot be re-analysed keeps its previous outputs; every other run and
-    the report are still rebuilt, then a TestbedError names the runs that could not be.
-    """
-    manifest = bundles.load_manifest(bundle)
-    check_grading(grading)
+def reanalyse_runs(bundle: Path, progress: Callable[[str], None]) -> tuple[list[Path], dict[str, str]]:
+    """Re-analyse every run folder of ``bundle``: the files written, and the runs that could not be (their
+    previous outputs kept) with the reason."""
     written: list[Path] = []
     failed: dict[str, str] = {}
     for run_dir in BundleLayout(bundle).run_folders():
@@ -225,20 +213,10 @@ def rebuild_bundle(bundle: Path, baseline: str | None = None, grading: Sequence[
         except TestbedError as exc:
             progress(f"{run_dir.name}: analysis failed: {exc.message}")
             failed[run_dir.name] = exc.message
-    report_error = None
-    try:
-        written += build_derived(bundle, baseline=baseline or manifest.get("plan", {}).get("baseline"),
-                                 grading=grading)
-    except TestbedError as exc:
-        if not failed:
-            raise
-        report_error = exc.message
-    if failed:
-        _raise_not_reanalysed(failed, report_error)
-    return written
+    return written, failed
 
 
-def _raise_not_reanalysed(failed: dict[str, str], report_error: str | None) -> None:
+def raise_not_reanalysed(failed: dict[str, str], report_error: str | None) -> None:
     evidence = [f"{name}: {message}" for name, message in failed.items()]
     if report_error is None:
         rebuilt = "the report was rebuilt with their previous results"

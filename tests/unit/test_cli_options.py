@@ -14,9 +14,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from orchestrator.cli import render
+from orchestrator.cli import rebuild
 from orchestrator.cli.main import app
 from orchestrator.errors import TestbedError
+from orchestrator.measure import run as measure_run
 from orchestrator.measure import sweep as sw
 from orchestrator.measure.run import RunOutcome
 from orchestrator.model.run import RunSpec
@@ -45,11 +46,11 @@ def _invoke(args: list[str]) -> None:
 def test_every_run_option_reaches_the_run_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[RunSpec, Path | None]] = []
 
-    def fake_run(spec: RunSpec, out_dir: Path | None) -> RunOutcome:
+    def fake_run(spec: RunSpec, out_dir: Path | None, **_callbacks: Any) -> RunOutcome:
         calls.append((spec, out_dir))
         return RunOutcome(out_dir or tmp_path, "ok", spec.samples, None, None)
 
-    monkeypatch.setattr(render, "run_with_progress", fake_run)
+    monkeypatch.setattr(measure_run, "execute_run", fake_run)
     args = ["run", "--scenario", "tls13-chacha20", "--payload", "100", "--samples", "50", "--interval", "40ms",
             "--qos", "1", "--seed", "9", "--impairment", "lossy-1pct", "--delay-mechanism", "queue",
             "--publisher", "esp32", "--serial-port", "/dev/ttyUSB3", "--baud", "921600", "--board-host", "192.0.2.7",
@@ -73,8 +74,8 @@ LAB_OPTIONS = {"--inventory"}
 
 def test_the_fleet_options_reach_the_run_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[RunSpec] = []
-    monkeypatch.setattr(render, "run_with_progress",
-                        lambda spec, out_dir: calls.append(spec) or RunOutcome(tmp_path, "ok", 0, None, None))
+    monkeypatch.setattr(measure_run, "execute_run",
+                        lambda spec, out_dir, **_: calls.append(spec) or RunOutcome(tmp_path, "ok", 0, None, None))
     _invoke(["run", "--devices", "250", "--connect-rate", "40", "--samples", "20", "--interval", "1s"])
     assert calls == [RunSpec(scenario="tls", samples=20, interval_ms=1000.0, devices=250, connect_rate=40.0)]
     assert calls[0].messages_expected == 5000 and calls[0].expected_duration_s == pytest.approx(249 / 40 + 20)
@@ -106,7 +107,7 @@ class _SweepCalls:
         monkeypatch.setattr(sw, "start_sweep", self.start)
         monkeypatch.setattr(sw, "resume_sweep", self.resume)
         monkeypatch.setattr(sw, "run_sweep", self.run)
-        monkeypatch.setattr(sw, "build_derived", self.build)
+        monkeypatch.setattr(rebuild, "build_derived", self.build)
 
     def start(self, plan: SweepPlan, out_root: Path, name: str, command: list[str]) -> sw.Sweep:
         self.started.append((plan, out_root, name, command))
@@ -170,8 +171,8 @@ def test_the_fleet_sizes_are_a_sweep_axis(tmp_path: Path, monkeypatch: pytest.Mo
 def test_the_inventory_reaches_the_run_spec_and_the_plan_as_an_absolute_path(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runs: list[RunSpec] = []
-    monkeypatch.setattr(render, "run_with_progress",
-                        lambda spec, out_dir: runs.append(spec) or RunOutcome(tmp_path, "ok", 0, None, None))
+    monkeypatch.setattr(measure_run, "execute_run",
+                        lambda spec, out_dir, **_: runs.append(spec) or RunOutcome(tmp_path, "ok", 0, None, None))
     monkeypatch.chdir(tmp_path)
     _invoke(["run", "--inventory", "lab.yml", "--samples", "20"])
     assert runs == [RunSpec(scenario="tls", samples=20, inventory=str(tmp_path / "lab.yml"))]
@@ -208,7 +209,7 @@ def test_every_report_option_reaches_the_rebuild(tmp_path: Path, monkeypatch: py
         calls.append((bundle, baseline, list(grading)))
         return []
 
-    monkeypatch.setattr(sw, "rebuild_bundle", fake_rebuild)
+    monkeypatch.setattr(rebuild, "rebuild_bundle", fake_rebuild)
     tables = _grading_tables(tmp_path)
     args = ["report", str(tmp_path / "b"), "--baseline", "tls", "--grading", str(tables[0]),
             "--grading", str(tables[1])]
