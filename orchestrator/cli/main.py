@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, TypeVar, cast
+from typing import Annotated, Any
 
 import typer
 
 from orchestrator import __version__
+from orchestrator.cli.axis_options import to_model, with_axis_options
 from orchestrator.cli.console import err, escape, out, progress_line
 from orchestrator.errors import TestbedError
-from orchestrator.model.impairment import DelayMechanism
+from orchestrator.model.axes import AXES, AxisTable
 from orchestrator.model.layout import BundleLayout
-from orchestrator.model.run import Close, Connection, Publisher, QoS, RunSpec, parse_interval
+from orchestrator.model.run import RunSpec
 from orchestrator.model.sweep import SweepPlan
 from orchestrator.model.yamlfile import user_input
-
-T = TypeVar("T")
+from orchestrator.signals import install_stop_signals
 
 app = typer.Typer(name="testbed", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Measure what TLS (ChaCha20-Poly1305 first) costs an MQTT sensor link.")
@@ -27,8 +29,6 @@ images_app = typer.Typer(no_args_is_help=True, help="Build the testbed's Docker 
 app.add_typer(images_app, name="images")
 
 _state = {"debug": False}
-DELAY_MECHANISM_HELP = ("how delay/jitter are made: auto (netem where the kernel has it, else the userspace queue), "
-                        "netem, queue")
 
 
 def _version(value: bool) -> None:
@@ -115,61 +115,15 @@ def down() -> None:
         out.print(line)
 
 
-SERIAL_PORT_HELP = "esp32: the board's serial port, opened once (e.g. /dev/ttyUSB0, the PTY of board-emu)"
-RESET_HELP = "esp32: reset the board through DTR/RTS before each cell, as esptool does"
-BOARD_HOST_HELP = "esp32: this host's address as the board reaches it (default: the address of its default route)"
-
-
-CONNECTION_HELP = ("persistent (one connection for the run), reconnect (connect, publish --per-connection "
-                   "readings, end, sleep until the next), resume-id or resume-ticket (the same with TLS 1.2 "
-                   "session resumption by session ID or by ticket)")
-PER_CONNECTION_HELP = "readings per connection (K) when the connection is not persistent"
-CLOSE_HELP = "how a connection ends: disconnect (DISCONNECT + close_notify) or drop (as a sensor losing power)"
-DEVICES_HELP = ("virtual devices publishing at once (a fleet: each its own id, seq and send log; "
-                "persistent connections; see docs/fleet.md)")
-CONNECT_RATE_HELP = "a fleet's devices started per second (each at a seeded random offset in its first interval)"
-INVENTORY_HELP = ("run across the hosts of this Ansible inventory: broker, publisher and router hosts reached over "
-                  "SSH (docs/multi-host.md)")
-
-
-def _inventory(path: Path | None) -> str | None:
-    return str(path.resolve()) if path is not None else None
-
-
-@app.command("run")
-def run_cmd(
-    scenario: Annotated[str, typer.Option(help="built-in scenario name or a YAML file")] = "tls",
-    payload: Annotated[int, typer.Option(help="application payload bytes (exact)")] = 65,
-    samples: Annotated[int, typer.Option(help="messages to publish")] = 200,
-    interval: Annotated[str, typer.Option(help="time between messages, e.g. 250ms or 1s")] = "250ms",
-    qos: Annotated[QoS, typer.Option(help="MQTT QoS 0 or 1")] = 0,
-    seed: Annotated[int, typer.Option(help="seed of the simulated sensors")] = 1,
-    impairment: Annotated[str, typer.Option(help="impairment profile name or YAML file")] = "none",
-    delay_mechanism: Annotated[DelayMechanism, typer.Option(help=DELAY_MECHANISM_HELP)] = "auto",
-    publisher: Annotated[Publisher, typer.Option(help="virtual or esp32")] = "virtual",
-    serial_port: Annotated[str | None, typer.Option(help=SERIAL_PORT_HELP)] = None,
-    baud: Annotated[int, typer.Option(help="the board's serial baud rate")] = 115200,
-    board_host: Annotated[str | None, typer.Option(help=BOARD_HOST_HELP)] = None,
-    reset_board: Annotated[bool, typer.Option("--reset-board", help=RESET_HELP)] = False,
-    connection: Annotated[Connection, typer.Option(help=CONNECTION_HELP)] = "persistent",
-    per_connection: Annotated[int, typer.Option(help=PER_CONNECTION_HELP)] = 1,
-    close: Annotated[Close, typer.Option(help=CLOSE_HELP)] = "disconnect",
-    devices: Annotated[int, typer.Option(help=DEVICES_HELP)] = 1,
-    connect_rate: Annotated[float, typer.Option(help=CONNECT_RATE_HELP)] = 100.0,
-    inventory: Annotated[Path | None, typer.Option(help=INVENTORY_HELP)] = None,
-    out_dir: Annotated[Path | None, typer.Option("--out", help="run folder (default results/runs/<time>-...)")
-                       ] = None,
-) -> None:
+def _run(models: Models, given: dict[str, Any],
+         out_dir: Annotated[Path | None, typer.Option("--out", help="run folder (default results/runs/<time>-...)")
+                            ] = None) -> None:
     """One measurement: up, capture, subscriber, publisher, count, stop, tear down, analyse, summary."""
     from orchestrator.cli import render
     from orchestrator.measure import run as measure_run
 
     with user_input("run parameters"):
-        spec = RunSpec(scenario=scenario, payload=payload, samples=samples, interval_ms=parse_interval(interval),
-                       qos=qos, seed=seed, impairment=impairment, delay_mechanism=delay_mechanism,
-                       publisher=publisher, serial_port=serial_port, baud=baud, board_host=board_host,
-                       reset_board=reset_board, connection=connection, per_connection=per_connection, close=close,
-                       devices=devices, connect_rate=connect_rate, inventory=_inventory(inventory))
+        spec = models.run(**to_model(models.table, "run", given))
     try:
         with render.run_bar(spec.samples) as (progress, status):
             outcome = measure_run.execute_run(spec, out_dir or measure_run.default_run_dir(spec),
@@ -182,40 +136,8 @@ def run_cmd(
         raise TestbedError(f"run failed: {outcome.error}", hint=f"logs kept in {outcome.run_dir}")
 
 
-def _csv(text: str, what: str, cast: Callable[[str], T]) -> list[T]:
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items:
-        raise TestbedError(f"--{what}: give at least one value")
-    try:
-        return [cast(t) for t in items]
-    except ValueError as exc:
-        raise TestbedError(f"--{what}: {exc}") from exc
-
-
-@app.command()
-def sweep(
-    payloads: Annotated[str, typer.Option(help="comma list of payload sizes in bytes")] = "65,100",
-    samples: Annotated[int, typer.Option(help="messages per cell")] = 200,
-    scenarios: Annotated[str, typer.Option(help="comma list of scenarios (names or YAML files)")] = "plain,tls",
-    repeat: Annotated[int, typer.Option(help="repeats of every cell (random order, seeded)")] = 1,
-    interval: Annotated[str, typer.Option(help="time between messages, e.g. 250ms")] = "250ms",
-    qos: Annotated[QoS, typer.Option(help="MQTT QoS 0 or 1")] = 0,
-    impairments: Annotated[str, typer.Option(help="comma list of impairment profiles")] = "none",
-    delay_mechanism: Annotated[DelayMechanism, typer.Option(help=DELAY_MECHANISM_HELP)] = "auto",
-    publisher: Annotated[Publisher, typer.Option(help="virtual or esp32")] = "virtual",
-    serial_port: Annotated[str | None, typer.Option(help=SERIAL_PORT_HELP)] = None,
-    baud: Annotated[int, typer.Option(help="the board's serial baud rate")] = 115200,
-    board_host: Annotated[str | None, typer.Option(help=BOARD_HOST_HELP)] = None,
-    reset_board: Annotated[bool, typer.Option("--reset-board", help=RESET_HELP)] = False,
-    connections: Annotated[str, typer.Option(help="comma list of connection modes: " + CONNECTION_HELP)
-                           ] = "persistent",
-    per_connection: Annotated[int, typer.Option(help=PER_CONNECTION_HELP)] = 1,
-    close: Annotated[Close, typer.Option(help=CLOSE_HELP)] = "disconnect",
-    devices: Annotated[str, typer.Option(help="comma list of fleet sizes (a sweep axis): " + DEVICES_HELP)] = "1",
-    connect_rate: Annotated[float, typer.Option(help=CONNECT_RATE_HELP)] = 100.0,
-    inventory: Annotated[Path | None, typer.Option(help=INVENTORY_HELP)] = None,
-    seed: Annotated[int, typer.Option(help="seed for cell order, sensors and bootstrap")] = 1,
-    baseline: Annotated[str, typer.Option(help="scenario the others are compared with")] = "plain",
+def _sweep(
+    models: Models, given: dict[str, Any],
     out_root: Annotated[Path, typer.Option("--out", help="folder that receives the bundle")] = Path("results"),
     resume: Annotated[Path | None, typer.Option(help="resume this bundle: run exactly its missing cells")] = None,
     name: Annotated[str, typer.Option(help="bundle name suffix")] = "sweep",
@@ -233,16 +155,7 @@ def sweep(
         err.print(f"resuming {job.bundle}: {len(job.cells)} cell(s) to run")
     else:
         with user_input("sweep plan"):
-            plan = SweepPlan(payloads=_csv(payloads, "payloads", int), samples=samples,
-                             scenarios=_csv(scenarios, "scenarios", str), repeat=repeat,
-                             interval_ms=parse_interval(interval), qos=qos,
-                             impairments=_csv(impairments, "impairments", str),
-                             delay_mechanism=delay_mechanism, publisher=publisher, serial_port=serial_port,
-                             baud=baud, board_host=board_host, reset_board=reset_board, seed=seed,
-                             baseline=baseline, per_connection=per_connection, close=close,
-                             connections=cast(list[Connection], _csv(connections, "connections", str)),
-                             devices=_csv(devices, "devices", int), connect_rate=connect_rate,
-                             inventory=_inventory(inventory))
+            plan = models.plan(**to_model(models.table, "sweep", given))
         job = sw.start_sweep(plan, out_root, name, argv_for_display())
         err.print(f"bundle: {job.bundle}  ({len(job.cells)} cells, seed {plan.seed})")
     with sweep_bar() as bar:
@@ -252,6 +165,24 @@ def sweep(
     out.print(f"bundle: {escape(str(job.bundle))}")
     out.print(f"report: {escape(str(BundleLayout(job.bundle).report_html))}  ({len(derived)} derived files)")
     sw.check_finished(job)
+
+
+@dataclass(frozen=True)
+class Models:
+    """What `run` and `sweep` build from the command line: the axis table's RunSpec and SweepPlan."""
+
+    table: AxisTable
+    run: Callable[..., RunSpec]
+    plan: Callable[..., SweepPlan]
+
+
+def add_run_commands(target: typer.Typer, models: Models) -> None:
+    """`run` and `sweep` on ``target``, with an option for every axis of ``models.table``."""
+    target.command("run")(with_axis_options(functools.partial(_run, models), models.table, "run"))
+    target.command("sweep")(with_axis_options(functools.partial(_sweep, models), models.table, "sweep"))
+
+
+add_run_commands(app, Models(AXES, RunSpec, SweepPlan))
 
 
 @app.command()
@@ -315,11 +246,14 @@ _register_subapps()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: the one place an error becomes an exit code."""
+    """Entry point: the one place an error becomes an exit code. SIGTERM and SIGHUP tear down as Ctrl-C does."""
+    install_stop_signals()
     try:
         app(args=argv, prog_name="testbed", standalone_mode=True)
-    except SystemExit as exc:  # typer's own exits: --help, usage errors (2)
+    except SystemExit as exc:  # typer's own exits: --help, usage errors (2), and 130 for an interrupt
         code = exc.code
+        if code == 130:  # a command that let KeyboardInterrupt through (Ctrl-C, SIGTERM, SIGHUP)
+            err.print("[yellow]interrupted[/]: cleaned up; finished results are kept")
         return code if isinstance(code, int) else (0 if code is None else 1)
     except TestbedError as exc:
         if _state["debug"]:
