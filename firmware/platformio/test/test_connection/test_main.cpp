@@ -327,7 +327,7 @@ static void test_run_keys_of_the_connection_lifecycle(void) {
   ASSERT_ERR(Err::UnsupportedMode, parse(std::string(kBody) + "mode=sometimes\n", &r, &err));
   ASSERT_CONTAINS(err.c_str(), "known: persistent, reconnect, resume-id, resume-ticket");
   ASSERT_ERR(Err::InvalidArgument, parse(std::string(kBody) + "per_connection=0\n", &r, &err));
-  ASSERT_CONTAINS(err.c_str(), "\"per_connection\": \"0\" is not an integer 1..10000000");
+  ASSERT_CONTAINS(err.c_str(), "\"per_connection\": \"0\" is not an integer 1..1000000");
   ASSERT_ERR(Err::InvalidArgument, parse(std::string(kBody) + "close=rst\n", &r, &err));
   ASSERT_CONTAINS(err.c_str(), "\"close\": \"rst\" is not disconnect or drop");
 }
@@ -385,6 +385,51 @@ static void test_board_persistent_prints_no_conn_and_drop_aborts(void) {
   ASSERT_CONTAINS(l[l.size() - 2].c_str(), " msgs=1 close=drop");
 }
 
+// ------------------------------------------------------------ one CONNECT (issue 21 part 3)
+// The check pass (validate) and every connection of the run build their CONNECT from one place
+// (connect_options): the bytes validate encoded are the first bytes of each connection, for options that
+// differ from ConnectOptions' defaults too, and they decode to what the configuration asked for.
+static void test_check_pass_connect_is_every_connections_connect(void) {
+  struct Case {
+    const char* client_id;
+    const char* username;
+    const char* password;
+    uint16_t keepalive_s;
+    ConnectionMode mode;
+  };
+  const Case cases[] = {
+      {"v1", nullptr, nullptr, 60, ConnectionMode::Persistent},
+      {"sensor-7", "publisher", "pw-1", 5, ConnectionMode::Reconnect},
+      {"", "reader", nullptr, 0, ConnectionMode::ResumeTicket},  // empty id: allowed with a clean session
+  };
+  for (const Case& c : cases) {
+    Loop l(c.mode, 4, 2);
+    l.cfg.client_id = c.client_id;
+    l.cfg.username = c.username;
+    l.cfg.password = c.password;
+    l.cfg.keepalive_s = c.keepalive_s;
+    ASSERT_OK(l.publisher.validate(l.cfg));
+    const uint8_t* bytes = nullptr;
+    const size_t n = l.publisher.checked_connect(&bytes);
+    TEST_ASSERT_TRUE(n > 0 && bytes[0] == 0x10);
+    const std::string checked(reinterpret_cast<const char*>(bytes), n);
+    ASSERT_OK(l.run());
+    TEST_ASSERT_EQUAL_INT(c.mode == ConnectionMode::Persistent ? 1 : 2, l.broker.conns.size());
+    for (const std::string& conn : l.broker.conns) {
+      TEST_ASSERT_TRUE(conn.size() > n);
+      TEST_ASSERT_EQUAL_MEMORY(checked.data(), conn.data(), n);
+      TEST_ASSERT_EQUAL_INT(0x30, static_cast<uint8_t>(conn[n]));  // the CONNECT ends where the PUBLISH begins
+    }
+    mqtt::ConnectView v;
+    ASSERT_OK(mqtt::decode_connect(reinterpret_cast<const uint8_t*>(checked.data()), n, &v));
+    TEST_ASSERT_EQUAL_STRING(c.client_id, std::string(v.client_id, v.client_id_len).c_str());
+    TEST_ASSERT_EQUAL_INT(c.username != nullptr, v.has_username);
+    TEST_ASSERT_EQUAL_INT(c.password != nullptr, v.has_password);
+    TEST_ASSERT_EQUAL_INT(c.keepalive_s, v.keepalive_s);
+    TEST_ASSERT_TRUE(v.clean_session);
+  }
+}
+
 int main(int, char**) {
   UNITY_BEGIN();
   RUN_TEST(test_persistent_is_one_connection_as_before);
@@ -401,5 +446,6 @@ int main(int, char**) {
   RUN_TEST(test_run_keys_of_the_connection_lifecycle);
   RUN_TEST(test_board_prints_a_conn_line_per_connection);
   RUN_TEST(test_board_persistent_prints_no_conn_and_drop_aborts);
+  RUN_TEST(test_check_pass_connect_is_every_connections_connect);
   return UNITY_END();
 }

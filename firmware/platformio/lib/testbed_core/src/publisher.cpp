@@ -15,6 +15,7 @@ Err Publisher::transport_error(Err e, const char* what) {
 
 Err Publisher::validate(const PublishConfig& cfg) {
   err_.clear();
+  checked_connect_len_ = 0;
   if (cfg.host == nullptr || cfg.host[0] == '\0') {
     err_.set("broker host is empty");
     return Err::InvalidArgument;
@@ -50,17 +51,33 @@ Err Publisher::validate(const PublishConfig& cfg) {
              cfg.topic);
     return e;
   }
+  e = encode_connect_packet(cfg, &len);
+  if (e != Err::Ok) {
+    err_.set("CONNECT cannot be encoded: client id must be valid UTF-8 and a password needs a username");
+    return e;
+  }
+  checked_connect_len_ = len;
+  return Err::Ok;
+}
+
+// The one place a run's CONNECT is made: the check pass (validate) and every connection encode it here.
+mqtt::ConnectOptions connect_options(const PublishConfig& cfg) {
   mqtt::ConnectOptions co;
   co.client_id = cfg.client_id;
   co.username = cfg.username;
   co.password = cfg.password;
   co.keepalive_s = cfg.keepalive_s;
-  e = mqtt::encode_connect(co, packet_, sizeof(packet_), &len);
-  if (e != Err::Ok) {
-    err_.set("CONNECT cannot be encoded: client id must be valid UTF-8 and a password needs a username");
-    return e;
-  }
-  return Err::Ok;
+  co.clean_session = true;  // no session state is kept between connections (MQTT 3.1.1 3.1.2.4)
+  return co;
+}
+
+Err Publisher::encode_connect_packet(const PublishConfig& cfg, size_t* len) {
+  return mqtt::encode_connect(connect_options(cfg), packet_, sizeof(packet_), len);
+}
+
+size_t Publisher::checked_connect(const uint8_t** bytes) const {
+  *bytes = packet_;
+  return checked_connect_len_;
 }
 
 Err Publisher::read_packet(uint32_t timeout_ms, size_t* len) {
@@ -101,14 +118,8 @@ Err Publisher::connect(const PublishConfig& cfg, ConnectionStats* cs) {
     err_.set("%s", transport_.error_text());
     return e;
   }
-  mqtt::ConnectOptions co;
-  co.client_id = cfg.client_id;
-  co.username = cfg.username;
-  co.password = cfg.password;
-  co.keepalive_s = cfg.keepalive_s;
-  co.clean_session = true;
   size_t len = 0;
-  e = mqtt::encode_connect(co, packet_, sizeof(packet_), &len);
+  e = encode_connect_packet(cfg, &len);
   if (e != Err::Ok) {
     err_.set("CONNECT cannot be encoded (%s)", err_name(e));
     return e;

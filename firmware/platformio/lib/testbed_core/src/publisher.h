@@ -55,6 +55,10 @@ struct ConnectionStats {
   Err error = Err::Ok;        // why the connection (and so the run) failed; Ok when it ended as planned
 };
 
+// The CONNECT options of a run: one builder for the check pass (Publisher::validate) and every
+// connection (Publisher::connect), so the two cannot disagree.
+mqtt::ConnectOptions connect_options(const PublishConfig& cfg);
+
 class SensorSource {
  public:
   virtual ~SensorSource() = default;
@@ -91,8 +95,11 @@ class Publisher {
   Publisher(Transport& transport, Clock& clock, SensorSource& sensors, SendObserver& observer)
       : transport_(transport), clock_(clock), sensors_(sensors), observer_(observer) {}
 
-  // Checks the configuration without touching the network.
+  // Checks the configuration without touching the network (the PUBLISH and CONNECT are encoded once).
   Err validate(const PublishConfig& cfg);
+  // The CONNECT the last validate() encoded (0 bytes when it failed before); valid until run() or the
+  // next validate() reuses the packet buffer. For tests: it must equal what each connection sends.
+  size_t checked_connect(const uint8_t** bytes) const;
   Err run(const PublishConfig& cfg, RunStats* stats);
   // A flag (set from a signal handler) that stops the run before the next message: Err::Interrupted.
   void set_stop_flag(const volatile sig_atomic_t* flag) { stop_ = flag; }
@@ -102,6 +109,7 @@ class Publisher {
 
  private:
   Err connect(const PublishConfig& cfg, ConnectionStats* cs);
+  Err encode_connect_packet(const PublishConfig& cfg, size_t* len);  // into packet_
   Err connection(const PublishConfig& cfg, int64_t* t0, uint32_t first, uint32_t count, ConnectionStats* cs,
                  RunStats* stats);
   Err publish_one(const PublishConfig& cfg, uint32_t seq, int64_t* last_tx, RunStats* stats);
@@ -127,6 +135,7 @@ class Publisher {
   const volatile sig_atomic_t* driver_stop_ = nullptr;
   ErrorText err_;
   uint16_t packet_id_ = 0;  // QoS 1, continues across the run's connections
+  size_t checked_connect_len_ = 0;  // the CONNECT validate() left in packet_
   char payload_[kMaxPayload + 1];
   uint8_t packet_[kPacketCapacity];
   uint8_t rx_[64];
