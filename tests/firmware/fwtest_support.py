@@ -97,9 +97,11 @@ def _cert(
     *,
     ca: bool,
     sans: list[x509.GeneralName],
+    expired: bool = False,
 ) -> x509.Certificate:
+    """Valid from 5 minutes ago for 2 days; `expired`: valid for about 2 days until an hour ago."""
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    now = dt.datetime.now(dt.UTC)
+    now = dt.datetime.now(dt.UTC) - (dt.timedelta(days=2) if expired else dt.timedelta(0))
     builder = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -107,12 +109,22 @@ def _cert(
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=2))
+        .not_valid_after(now + (dt.timedelta(days=1, hours=23) if expired else dt.timedelta(days=2)))
         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
     )
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     return builder.sign(issuer_key or key, hashes.SHA256())
+
+
+def broker_may_read(key: Path) -> None:
+    """A 0600 key owned by the `mosquitto` user, to which Mosquitto drops when started as root."""
+    if os.geteuid() == 0:
+        try:
+            broker_user = pwd.getpwnam("mosquitto")
+            os.chown(key, broker_user.pw_uid, broker_user.pw_gid)
+        except KeyError:
+            pass
 
 
 @pytest.fixture(scope="session")
@@ -153,12 +165,7 @@ def pki() -> Iterator[Pki]:
         p.chmod(0o644)
     for p in (paths.server_key, paths.client_key):
         p.chmod(0o600)
-    if os.geteuid() == 0:
-        try:
-            broker_user = pwd.getpwnam("mosquitto")
-            os.chown(paths.server_key, broker_user.pw_uid, broker_user.pw_gid)
-        except KeyError:
-            pass
+    broker_may_read(paths.server_key)
     yield paths
     shutil.rmtree(directory, ignore_errors=True)
 
@@ -195,12 +202,26 @@ class Broker:
 @pytest.fixture
 def broker_factory(pki: Pki, tmp_path: Path) -> Iterator:
     """Starts Mosquitto 2.0 with one TLS 1.2 listener limited to `ciphers` and one plain listener
-    (for an independent subscriber). Every broker is stopped at teardown."""
+    (for an independent subscriber). Every broker is stopped at teardown. `server` (certificate, key)
+    replaces the pki's server certificate; `tls_version` is Mosquitto's (a minimum); `openssl_conf`,
+    the text of an OPENSSL_CONF for the broker, caps what Mosquitto cannot (e.g. MaxProtocol)."""
     need_tool(MOSQUITTO, "mosquitto")
     started: list[Broker] = []
 
-    def start(ciphers: str, *, require_certificate: bool = False) -> Broker:
+    def start(
+        ciphers: str,
+        *,
+        require_certificate: bool = False,
+        server: tuple[Path, Path] | None = None,
+        tls_version: str = "tlsv1.2",
+        openssl_conf: str | None = None,
+    ) -> Broker:
         tls_port, plain_port = free_port(), free_port()
+        certfile, keyfile = server or (pki.server_cert, pki.server_key)
+        env = dict(os.environ)
+        if openssl_conf is not None:
+            env["OPENSSL_CONF"] = str(tmp_path / f"openssl-{tls_port}.cnf")
+            Path(env["OPENSSL_CONF"]).write_text(openssl_conf)
         conf = tmp_path / f"mosquitto-{tls_port}.conf"
         log = tmp_path / f"mosquitto-{tls_port}.log"
         conf.write_text(
@@ -216,9 +237,9 @@ def broker_factory(pki: Pki, tmp_path: Path) -> Iterator:
                     "allow_anonymous true",
                     f"listener {tls_port} 127.0.0.1",
                     f"cafile {pki.ca}",
-                    f"certfile {pki.server_cert}",
-                    f"keyfile {pki.server_key}",
-                    "tls_version tlsv1.2",
+                    f"certfile {certfile}",
+                    f"keyfile {keyfile}",
+                    f"tls_version {tls_version}",
                     f"ciphers {ciphers}",
                     f"require_certificate {'true' if require_certificate else 'false'}",
                     "",
@@ -228,7 +249,11 @@ def broker_factory(pki: Pki, tmp_path: Path) -> Iterator:
         conf.chmod(0o644)
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [MOSQUITTO, "-c", str(conf)], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                [MOSQUITTO, "-c", str(conf)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
             )
         broker = Broker(tls_port, plain_port, log, proc)
         started.append(broker)

@@ -34,6 +34,9 @@ const char* err_name(Err e) {
     case Err::TlsKeyParse: return "TlsKeyParse";
     case Err::TlsHostname: return "TlsHostname";
     case Err::TlsCertVerify: return "TlsCertVerify";
+    case Err::TlsCertUntrusted: return "TlsCertUntrusted";
+    case Err::TlsCertExpired: return "TlsCertExpired";
+    case Err::TlsCertNotYetValid: return "TlsCertNotYetValid";
     case Err::TlsNoSharedCipher: return "TlsNoSharedCipher";
     case Err::TlsAlert: return "TlsAlert";
     case Err::TlsVersion: return "TlsVersion";

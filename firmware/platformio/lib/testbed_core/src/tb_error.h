@@ -31,11 +31,14 @@ enum class Err : int {
   TlsCaParse,
   TlsCertParse,
   TlsKeyParse,
-  TlsHostname,
-  TlsCertVerify,
+  TlsHostname,       // the broker certificate's DNS names do not match the server name
+  TlsCertVerify,     // the broker certificate failed verification for a reason not named below
+  TlsCertUntrusted,  // the broker certificate does not chain to the CA the device was given
+  TlsCertExpired,    // the broker certificate's validity has ended
+  TlsCertNotYetValid,  // its validity starts in the future (on a board: is the clock set?)
   TlsNoSharedCipher,
   TlsAlert,
-  TlsVersion,
+  TlsVersion,        // the broker does not run TLS 1.2 (it chose or answered in an older version, or refused 1.2)
   TlsHandshake,
   TlsWrite,
   TlsRead,

@@ -46,6 +46,18 @@ void to_hex(const unsigned char* in, size_t n, char* out) {
   out[2 * n] = '\0';
 }
 
+// "TLS 1.1" for a TLS 1.x minor version (3.0 = SSL 3.0).
+const char* version_name(int major, int minor) {
+  if (major != 3) return "an unknown version";
+  switch (minor) {
+    case 0: return "SSL 3.0";
+    case 1: return "TLS 1.0";
+    case 2: return "TLS 1.1";
+    case 3: return "TLS 1.2";
+    default: return "a later TLS version";
+  }
+}
+
 }  // namespace
 
 TlsTransport::TlsTransport(Clock& clock, const TlsOptions& options) : clock_(clock), opt_(options), tcp_(clock) {
@@ -221,25 +233,70 @@ Err TlsTransport::handshake(uint32_t timeout_ms) {
   return handshake_failed(ret, timeout_ms);
 }
 
-// The broker's certificate chain or name did not verify: which, in words.
+// The broker's certificate chain or name did not verify: which, by mbedTLS's verify flags, named in
+// this order: another CA (nothing else about the certificate is then worth trusting), its validity, its name.
 Err TlsTransport::verify_failed() {
   uint32_t flags = mbedtls_ssl_get_verify_result(&ssl_);
   char info[200];
   int n = mbedtls_x509_crt_verify_info(info, sizeof(info), "", flags);
-  if (n < 0) snprintf(info, sizeof(info), "verify flags 0x%08x", static_cast<unsigned>(flags));
+  if (n < 0) info[0] = '\0';
   for (char* p = info; *p; ++p) {
     if (*p == '\n') *p = (p[1] == '\0') ? '\0' : ';';
+  }
+  const unsigned f = static_cast<unsigned>(flags);
+  if (flags & MBEDTLS_X509_BADCERT_NOT_TRUSTED) {
+    err_.set("TLS handshake failed: the broker certificate does not chain to the CA given to the device "
+             "(verify flags 0x%08x: %s)", f, info);
+    return Err::TlsCertUntrusted;
+  }
+  if (flags & MBEDTLS_X509_BADCERT_EXPIRED) {
+    err_.set("TLS handshake failed: the broker certificate has expired (verify flags 0x%08x: %s)", f, info);
+    return Err::TlsCertExpired;
+  }
+  if (flags & MBEDTLS_X509_BADCERT_FUTURE) {
+    err_.set("TLS handshake failed: the broker certificate is not valid yet: is the device clock set? "
+             "(verify flags 0x%08x: %s)", f, info);
+    return Err::TlsCertNotYetValid;
   }
   if (flags & MBEDTLS_X509_BADCERT_CN_MISMATCH) {
     const char* name = ssl_.hostname ? ssl_.hostname : "";
     bool numeric = name[0] != '\0' && strspn(name, "0123456789.") == strlen(name);
-    err_.set("TLS handshake failed: the broker certificate does not match the server name \"%s\" (%s)%s", name,
-             info, numeric ? "; mbedTLS 2.28 matches DNS names only: give a DNS name of the certificate as "
-                             "the server name (e.g. broker)" : "");
+    err_.set("TLS handshake failed: the broker certificate does not match the server name \"%s\" (verify flags "
+             "0x%08x: %s)%s", name, f, info, numeric ? "; mbedTLS 2.28 matches DNS names only: give a DNS name "
+             "of the certificate as the server name (e.g. broker)" : "");
     return Err::TlsHostname;
   }
-  err_.set("TLS handshake failed: broker certificate not trusted (%s)", info);
+  err_.set("TLS handshake failed: broker certificate not trusted (verify flags 0x%08x: %s)", f, info);
   return Err::TlsCertVerify;
+}
+
+// A fatal alert from the broker. Before its ServerHello, the alert's record version tells why: an
+// OpenSSL server writes it in the version it chose, so a record below TLS 1.2 means the broker runs an
+// older version only (every suite of this device needs TLS 1.2: none can be agreed at 1.0/1.1).
+Err TlsTransport::alert_failed(const char* offered) {
+  unsigned char desc = ssl_.in_msg != nullptr ? ssl_.in_msg[1] : 0;
+  bool before_server_hello = ssl_.state <= MBEDTLS_SSL_SERVER_HELLO;
+  int rec_major = ssl_.in_hdr != nullptr ? ssl_.in_hdr[1] : 3;
+  int rec_minor = ssl_.in_hdr != nullptr ? ssl_.in_hdr[2] : 3;
+  if (before_server_hello && (rec_major != 3 || rec_minor < 3)) {
+    err_.set("TLS handshake failed: the broker answered the ClientHello in %s (record version 0x%02x%02x) with "
+             "alert %s (%u): it does not run TLS 1.2, the only version this device speaks",
+             version_name(rec_major, rec_minor), rec_major, rec_minor, alert_name(desc), desc);
+    return Err::TlsVersion;
+  }
+  if (desc == MBEDTLS_SSL_ALERT_MSG_HANDSHAKE_FAILURE && before_server_hello) {
+    err_.set("TLS handshake failed: no shared cipher suite (the broker answered the ClientHello with alert "
+             "handshake_failure), offered: %s",
+             offered);
+    return Err::TlsNoSharedCipher;
+  }
+  if (desc == MBEDTLS_SSL_ALERT_MSG_PROTOCOL_VERSION) {
+    err_.set("TLS handshake failed: the broker refused TLS 1.2 (alert protocol_version)");
+    return Err::TlsVersion;
+  }
+  err_.set("TLS handshake failed: the broker sent alert %s (%u)%s, offered: %s", alert_name(desc), desc,
+           before_server_hello ? " in answer to the ClientHello" : "", offered);
+  return Err::TlsAlert;
 }
 
 // A failed mbedtls_ssl_handshake(): its return code as a named tb::Err with the cause spelled out.
@@ -247,25 +304,10 @@ Err TlsTransport::handshake_failed(int ret, uint32_t timeout_ms) {
   if (ret == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED) return verify_failed();
   char offered[kMaxCiphers * 48];
   offered_names(offered, sizeof(offered));
-  if (ret == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE) {
-    unsigned char desc = ssl_.in_msg != nullptr ? ssl_.in_msg[1] : 0;
-    bool before_server_hello = ssl_.state <= MBEDTLS_SSL_SERVER_HELLO;
-    if (desc == MBEDTLS_SSL_ALERT_MSG_HANDSHAKE_FAILURE && before_server_hello) {
-      err_.set("TLS handshake failed: no shared cipher suite (the broker answered the ClientHello with alert "
-               "handshake_failure), offered: %s",
-               offered);
-      return Err::TlsNoSharedCipher;
-    }
-    if (desc == MBEDTLS_SSL_ALERT_MSG_PROTOCOL_VERSION) {
-      err_.set("TLS handshake failed: the broker refused TLS 1.2 (alert protocol_version)");
-      return Err::TlsVersion;
-    }
-    err_.set("TLS handshake failed: the broker sent alert %s (%u)%s, offered: %s", alert_name(desc), desc,
-             before_server_hello ? " in answer to the ClientHello" : "", offered);
-    return Err::TlsAlert;
-  }
+  if (ret == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE) return alert_failed(offered);
   if (ret == MBEDTLS_ERR_SSL_BAD_HS_PROTOCOL_VERSION) {
-    err_.set("TLS handshake failed: the broker does not speak TLS 1.2");
+    err_.set("TLS handshake failed: the broker chose %s in its ServerHello: it does not run TLS 1.2, the only "
+             "version this device speaks", version_name(ssl_.major_ver, ssl_.minor_ver));
     return Err::TlsVersion;
   }
   if (ret == MBEDTLS_ERR_SSL_TIMEOUT) {

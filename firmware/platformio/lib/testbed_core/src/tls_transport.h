@@ -67,6 +67,7 @@ class TlsTransport : public Transport {
   Err handshake(uint32_t timeout_ms);
   Err handshake_failed(int ret, uint32_t timeout_ms);
   Err verify_failed();
+  Err alert_failed(const char* offered);
   Err fail(int ret, Err fallback, const char* what);
   void offered_names(char* out, size_t cap) const;
 
