@@ -20,6 +20,8 @@ from typing import Literal
 
 from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError, ToolError
+from orchestrator.model.axes import MAX_PAYLOAD
+from orchestrator.model.rules import payload_min_size
 
 GENERATED_HEADER = Path("include") / "testbed_generated.h"
 SECRET_ENV = ("TESTBED_WIFI_SSID", "TESTBED_WIFI_PASSWORD", "TESTBED_BROKER_HOST")
@@ -66,15 +68,14 @@ class FirmwareSettings:
         if self.samples < 1 or self.interval_ms < 0:
             raise TestbedError("samples must be >= 1 and interval-ms >= 0")
         minimum = payload_minimum(self.device_id, self.samples)
-        if not minimum <= self.payload <= 4096:
-            raise TestbedError(f"payload {self.payload} B is outside {minimum}..4096 B (the minimum for "
+        if not minimum <= self.payload <= MAX_PAYLOAD:
+            raise TestbedError(f"payload {self.payload} B is outside {minimum}..{MAX_PAYLOAD} B (the minimum for "
                                f"device id {self.device_id!r} and {self.samples} samples is {minimum} B)")
 
 
 def payload_minimum(device_id: str, samples: int) -> int:
-    """Same rule as the firmware core's payload_min_size (worst-case field widths)."""
-    worst = f'{{"d":"{device_id}","n":{max(samples - 1, 0)},"t":{"9" * 16},"s":[1,4095,4095,9999]}}'
-    return len(worst)
+    """The firmware core's payload_min_size (worst-case field widths), as the run's model has it."""
+    return payload_min_size(samples, device_id)
 
 
 def project_dir() -> Path:

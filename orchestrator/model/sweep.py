@@ -1,126 +1,152 @@
-"""A sweep's plan: the matrix of cells, validated completely before anything starts."""
+"""A sweep's plan: the matrix of cells, validated completely before anything starts.
+
+SweepPlan's and Cell's fields are made from the axis table (orchestrator/model/axes.py): an axis `sweep`
+can list becomes a list (its plural name) and a field of every Cell, named in the cell id; the others are
+one value for every cell. Every combination of the lists is checked by the rules (orchestrator/model/rules.py).
+"""
 
 from __future__ import annotations
 
+import itertools
 import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 
-from orchestrator.model.impairment import DelayMechanism
-from orchestrator.model.run import (
-    DEVICE_ID,
-    MAX_DEVICES,
-    MAX_PAYLOAD,
-    Close,
-    Connection,
-    Publisher,
-    QoS,
-    RunSpec,
-    check_board_options,
-    check_fleet_connection,
-    check_fleet_options,
-    check_lab_options,
-    fleet_device_id,
-    payload_min_size,
-)
+from orchestrator.model import rules
+from orchestrator.model.axes import AXES, Axis, AxisTable
+from orchestrator.model.run import RunSpec, RunSpecBase, axis_field, run_spec_model
 
 
-class Cell(BaseModel):
+class CellBase(BaseModel):
+    """One cell of a sweep: a value of every listed axis and the repeat."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
+    axes: ClassVar[AxisTable] = AXES
 
-    scenario: str
-    payload: int
-    impairment: str
-    repeat: int
-    connection: Connection = "persistent"  # absent in plans recorded before it existed
-    devices: int = 1  # a fleet's size (absent in plans recorded before it existed)
+    if TYPE_CHECKING:
+        scenario: str
+        payload: int
+        impairment: str
+        repeat: int
+        connection: str
+        devices: int
 
     @property
     def cell_id(self) -> str:
-        """``tls-65B-none-r1``; a connection mode other than persistent, and a fleet's size (``-1000dev``),
-        are named before the repeat."""
-        scen = self.scenario.rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".yml")
-        imp = self.impairment.rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".yml")
-        conn = "" if self.connection == "persistent" else f"-{self.connection}"
-        fleet = f"-{self.devices}dev" if self.devices > 1 else ""
-        return f"{scen}-{self.payload}B-{imp}{conn}{fleet}-r{self.repeat}"
+        """``tls-65B-none-r1``: each listed axis's key in the table's order (a connection mode other than
+        persistent, and a fleet's size, ``-1000dev``, only when given), then the repeat."""
+        keys = [a.cell(getattr(self, a.name)) if a.cell else str(getattr(self, a.name)) for a in self.axes.sweep_axes()]
+        return "-".join([k for k in keys if k] + [f"r{self.repeat}"])
 
 
-class SweepPlan(BaseModel):
+class SweepPlanBase(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    axes: ClassVar[AxisTable] = AXES
+    cell_model: ClassVar[type[CellBase]] = CellBase
+    run_model: ClassVar[type[RunSpecBase]] = RunSpecBase
 
-    scenarios: list[str] = Field(default_factory=lambda: ["plain", "tls"], min_length=1)
-    payloads: list[int] = Field(default_factory=lambda: [65, 100], min_length=1)
-    samples: int = Field(default=200, ge=1, le=1_000_000)
-    repeat: int = Field(default=1, ge=1, le=100)
-    interval_ms: float = Field(default=250.0, gt=0, le=3_600_000)
-    qos: QoS = 0
-    impairments: list[str] = Field(default_factory=lambda: ["none"], min_length=1)
-    delay_mechanism: DelayMechanism = "auto"  # absent in plans recorded before it existed: auto
-    publisher: Publisher = "virtual"
-    serial_port: str | None = None
-    baud: int = Field(default=115200, ge=300, le=4_000_000)
-    board_host: str | None = None
-    reset_board: bool = False
-    seed: int = 1
-    baseline: str = "plain"
-    connections: list[Connection] = Field(default_factory=lambda: list[Connection](["persistent"]), min_length=1)
-    per_connection: int = Field(default=1, ge=1, le=1_000_000)
-    close: Close = "disconnect"
-    devices: list[int] = Field(default_factory=lambda: [1], min_length=1)  # fleet sizes: a sweep axis
-    connect_rate: float = Field(default=100.0, gt=0, le=10_000)
-    inventory: str | None = None  # a lab across hosts (docs/multi-host.md); absent in older plans
+    if TYPE_CHECKING:
+        scenarios: list[str]
+        payloads: list[int]
+        samples: int
+        repeat: int
+        interval_ms: float
+        qos: int
+        impairments: list[str]
+        delay_mechanism: str
+        publisher: str
+        serial_port: str | None
+        baud: int
+        board_host: str | None
+        reset_board: bool
+        seed: int
+        baseline: str
+        connections: list[str]
+        per_connection: int
+        close: str
+        devices: list[int]
+        connect_rate: float
+        inventory: str | None
 
-    @field_validator("payloads")
-    @classmethod
-    def _payload_range(cls, v: list[int]) -> list[int]:
-        for p in v:
-            if p > MAX_PAYLOAD:
-                raise ValueError(f"payload {p} B is above the maximum of {MAX_PAYLOAD} B")
-        if len(set(v)) != len(v):
-            raise ValueError("a payload is listed twice")
-        return v
+    def _lists(self) -> list[tuple[Axis, list[Any]]]:
+        return [(a, getattr(self, a.sweep.name)) for a in self.axes.sweep_axes() if a.sweep is not None]
 
-    @field_validator("devices")
-    @classmethod
-    def _devices_range(cls, v: list[int]) -> list[int]:
-        for n in v:
-            if not 1 <= n <= MAX_DEVICES:
-                raise ValueError(f"devices {n} is outside 1..{MAX_DEVICES}")
-        return v
+    def _combinations(self) -> list[dict[str, Any]]:
+        """Every run's axis values but the seed (which the repeat sets): the lists' product."""
+        one = {a.name: (a.default if not a.in_sweep else getattr(self, a.name))
+               for a in self.axes.run_axes() if a.sweep is None}
+        lists = self._lists()
+        return [one | {a.name: v for (a, _), v in zip(lists, combo, strict=True)}
+                for combo in itertools.product(*(values for _, values in lists))]
 
     @model_validator(mode="after")
-    def _payload_minimum(self) -> SweepPlan:
-        most = max(self.devices)
-        minimum = payload_min_size(self.samples, fleet_device_id(most - 1) if most > 1 else DEVICE_ID)
-        low = [p for p in self.payloads if p < minimum]
-        if low:
-            raise ValueError(f"payload {low[0]} B is below the minimum of {minimum} B for {self.samples} samples")
-        check_board_options(self.publisher, self.serial_port, self.board_host, self.reset_board)
-        check_fleet_options(most, self.publisher)
-        check_lab_options(self.inventory, self.publisher)
-        for c in self.connections:
-            check_fleet_connection(most, c)
-        for name, items in (("scenarios", self.scenarios), ("impairments", self.impairments),
-                            ("connections", self.connections), ("devices", self.devices)):
-            if len(set(items)) != len(items):
-                raise ValueError(f"{name}: an entry is listed twice")
+    def _rules(self) -> SweepPlanBase:
+        rules.check_sweep({"seed": self.seed, "repeat": self.repeat})
+        for values in self._combinations():
+            rules.check(self.axes, values)
         return self
 
-    def cells(self) -> list[Cell]:
+    def cells(self) -> list[CellBase]:
         """Every cell; in a seeded random order when repeated (the seed is recorded in the manifest)."""
-        cells = [Cell(scenario=s, payload=p, impairment=i, repeat=r, connection=c, devices=n)
-                 for r in range(1, self.repeat + 1) for i in self.impairments for c in self.connections
-                 for n in self.devices for p in self.payloads for s in self.scenarios]
+        nested = sorted(self._lists(), key=lambda item: item[0].sweep.nest if item[0].sweep else 0)
+        cells = [self.cell_model(repeat=r, **{a.name: v for (a, _), v in zip(nested, combo, strict=True)})
+                 for r in range(1, self.repeat + 1) for combo in itertools.product(*(vs for _, vs in nested))]
         if self.repeat > 1:
             random.Random(self.seed).shuffle(cells)
         return cells
 
-    def run_spec(self, cell: Cell) -> RunSpec:
-        return RunSpec(scenario=cell.scenario, payload=cell.payload, samples=self.samples,
-                       interval_ms=self.interval_ms, qos=self.qos, impairment=cell.impairment,
-                       delay_mechanism=self.delay_mechanism, publisher=self.publisher,
-                       serial_port=self.serial_port, baud=self.baud, board_host=self.board_host,
-                       reset_board=self.reset_board, seed=self.seed + cell.repeat - 1, device_id=DEVICE_ID,
-                       connection=cell.connection, per_connection=self.per_connection, close=self.close,
-                       devices=cell.devices, connect_rate=self.connect_rate, inventory=self.inventory)
+    def run_spec(self, cell: CellBase) -> RunSpecBase:
+        """The cell's run: its listed values, the plan's others; repeat r runs with seed + r - 1."""
+        values = {a.name: getattr(cell if a.sweep is not None else self, a.name)
+                  for a in self.axes.run_axes() if a.in_sweep}
+        return self.run_model(**values | {"seed": self.seed + cell.repeat - 1})
+
+
+def _item_check(axis: Axis) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        problem = axis.range_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+    return check
+
+
+def _no_duplicates(axis: Axis) -> Callable[[list[Any]], list[Any]]:
+    def check(values: list[Any]) -> list[Any]:
+        twice = [v for i, v in enumerate(values) if v in values[:i]]
+        if twice:
+            raise ValueError(f"a {axis.name} is listed twice ({twice[0]})")
+        return values
+    return check
+
+
+def _list_field(axis: Axis) -> tuple[Any, Any]:
+    assert axis.sweep is not None
+    item = Annotated[axis.type, AfterValidator(_item_check(axis))] if axis.bounds() else axis.type
+    default = list(axis.sweep.default)
+    return (Annotated[list[item], AfterValidator(_no_duplicates(axis))],  # type: ignore[valid-type]
+            Field(default_factory=lambda: list(default), min_length=1, description=axis.sweep.help))
+
+
+def sweep_models(table: AxisTable) -> tuple[type[RunSpecBase], type[CellBase], type[SweepPlanBase]]:
+    """RunSpec, Cell and SweepPlan for ``table``."""
+    run_model = run_spec_model(table)
+    cell_fields: dict[str, Any] = {a.name: (a.type, ...) for a in table.sweep_axes()}
+    cell_model = create_model("Cell", __base__=CellBase, __module__=__name__, repeat=(int, ...), **cell_fields)
+    plan_fields: dict[str, Any] = {a.sweep.name if a.sweep else a.name: _list_field(a) if a.sweep else axis_field(a)
+                                   for a in table if a.in_sweep}
+    plan_model = create_model("SweepPlan", __base__=SweepPlanBase, __module__=__name__, **plan_fields)
+    for model in (cell_model, plan_model):
+        model.axes = table
+    plan_model.cell_model, plan_model.run_model = cell_model, run_model
+    return run_model, cell_model, plan_model
+
+
+if TYPE_CHECKING:
+    Cell = CellBase
+    SweepPlan = SweepPlanBase
+else:
+    _, Cell, SweepPlan = sweep_models(AXES)
+    SweepPlan.run_model = RunSpec  # the one RunSpec of orchestrator/model/run.py

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from orchestrator.backends import compose, docker
 from orchestrator.backends.compose import Topology
 from orchestrator.lab.pki import Pki
+from orchestrator.model.axes import device_argv
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import FLEET_PREFIX, RunSpec
 from orchestrator.model.scenario import Scenario
@@ -26,22 +27,20 @@ def publisher_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSp
     connection options for every device."""
     args = connection_args(scenario, lay, pki, spec, host)
     if spec.is_fleet:
-        return ["fleet", "--devices", str(spec.devices), "--connect-rate", f"{spec.connect_rate:g}",
+        return ["fleet", *device_argv(spec.axes, spec.values(), "fleet"),
                 "--device-prefix", FLEET_PREFIX, "--out-dir", lay.in_container(lay.fleet_dir), *args]
     args = ["vdevice", *args, "--device-id", spec.device_id, "--client-id", "testbed-publisher",
             "--send-log", lay.in_container(lay.publisher_log), "--summary", lay.in_container(lay.publisher_summary)]
-    if spec.connection != "persistent":  # the study's cells keep their command line unchanged
-        args += ["--connection", spec.connection, "--per-connection", str(spec.per_connection),
-                 "--close", spec.close, "--connections-log", lay.in_container(lay.publisher_connections)]
+    lifecycle = device_argv(spec.axes, spec.values(), "lifecycle")  # none when persistent: the study's cells
+    if lifecycle:                                                    # keep their command line unchanged
+        args += [*lifecycle, "--connections-log", lay.in_container(lay.publisher_connections)]
     return args
 
 
 def connection_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, host: str) -> list[str]:
     """What vdevice and the fleet share: where, how (plain or TLS, credentials) and what to publish."""
     args = ["--host", host, "--port", str(scenario.port),
-            "--transport", "tls" if scenario.is_tls else "plain",
-            "--payload", str(spec.payload), "--samples", str(spec.samples),
-            "--interval-ms", f"{spec.interval_ms:g}", "--qos", str(spec.qos), "--seed", str(spec.seed)]
+            "--transport", "tls" if scenario.is_tls else "plain", *device_argv(spec.axes, spec.values(), "publish")]
     if scenario.tls is not None:
         args += ["--ciphers", ",".join(scenario.client_cipher_iana()),
                  "--ca", lay.in_container(lay.pki / "ca.crt"), "--server-name", "broker",

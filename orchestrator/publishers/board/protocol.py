@@ -64,7 +64,7 @@ MODE_RESUME_ID = "resume-id"
 MODE_RESUME_TICKET = "resume-ticket"
 CLOSE_DISCONNECT = "disconnect"
 CLOSE_DROP = "drop"
-MAX_PER_CONNECTION = 10000000
+MAX_PER_CONNECTION = 1000000  # the per_connection axis (orchestrator/model/axes.py) and device_options.def
 
 RUN_KEYS = (
     "id", "host", "port", "transport", "ciphers", "ca", "cert", "key", "server_name", "username", "password",
@@ -137,6 +137,8 @@ class RunCell:
     mode: str | None = None  # None: the board's default, persistent
     per_connection: int | None = None  # readings per connection (not persistent); None: 1
     close: str | None = None  # disconnect (None: the default) or drop
+    # keys of axes (orchestrator/model/axes.py) that are not among RUN_KEYS, after them: (key, value)
+    extra: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not _RUN_ID.fullmatch(self.id):
@@ -147,7 +149,7 @@ class RunCell:
             raise BoardProtocolError("sync_host and sync_port go together")
 
     def fields(self) -> list[tuple[str, str]]:
-        """(key, value) in RUN_KEYS order; absent options are left out."""
+        """(key, value) in RUN_KEYS order, then the extra keys; absent options are left out."""
         values: dict[str, object] = {
             "id": self.id, "host": self.host, "port": self.port, "transport": self.transport,
             "ciphers": ",".join(self.ciphers) if self.ciphers else None, "ca": self.ca_pem, "cert": self.cert_pem,
@@ -159,7 +161,14 @@ class RunCell:
             "sync_port": self.sync_port, "sync_count": self.sync_count, "mode": self.mode,
             "per_connection": self.per_connection, "close": self.close,
         }
-        return [(k, str(values[k])) for k in RUN_KEYS if values[k] is not None]
+        return [(k, str(values[k])) for k in RUN_KEYS if values[k] is not None] + list(self.extra)
+
+
+def axis_keys(options: dict[str, object]) -> tuple[dict[str, object], tuple[tuple[str, str], ...]]:
+    """The axes' RUN options (orchestrator/model/axes.py run_options) as RunCell's own fields, and the rest
+    as its extra keys (None: left out)."""
+    own = {k: v for k, v in options.items() if k in RUN_KEYS}
+    return own, tuple((k, str(v)) for k, v in options.items() if k not in RUN_KEYS and v is not None)
 
 
 def encode_body(cell: RunCell) -> bytes:

@@ -24,6 +24,7 @@ import numpy as np
 
 from orchestrator.analysis import clock
 from orchestrator.lab.pki import Pki
+from orchestrator.model.axes import run_options
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
@@ -47,7 +48,7 @@ def run_cell(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, ho
              sync: tuple[str, int] | None) -> p.RunCell:
     """The RUN of one cell: the scenario's transport and suites, the session's CA and credentials."""
     tls = scenario.tls is not None
-    persistent = spec.connection == "persistent"  # the study's RUN stays as it was
+    options, extra = p.axis_keys(run_options(spec.axes, spec.values()))  # payload, samples, interval, mode ...
     password = None
     if pki is not None and not scenario.anonymous and (scenario.tls is None or scenario.tls.client_auth == "password"):
         password = pki.password_for("publisher")
@@ -57,15 +58,12 @@ def run_cell(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, ho
         key = (lay.pki / "publisher.key").read_text()
     return p.RunCell(
         id=lay.root.name[:p.MAX_RUN_ID], host=host, port=port, transport="tls" if tls else "plain",
-        payload=spec.payload, samples=spec.samples, interval_us=round(spec.interval_ms * 1000), qos=spec.qos,
         ciphers=tuple(scenario.client_cipher_iana()) if tls else (),
         ca_pem=(lay.pki / "ca.crt").read_text() if tls else None, cert_pem=cert, key_pem=key,
         server_name="broker" if tls else None, username="publisher" if password else None, password=password,
         device_id=spec.device_id, client_id="testbed-publisher", keylog=tls,
         sync_host=sync[0] if sync else None, sync_port=sync[1] if sync else None,
-        sync_count=p.DEFAULT_SYNC_COUNT if sync else None,
-        mode=None if persistent else spec.connection, per_connection=None if persistent else spec.per_connection,
-        close=None if persistent else spec.close)
+        sync_count=p.DEFAULT_SYNC_COUNT if sync else None, extra=extra, **options)  # type: ignore[arg-type]
 
 
 CONNECTIONS_HEADER = "conn,t_open_us,tcp_connect_ms,handshake_ms,connack_ms,resumed,messages,close,error\n"

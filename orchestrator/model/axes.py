@@ -1,0 +1,287 @@
+"""Every run/sweep axis, declared once.
+
+One row per axis: its Python type, range or choices and default, help text, whether `testbed sweep` can
+list it (and the plural option that does), which publishers and sites take it, its key in the cell id and
+how it reaches the device (the option of firmware/platformio/lib/testbed_core/src/device_options.def, which
+is vdevice's and the fleet's ``--flag`` and the board's RUN key). From this table come the options of
+`testbed run` and `testbed sweep` (orchestrator/cli/axis_options.py), RunSpec and SweepPlan with their
+validation (orchestrator/model/run.py, sweep.py), the cell id, the device command lines
+(orchestrator/publishers/virtual.py) and the board's RUN body (orchestrator/publishers/board/records.py).
+Combinations of axes are decided by the named rules of orchestrator/model/rules.py.
+
+A new axis is one more ``Axis(...)`` here (and, when it reaches the device, one line in the .def).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+MAX_PAYLOAD = 4096  # the firmware core's fixed buffer (payload.h kMaxPayload)
+MAX_DEVICES = 5000  # the fleet binary's kMaxDevices
+MAX_SEED = 2**64 - 1  # the device's sensors are seeded with a uint64
+REQUIRED: Any = ...  # an axis every RunSpec must be given (pydantic's "no default")
+
+PublisherKind = Literal["virtual", "fleet", "esp32"]
+Site = Literal["local", "inventory"]
+Group = Literal["publish", "fleet", "lifecycle"]
+ALL_PUBLISHERS: frozenset[str] = frozenset({"virtual", "fleet", "esp32"})
+ALL_SITES: frozenset[str] = frozenset({"local", "inventory"})
+
+
+def parse_interval(text: str) -> float:
+    """'250ms', '0.5s', '250' (ms) -> milliseconds."""
+    t = text.strip().lower()
+    try:
+        if t.endswith("ms"):
+            return float(t[:-2])
+        if t.endswith("s"):
+            return float(t[:-1]) * 1000.0
+        return float(t)
+    except ValueError as exc:
+        raise ValueError(f"invalid interval {text!r}: use e.g. 250ms or 0.5s") from exc
+
+
+def _absolute(path: Path | None) -> str | None:
+    return str(path.resolve()) if path is not None else None
+
+
+def stem(name: str) -> str:
+    """A scenario's or profile's name in a cell id: a YAML file's stem, a built-in's name."""
+    return name.rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".yml")
+
+
+def _not_persistent(values: Mapping[str, Any]) -> bool:
+    return bool(values.get("connection", "persistent") != "persistent")
+
+
+@dataclass(frozen=True)
+class Device:
+    """How an axis reaches the device programs.
+
+    ``name`` is the option of device_options.def: vdevice's and the fleet's ``--name`` (``_`` -> ``-``) and,
+    unless ``run_key`` says otherwise, the board's RUN key (``run_key=None``: the board has no such key).
+    ``group``: ``publish`` goes to every program (vdevice, the fleet, the board); ``fleet`` only to the
+    fleet; ``lifecycle`` to vdevice and the board when ``when`` holds (a connection that is not persistent:
+    the study's cells keep their command line and RUN unchanged).
+    """
+
+    name: str
+    group: Group = "publish"
+    run_key: str | None = ""
+    run_value: Callable[[Any], Any] | None = None
+    when: Callable[[Mapping[str, Any]], bool] | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def board_key(self) -> str | None:
+        return self.name if self.run_key == "" else self.run_key
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """How `testbed sweep` lists an axis: the plural option and SweepPlan field, its default list; ``nest``
+    orders the cells (lower nests further out, after the repeats)."""
+
+    name: str
+    default: tuple[Any, ...]
+    help: str
+    nest: int = 0
+
+
+@dataclass(frozen=True)
+class Only:
+    """A value other than the axis's default needs one of these publishers and sites (rule ``rule``)."""
+
+    rule: str
+    text: str  # the refusal; {value} is the value given
+    publishers: frozenset[str] = ALL_PUBLISHERS
+    sites: frozenset[str] = ALL_SITES
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    type: Any  # the Python type of one value (a Literal for choices)
+    default: Any
+    help: str
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    unit: str = ""  # in messages: "payload 5000 B is above the maximum of 4096 B"
+    pattern: str | None = None
+    scope: Literal["both", "run", "sweep"] = "both"  # RunSpec and SweepPlan, RunSpec only, SweepPlan only
+    option: str | None = ""  # the CLI option's name ("": the axis's name; None: not on the command line)
+    cli_type: Any = None  # what the CLI reads when it differs from ``type`` (then ``from_cli`` converts)
+    cli_default: Any = REQUIRED  # when it differs from ``default``
+    from_cli: Callable[[Any], Any] | None = None
+    sweep_help: str | None = None  # `sweep --help` when it differs from ``help``
+    sweep: Sweep | None = None  # `testbed sweep` can list it
+    only: Only | None = None
+    cell: Callable[[Any], str] | None = None  # its part of the cell id ("" leaves it out); sweep axes only
+    device: Device | None = None
+
+    @property
+    def choices(self) -> tuple[Any, ...] | None:
+        return tuple(self.type.__args__) if getattr(self.type, "__origin__", None) is Literal else None
+
+    @property
+    def in_run(self) -> bool:
+        return self.scope in ("both", "run")
+
+    @property
+    def in_sweep(self) -> bool:
+        return self.scope in ("both", "sweep")
+
+    @property
+    def flag(self) -> str:
+        return "--" + (self.option or self.name).replace("_", "-")
+
+    @property
+    def command_default(self) -> Any:
+        return self.default if self.cli_default is REQUIRED else self.cli_default
+
+    def bounds(self) -> dict[str, float]:
+        return {k: v for k, v in (("ge", self.ge), ("gt", self.gt), ("le", self.le)) if v is not None}
+
+    def range_problem(self, value: Any) -> str | None:
+        """Why one listed value is out of range (a sweep's lists are checked item by item)."""
+        unit = f" {self.unit}" if self.unit else ""
+        low = self.ge if self.ge is not None else self.gt
+        if low is not None and (value < low or (self.gt is not None and value == self.gt)):
+            return f"{self.name} {value}{unit} is below the minimum of {low}{unit}"
+        if self.le is not None and value > self.le:
+            return f"{self.name} {value}{unit} is above the maximum of {self.le}{unit}"
+        return None
+
+
+@dataclass(frozen=True)
+class AxisTable:
+    axes: tuple[Axis, ...]
+    by_name: dict[str, Axis] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "by_name", {a.name: a for a in self.axes})
+        if len(self.by_name) != len(self.axes):
+            raise ValueError("an axis is declared twice")
+
+    def __iter__(self) -> Iterator[Axis]:
+        return iter(self.axes)
+
+    def __getitem__(self, name: str) -> Axis:
+        return self.by_name[name]
+
+    def with_axis(self, axis: Axis) -> AxisTable:
+        """This table and one more axis (e.g. a test's throwaway axis)."""
+        return replace(self, axes=(*self.axes, axis))
+
+    def run_axes(self) -> list[Axis]:
+        return [a for a in self.axes if a.in_run]
+
+    def sweep_axes(self) -> list[Axis]:
+        """The axes `sweep` lists, in the order of the cell id."""
+        return [a for a in self.axes if a.sweep is not None]
+
+    def device_axes(self) -> list[Axis]:
+        return [a for a in self.axes if a.device is not None]
+
+
+def device_argv(table: AxisTable, values: Mapping[str, Any], group: Group) -> list[str]:
+    """The device options of one group as ``--flag value`` pairs, in the table's order."""
+    args: list[str] = []
+    for a in table.device_axes():
+        d = a.device
+        assert d is not None
+        if d.group == group and (d.when is None or d.when(values)):
+            v = values[a.name]
+            args += [d.flag, f"{v:g}" if isinstance(v, float) else str(v)]
+    return args
+
+
+def run_options(table: AxisTable, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The board RUN's keys from the axes (None: left out of the body), in the table's order."""
+    out: dict[str, Any] = {}
+    for a in table.device_axes():
+        d = a.device
+        assert d is not None
+        if d.board_key is None or d.group == "fleet":
+            continue
+        given = d.when is None or d.when(values)
+        v = values[a.name]
+        out[d.board_key] = (d.run_value(v) if d.run_value else v) if given else None
+    return out
+
+
+CONNECTION_HELP = ("persistent (one connection for the run), reconnect (connect, publish --per-connection "
+                   "readings, end, sleep until the next), resume-id or resume-ticket (the same with TLS 1.2 "
+                   "session resumption by session ID or by ticket)")
+DEVICES_HELP = ("virtual devices publishing at once (a fleet: each its own id, seq and send log; "
+                "persistent connections; see docs/fleet.md)")
+_BOARD_ONLY = Only("board-options-need-esp32", "--serial-port, --board-host and --reset-board are for --publisher "
+                   "esp32", publishers=frozenset({"esp32"}), sites=frozenset({"local"}))
+
+AXES = AxisTable((
+    Axis("scenario", str, REQUIRED, "built-in scenario name or a YAML file", cli_default="tls",
+         sweep=Sweep("scenarios", ("plain", "tls"), "comma list of scenarios (names or YAML files)", nest=5),
+         cell=stem),
+    Axis("payload", int, 65, "application payload bytes (exact)", ge=1, le=MAX_PAYLOAD, unit="B",
+         sweep=Sweep("payloads", (65, 100), "comma list of payload sizes in bytes", nest=4),
+         cell=lambda v: f"{v}B", device=Device("payload")),
+    Axis("samples", int, 200, "messages to publish", ge=1, le=1_000_000, sweep_help="messages per cell",
+         device=Device("samples")),
+    Axis("repeat", int, 1, "repeats of every cell (random order, seeded)", ge=1, le=100, scope="sweep"),
+    Axis("interval_ms", float, 250.0, "time between messages, e.g. 250ms or 1s", gt=0, le=3_600_000,
+         option="interval", cli_type=str, cli_default="250ms", from_cli=parse_interval,
+         device=Device("interval_ms", run_key="interval_us", run_value=lambda ms: round(ms * 1000))),
+    Axis("qos", Literal[0, 1], 0, "MQTT QoS 0 or 1", device=Device("qos")),
+    Axis("impairment", str, "none", "impairment profile name or YAML file",
+         sweep=Sweep("impairments", ("none",), "comma list of impairment profiles", nest=1), cell=stem),
+    Axis("delay_mechanism", Literal["auto", "netem", "queue"], "auto",
+         "how delay/jitter are made: auto (netem where the kernel has it, else the userspace queue), netem, queue"),
+    Axis("publisher", Literal["virtual", "esp32"], "virtual", "virtual or esp32"),
+    Axis("serial_port", str | None, None,
+         "esp32: the board's serial port, opened once (e.g. /dev/ttyUSB0, the PTY of board-emu)", only=_BOARD_ONLY),
+    Axis("baud", int, 115200, "the board's serial baud rate", ge=300, le=4_000_000),
+    Axis("board_host", str | None, None,
+         "esp32: this host's address as the board reaches it (default: the address of its default route)",
+         only=_BOARD_ONLY),
+    Axis("reset_board", bool, False, "esp32: reset the board through DTR/RTS before each cell, as esptool does",
+         only=_BOARD_ONLY),
+    Axis("seed", int, 1, "seed of the simulated sensors", ge=0, le=MAX_SEED,
+         sweep_help="seed for cell order, sensors and bootstrap (repeat r runs with seed + r - 1)",
+         device=Device("seed", run_key=None)),
+    Axis("device_id", str, "v1", "the virtual device's id", pattern=r"^[A-Za-z0-9_.-]{1,32}$", scope="run",
+         option=None),
+    Axis("baseline", str, "plain", "scenario the others are compared with", scope="sweep"),
+    Axis("connection", Literal["persistent", "reconnect", "resume-id", "resume-ticket"], "persistent",
+         CONNECTION_HELP,
+         sweep=Sweep("connections", ("persistent",), "comma list of connection modes: " + CONNECTION_HELP, nest=2),
+         cell=lambda v: "" if v == "persistent" else v,
+         only=Only("fleet-is-persistent", "--devices N > 1 keeps one persistent connection per device; --connection "
+                   "{value} is for one device (the fleet measures connection set-up at its connect rate)",
+                   publishers=frozenset({"virtual", "esp32"})),
+         device=Device("connection", "lifecycle", run_key="mode", when=_not_persistent)),
+    Axis("per_connection", int, 1, "readings per connection (K) when the connection is not persistent",
+         ge=1, le=1_000_000, device=Device("per_connection", "lifecycle", when=_not_persistent)),
+    Axis("close", Literal["disconnect", "drop"], "disconnect",
+         "how a connection ends: disconnect (DISCONNECT + close_notify) or drop (as a sensor losing power)",
+         device=Device("close", "lifecycle", when=_not_persistent)),
+    Axis("devices", int, 1, DEVICES_HELP, ge=1, le=MAX_DEVICES,
+         sweep=Sweep("devices", (1,), "comma list of fleet sizes (a sweep axis): " + DEVICES_HELP, nest=3),
+         cell=lambda v: f"{v}dev" if v > 1 else "",
+         only=Only("fleet-is-virtual", "--devices N > 1 runs N virtual devices (the fleet): use it with "
+                   "--publisher virtual", publishers=frozenset({"virtual", "fleet"})),
+         device=Device("devices", "fleet", run_key=None)),
+    Axis("connect_rate", float, 100.0,
+         "a fleet's devices started per second (each at a seeded random offset in its first interval)",
+         ge=0.01, le=10_000, device=Device("connect_rate", "fleet", run_key=None)),
+    Axis("inventory", str | None, None, "run across the hosts of this Ansible inventory: broker, publisher and "
+         "router hosts reached over SSH (docs/multi-host.md)", cli_type=Path | None, from_cli=_absolute,
+         only=Only("lab-runs-virtual", "--inventory runs the virtual device on a publisher host of the lab: use "
+                   "it with --publisher virtual", publishers=frozenset({"virtual", "fleet"}))),
+))

@@ -1,0 +1,119 @@
+"""Which combinations of axis values a run may have: every rule in one place, each with a name.
+
+A run's values (one RunSpec, or one combination of a sweep's lists) are checked before anything starts;
+a refusal is a RuleViolation whose message ends with ``(rule NAME)``. The rules that say which publishers
+and sites an axis's non-default value needs are written on the axis (``Axis.only`` in
+orchestrator/model/axes.py) and checked here; the others are below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.model.axes import MAX_SEED, AxisTable
+
+TIMESTAMP_DIGITS = 16
+DEVICE_ID = "v1"
+FLEET_PREFIX = "f"  # a fleet's devices are f0000, f0001, ... (the fleet binary's ids: prefix + 4 digits)
+
+
+class RuleViolation(ValueError):
+    def __init__(self, rule: str, text: str) -> None:
+        super().__init__(f"{text} (rule {rule})")
+        self.rule = rule
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    check: Callable[[Mapping[str, Any]], str | None]  # the refusal, or None
+
+
+def publisher_kind(values: Mapping[str, Any]) -> str:
+    """virtual (one virtual device), fleet (N > 1 of them) or esp32 (a board)."""
+    if values.get("publisher") == "esp32":
+        return "esp32"
+    return "fleet" if values.get("devices", 1) > 1 else "virtual"
+
+
+def site(values: Mapping[str, Any]) -> str:
+    return "inventory" if values.get("inventory") else "local"
+
+
+def payload_min_size(samples: int, device_id: str = DEVICE_ID) -> int:
+    """Smallest payload that fits every message of a run (mirrors the firmware core's rule:
+    worst-case widths: digits of samples-1, a 16-digit timestamp, 4-digit readings)."""
+    seq_digits = len(str(max(samples - 1, 0)))
+    worst = ('{"d":"' + device_id + '","n":' + "9" * seq_digits + ',"t":' + "9" * TIMESTAMP_DIGITS
+             + ',"s":[1,4095,4095,9999]}')
+    return len(worst)
+
+
+def fleet_device_id(index: int) -> str:
+    return f"{FLEET_PREFIX}{index:04d}"
+
+
+def id_for_payload(values: Mapping[str, Any]) -> str:
+    """The longest device id the payload must hold."""
+    devices = values.get("devices", 1)
+    return fleet_device_id(devices - 1) if devices > 1 else str(values.get("device_id", DEVICE_ID))
+
+
+def _payload_fits(v: Mapping[str, Any]) -> str | None:
+    device_id = id_for_payload(v)
+    minimum = payload_min_size(v["samples"], device_id)
+    if v["payload"] >= minimum:
+        return None
+    return (f"payload {v['payload']} B is below the minimum of {minimum} B for {v['samples']} samples "
+            f"(device id {device_id!r}): the sample JSON needs {minimum} B")
+
+
+def _esp32_needs_port(v: Mapping[str, Any]) -> str | None:
+    if v.get("publisher") == "esp32" and not v.get("serial_port"):
+        return "--publisher esp32 needs --serial-port (e.g. /dev/ttyUSB0, or the PTY of `testbed board emulate`)"
+    return None
+
+
+def _repeat_seeds_fit(v: Mapping[str, Any]) -> str | None:
+    if v["seed"] + v["repeat"] - 1 > MAX_SEED:
+        return f"--seed {v['seed']} with --repeat {v['repeat']}: repeat r runs with seed + r - 1, above {MAX_SEED}"
+    return None
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("payload-fits", _payload_fits),
+    Rule("esp32-needs-serial-port", _esp32_needs_port),
+)
+SWEEP_RULES: tuple[Rule, ...] = (  # on a sweep's own values, once per plan
+    Rule("repeat-seeds-fit", _repeat_seeds_fit),
+)
+
+
+def _first(rules: tuple[Rule, ...], values: Mapping[str, Any]) -> None:
+    for rule in rules:
+        text = rule.check(values)
+        if text is not None:
+            raise RuleViolation(rule.name, text)
+
+
+def check_sweep(values: Mapping[str, Any]) -> None:
+    _first(SWEEP_RULES, values)
+
+
+def check(table: AxisTable, values: Mapping[str, Any]) -> None:
+    """Refuse the first rule one run's values break (RuleViolation)."""
+    _first(RULES, values)
+    given = [(a, a.only) for a in table
+             if a.only is not None and a.name in values and values[a.name] != a.default]
+    kind, where = publisher_kind(values), site(values)
+    for refused in ([(a, o) for a, o in given if kind not in o.publishers],  # the publisher's first, then the site's
+                    [(a, o) for a, o in given if where not in o.sites]):
+        for axis, only in refused:
+            raise RuleViolation(only.rule, only.text.format(value=values[axis.name]))
+
+
+def rule_names(table: AxisTable) -> set[str]:
+    """Every rule a refusal may name."""
+    return {r.name for r in RULES + SWEEP_RULES} | {a.only.rule for a in table if a.only is not None}
