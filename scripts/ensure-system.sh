@@ -4,14 +4,16 @@
 # Usage: ensure-system.sh [demo|test]   (default test: `make system`)
 #   demo: tshark (the analysis), debootstrap (an offline base image when no registry answers)
 #   test: the above, plus the firmware core's build (g++ cmake make libmbedtls-dev) and the tools the
-#         unit and firmware tests run on the host (mosquitto, openssl, tc/ip, nft, ps, modprobe, setpriv)
+#         unit and firmware tests run on the host (mosquitto, openssl, tc/ip, nft, ps, modprobe, setpriv,
+#         chromium for the report's layout test)
 # The Docker engine and compose v2 are scripts/ensure-docker.sh's job.
 set -euo pipefail
 MODE=${1:-test}
 DEMO_PKGS=(tshark debootstrap)
 TEST_PKGS=(g++ cmake make libmbedtls-dev mosquitto mosquitto-clients openssl iproute2 nftables procps kmod
-           util-linux passwd python3-venv gcc pkg-config libnetfilter-queue-dev iptables)
-# passwd (useradd), python3-venv: the tests' unprivileged user; gcc..iptables: the delay line (images/netadmin/delayline)
+           util-linux passwd python3-venv gcc pkg-config libnetfilter-queue-dev iptables chromium)
+# passwd (useradd), python3-venv: the tests' unprivileged user; gcc..iptables: the delay line (images/netadmin/delayline);
+# chromium: the report's layout test renders report.html headless (tests/unit/report/test_report_layout.py)
 case $MODE in
   demo|test) ;;
   *) echo "ensure-system: unknown mode '$MODE' (demo or test)" >&2; exit 2 ;;

@@ -17,6 +17,7 @@ from orchestrator.report.board import board_section
 from orchestrator.report.document import Block, Bullets, Figure, Heading, render_html, render_markdown
 from orchestrator.report.figures import make_figures
 from orchestrator.report.fleet import fleet_section
+from orchestrator.report.headline import headline_section
 from orchestrator.report.impairment import impairment_section
 from orchestrator.report.loader import Bundle, load_bundle
 from orchestrator.report.options import ReportOptions, report_options
@@ -44,6 +45,8 @@ def build_document(
     ok = [c for c in all_cells if c.ok]
     return [
         Heading(1, _title(bundle)),
+        *headline_section(comparisons, groups(ok), ok, options.baseline, load_study()),
+        Heading(2, "This bundle"),
         sections.header(bundle, options, len(ok)),
         Heading(2, "What the numbers mean"),
         Bullets(tuple(sections.explanations(bundle))),

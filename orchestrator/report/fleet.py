@@ -14,6 +14,7 @@ from orchestrator.report.document import Block, Bullets, Heading, Paragraph, Tab
 from orchestrator.report.loader import Cell
 from orchestrator.report.values import NA
 
+TITLE = "Fleet"
 COLUMNS = ("cell", "devices", "connected", "delivered / lost", "lost: where", "one-way delay p50 / p99 ms",
            "handshake p50 / p99 ms", "schedule lag p99 ms (after first / all)", "broker CPU per message us (95 % CI)",
            "broker CPU per handshake ms (95 % CI)", "broker memory per client KiB", "loader CPU per message us")
@@ -38,21 +39,21 @@ ABOUT = (
 )
 
 
-def _fleet(cell: Cell) -> dict[str, Any] | None:
+def fleet_block(cell: Cell) -> dict[str, Any] | None:
     block = (cell.metrics or {}).get("fleet")
     return block if isinstance(block, dict) else None
 
 
-def _f(value: Any, digits: int = 2, scale: float = 1.0) -> str:
+def fmt(value: Any, digits: int = 2, scale: float = 1.0) -> str:
     return NA if value is None else f"{float(value) * scale:.{digits}f}"
 
 
 def _ci(figure: dict[str, Any] | None, scale: float, digits: int) -> str:
     if not figure or figure.get("cpu_ms_per_event") is None:
         return NA
-    text = _f(figure["cpu_ms_per_event"], digits, scale)
+    text = fmt(figure["cpu_ms_per_event"], digits, scale)
     if figure.get("ci95_low") is not None:
-        text += f" ({_f(figure['ci95_low'], digits, scale)} .. {_f(figure['ci95_high'], digits, scale)})"
+        text += f" ({fmt(figure['ci95_low'], digits, scale)} .. {fmt(figure['ci95_high'], digits, scale)})"
     return text
 
 
@@ -66,7 +67,7 @@ def _lost_where(msgs: dict[str, Any]) -> str:
 
 def _pair(block: dict[str, Any] | None, a: str, b: str, scale: float = 1.0, digits: int = 2) -> str:
     block = block or {}
-    return f"{_f(block.get(a), digits, scale)} / {_f(block.get(b), digits, scale)}"
+    return f"{fmt(block.get(a), digits, scale)} / {fmt(block.get(b), digits, scale)}"
 
 
 def cell_row(cell: Cell, block: dict[str, Any]) -> tuple[str, ...]:
@@ -80,24 +81,30 @@ def cell_row(cell: Cell, block: dict[str, Any]) -> tuple[str, ...]:
             f"{msgs.get('delivered')} / {msgs.get('lost')} of {msgs.get('sent')}", _lost_where(msgs),
             _pair(block.get("one_way_delay_ms"), "median", "p99", digits=3),
             _pair((block.get("connection_setup_ms") or {}).get("handshake_ms"), "p50", "p99"),
-            f"{_f(steady_p99, 2, 1e-3)} / {_f(all_p99, 1, 1e-3)}",
+            f"{fmt(steady_p99, 2, 1e-3)} / {fmt(all_p99, 1, 1e-3)}",
             _ci(broker.get("per_message"), 1000.0, 1), _ci(broker.get("per_handshake"), 1.0, 2),
-            _f(memory, 1, 1 / 1024), _f((block.get("cpu") or {}).get("loader_us_per_message"), 1))
+            fmt(memory, 1, 1 / 1024), fmt((block.get("cpu") or {}).get("loader_us_per_message"), 1))
+
+
+def verdict_text(block: dict[str, Any]) -> str:
+    """The broker-ceiling and schedule-lag verdicts of a fleet cell."""
+    limit = ((block.get("broker") or {}).get("broker_cpu_limit") or {}).get("verdict") or "no broker CPU series"
+    lag = (block.get("schedule_lag_us") or {}).get("verdict") or "no schedule lag (no send logs)"
+    return f"{limit}; {lag}"
 
 
 def verdicts(cell: Cell, block: dict[str, Any]) -> str:
-    limit = ((block.get("broker") or {}).get("broker_cpu_limit") or {}).get("verdict") or "no broker CPU series"
-    lag = (block.get("schedule_lag_us") or {}).get("verdict") or "no schedule lag (no send logs)"
     devices = Layout(cell.folder).devices
     listed = f"{RUNS}/{cell.folder.name}/{devices.name}" if devices.is_file() else f"no {devices.name}"
-    return f"{cell.record.cell_id}: {limit}; {lag}. Per device: {listed}."
+    return f"{cell.record.cell_id}: {verdict_text(block)}. Per device: {listed}."
 
 
 def pooled_rows(groups: dict[tuple[int, str, str], list[Cell]]) -> list[tuple[str, ...]]:
     """Cells repeated: one-way delay quantiles from the repeats' histograms added up (a bin's upper edge)."""
     rows: list[tuple[str, ...]] = []
     for (payload, cond, scenario), cells in sorted(groups.items()):
-        hists = [h for h in (((_fleet(c) or {}).get("one_way_delay_ms") or {}).get("histogram") for c in cells) if h]
+        hists = [h for h in (((fleet_block(c) or {}).get("one_way_delay_ms") or {}).get("histogram") for c in cells)
+                 if h]
         if len(hists) < 2:
             continue
         try:
@@ -105,19 +112,19 @@ def pooled_rows(groups: dict[tuple[int, str, str], list[Cell]]) -> list[tuple[st
         except ValueError:
             continue
         rows.append((str(payload), cond, scenario, str(len(hists)), str(pooled["n"]),
-                     _f(histogram_quantile(pooled, 0.5), 3), _f(histogram_quantile(pooled, 0.99), 3)))
+                     fmt(histogram_quantile(pooled, 0.5), 3), fmt(histogram_quantile(pooled, 0.99), 3)))
     return rows
 
 
 def fleet_section(cells: Sequence[Cell], groups: dict[tuple[int, str, str], list[Cell]]) -> list[Block]:
     """The section, or nothing when no cell is a fleet (a bundle without one reports as before)."""
-    fleet_cells = [(c, b) for c in cells if c.ok and (b := _fleet(c)) is not None]
+    fleet_cells = [(c, b) for c in cells if c.ok and (b := fleet_block(c)) is not None]
     if not fleet_cells:
         return []
-    blocks: list[Block] = [Heading(2, "Fleet"), Paragraph(ABOUT),
+    blocks: list[Block] = [Heading(2, TITLE), Paragraph(ABOUT),
                            Table(COLUMNS, tuple(cell_row(c, b) for c, b in fleet_cells), "Fleet cells"),
                            Bullets(tuple(verdicts(c, b) for c, b in fleet_cells))]
-    fleet_groups = {k: [c for c in v if _fleet(c) is not None] for k, v in groups.items()}
+    fleet_groups = {k: [c for c in v if fleet_block(c) is not None] for k, v in groups.items()}
     pooled = pooled_rows(fleet_groups)
     if pooled:
         blocks.append(Table(POOLED_COLUMNS, tuple(pooled), "One-way delay pooled over repeats (fixed-edge "

@@ -27,6 +27,7 @@ from orchestrator.report.document import Block, Figure, Heading, Paragraph, Tabl
 from orchestrator.report.loader import Cell, condition, split_condition
 from orchestrator.report.values import NA, metric
 
+TITLE = "Connection lifecycle"
 K_SHOWN = (1, 10, 200)
 COLUMNS = ("cell", "mode (used)", "K", "close", "connections", "full", "resumed after the first", "verdict",
            "TLS handshake ms (median)", "wire B / connection (median)", "wire B / reading", "client claims")
@@ -193,7 +194,7 @@ def lifecycle_section(cells: Sequence[Cell], groups: dict[tuple[int, str, str], 
     rows = cell_rows(cells)
     if not rows:
         return []
-    blocks: list[Block] = [Heading(2, "Connection lifecycle"), Paragraph(ABOUT),
+    blocks: list[Block] = [Heading(2, TITLE), Paragraph(ABOUT),
                            Table(COLUMNS, tuple(rows), "The publisher's connections, from the capture")]
     all_costs = costs(groups)
     if all_costs:

@@ -16,9 +16,9 @@ from orchestrator.model.layout import COMPARISONS, MANIFEST, SUMMARY
 from orchestrator.report.document import Block, Figure, Heading, Paragraph, Table
 from orchestrator.report.loader import Bundle, Cell
 from orchestrator.report.options import GradingTable, ReportOptions
-from orchestrator.report.study import OVERHEAD_SENTENCE, STUDY_COLUMNS, StudyReference
+from orchestrator.report.study import OVERHEAD_SENTENCE, STUDY_COLUMNS, STUDY_TITLE, StudyReference
 from orchestrator.report.tables import grade_cell
-from orchestrator.report.values import NA, Row, cipher_suite, metric, num, pval
+from orchestrator.report.values import NA, Row, cipher_suite, metric, num, pval, short_suite, suite_legend
 
 
 # ---------------------------------------------------------------- header, plan, environment
@@ -153,7 +153,7 @@ def explanations(bundle: Bundle) -> list[str]:
 SUMMARY_BLOCK_COLUMNS = (
     "cell",
     "status",
-    "TLS suite",
+    "TLS",
     "n",
     "delay mean ms",
     "median ms",
@@ -182,7 +182,7 @@ def _summary_line(cell: Cell, tables: Sequence[GradingTable]) -> tuple[str, ...]
     return (
         cell.record.cell_id,
         cell.record.status,
-        cipher_suite(cell) or NA,
+        short_suite(cell) or NA,
         num(metric(cell, "delay_ms.n"), 0),
         num(metric(cell, "delay_ms.mean")),
         num(metric(cell, "delay_ms.median")),
@@ -208,8 +208,11 @@ def _summary_block(cells: Sequence[Cell], options: ReportOptions) -> Table:
 
 def cells_section(bundle: Bundle, cells: Sequence[Cell], options: ReportOptions) -> list[Block]:
     """The headline table of every cell, then the cells left out and why."""
-    blocks: list[Block] = [Heading(2, "Cells"), _summary_block(cells, options), Heading(2, "Excluded cells")]
-    excluded = [(c.record.cell_id, c.record.status, c.record.error or NA) for c in cells if not c.ok]
+    legend = suite_legend(cells)
+    blocks: list[Block] = [Heading(2, "Cells"), _summary_block(cells, options),
+                           *([Paragraph(legend)] if legend else []), Heading(2, "Excluded cells")]
+    excluded: list[tuple[str, str, str]] = [(c.record.cell_id, c.record.status, c.record.error or NA)
+                                            for c in cells if not c.ok]
     excluded += [(i.folder, "incomplete", i.reason) for i in bundle.incomplete]
     if not excluded:
         return [*blocks, Paragraph("None: every cell finished.")]
@@ -233,6 +236,7 @@ REPORTED_COMPARISONS = (
     "tls_handshake_ms",
     "handshake_bytes_c2s",
     "handshake_bytes_s2c",
+    "broker_cpu_s",
 )
 COMPARISON_BLOCK_COLUMNS = (
     "payload",
@@ -313,9 +317,13 @@ def _spread_block(rows: Sequence[Row]) -> Table | None:
     return Table(SPREAD_BLOCK_COLUMNS, tuple(out), "Between-repeat spread")
 
 
+def comparisons_title(baseline: str) -> str:
+    return f"Comparisons against the baseline ({baseline})"
+
+
 def comparisons_section(comparisons: Sequence[Row], ok: Sequence[Cell], baseline: str) -> list[Block]:
     """Scenario minus baseline, and the spread between repeats; or why there is no comparison."""
-    blocks: list[Block] = [Heading(2, f"Comparisons against the baseline ({baseline})")]
+    blocks: list[Block] = [Heading(2, comparisons_title(baseline))]
     if not comparisons:
         finished = ", ".join(sorted({c.record.scenario for c in ok})) or "none"
         return [
@@ -389,7 +397,7 @@ def grades_section(ok: Sequence[Cell], options: ReportOptions) -> list[Block]:
 # ---------------------------------------------------------------- study, figures
 def study_section(study: Sequence[Row], reference: StudyReference) -> list[Block]:
     """The study's published numbers beside this run's, with the study's source and caveat."""
-    blocks: list[Block] = [Heading(2, "The study vs this run"), Paragraph(OVERHEAD_SENTENCE)]
+    blocks: list[Block] = [Heading(2, STUDY_TITLE), Paragraph(OVERHEAD_SENTENCE)]
     if study:
         blocks.append(
             Table(

@@ -58,6 +58,7 @@ OVERHEAD_SENTENCE = (
     "5 + 16 = 21 B (RFC 7905; TLS 1.3 adds one more byte, the inner content type, and AES-GCM in "
     "TLS 1.2 adds an 8-byte explicit nonce: 29 B)."
 )
+STUDY_TITLE = "The study vs this run"
 STUDY_COLUMNS = (
     "payload",
     "scenario",

@@ -80,3 +80,23 @@ def text(cell: Cell, path: str) -> str | None:
 def cipher_suite(cell: Cell) -> str | None:
     """The negotiated suite as metrics.json records it (None for plaintext or no metrics)."""
     return (cell.metrics or {}).get("tls", {}).get("cipher_suite") or None
+
+
+def short_suite(cell: Cell) -> str | None:
+    """The negotiated version and the suite's cipher, e.g. "1.2 CHACHA20-POLY1305" for TLS 1.2's
+    TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256 (the full names stand in the table's legend)."""
+    suite = cipher_suite(cell)
+    if suite is None:
+        return None
+    cipher = suite.split("_WITH_", 1)[-1].removeprefix("TLS_")
+    for digest in ("_SHA256", "_SHA384", "_SHA"):
+        cipher = cipher.removesuffix(digest)
+    version = (text(cell, "tls.version") or "").removeprefix("TLS").strip()
+    return f"{version} {cipher.replace('_', '-')}".strip()
+
+
+def suite_legend(cells: Sequence[Cell]) -> str | None:
+    """The short suite names of ``cells`` with their full names, or None when no cell negotiated TLS."""
+    pairs = sorted({(s, f"{text(c, 'tls.version') or ''} {cipher_suite(c)}".strip())
+                    for c in cells if (s := short_suite(c)) is not None})
+    return "TLS: " + "; ".join(f"{short} = {full}" for short, full in pairs) + "." if pairs else None
