@@ -14,6 +14,7 @@ A new axis is one more ``Axis(...)`` here (and, when it reaches the device, one 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -180,15 +181,27 @@ class AxisTable:
         """This table and one more axis (e.g. a test's throwaway axis)."""
         return replace(self, axes=(*self.axes, axis))
 
-    def run_axes(self) -> list[Axis]:
-        return [a for a in self.axes if a.in_run]
+    def run_axes(self) -> tuple[Axis, ...]:
+        return self._run_axes
 
-    def sweep_axes(self) -> list[Axis]:
+    def sweep_axes(self) -> tuple[Axis, ...]:
         """The axes `sweep` lists, in the order of the cell id."""
-        return [a for a in self.axes if a.sweep is not None]
+        return self._sweep_axes
 
-    def device_axes(self) -> list[Axis]:
-        return [a for a in self.axes if a.device is not None]
+    def device_axes(self) -> tuple[Axis, ...]:
+        return self._device_axes
+
+    @functools.cached_property
+    def _run_axes(self) -> tuple[Axis, ...]:
+        return tuple(a for a in self.axes if a.in_run)
+
+    @functools.cached_property
+    def _sweep_axes(self) -> tuple[Axis, ...]:
+        return tuple(a for a in self.axes if a.sweep is not None)
+
+    @functools.cached_property
+    def _device_axes(self) -> tuple[Axis, ...]:
+        return tuple(a for a in self.axes if a.device is not None)
 
 
 def device_argv(table: AxisTable, values: Mapping[str, Any], group: Group) -> list[str]:
