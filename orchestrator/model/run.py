@@ -31,19 +31,14 @@ def axis_field(axis: Axis) -> tuple[Any, Any]:
     return axis.type, Field(default=axis.default, description=axis.help, **limits)
 
 
-class RunSpecBase(BaseModel):
-    """What every RunSpec can do; the fields come from the table (run_spec_model)."""
+class OneValueAxes(BaseModel):
+    """The axes a run and a sweep both hold as one value, typed for the type checker (the fields themselves
+    come from the table: run_spec_model, sweep_models)."""
 
-    model_config = ConfigDict(extra="forbid")
-    axes: ClassVar[AxisTable] = AXES
-
-    if TYPE_CHECKING:  # the attributes code reads by name, typed for the type checker
-        scenario: str
-        payload: int
+    if TYPE_CHECKING:
         samples: int
         interval_ms: float
         qos: int
-        impairment: str
         delay_mechanism: str
         publisher: str
         serial_port: str | None
@@ -51,13 +46,25 @@ class RunSpecBase(BaseModel):
         board_host: str | None
         reset_board: bool
         seed: int
-        device_id: str
-        connection: str
         per_connection: int
         close: str
-        devices: int
         connect_rate: float
         inventory: str | None
+
+
+class RunSpecBase(OneValueAxes):
+    """What every RunSpec can do; the fields come from the table (run_spec_model)."""
+
+    model_config = ConfigDict(extra="forbid")
+    axes: ClassVar[AxisTable] = AXES
+
+    if TYPE_CHECKING:  # the other attributes code reads by name
+        scenario: str
+        payload: int
+        impairment: str
+        device_id: str
+        connection: str
+        devices: int
 
     def values(self) -> dict[str, Any]:
         """Every axis's value by name."""

@@ -16,7 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model,
 
 from orchestrator.model import rules
 from orchestrator.model.axes import AXES, Axis, AxisTable
-from orchestrator.model.run import RunSpec, RunSpecBase, axis_field, run_spec_model
+from orchestrator.model.run import OneValueAxes, RunSpec, RunSpecBase, axis_field, run_spec_model
 
 
 class CellBase(BaseModel):
@@ -41,34 +41,20 @@ class CellBase(BaseModel):
         return "-".join([k for k in keys if k] + [f"r{self.repeat}"])
 
 
-class SweepPlanBase(BaseModel):
+class SweepPlanBase(OneValueAxes):
     model_config = ConfigDict(extra="forbid")
     axes: ClassVar[AxisTable] = AXES
     cell_model: ClassVar[type[CellBase]] = CellBase
     run_model: ClassVar[type[RunSpecBase]] = RunSpecBase
 
-    if TYPE_CHECKING:
+    if TYPE_CHECKING:  # the lists and the sweep's own
         scenarios: list[str]
         payloads: list[int]
-        samples: int
-        repeat: int
-        interval_ms: float
-        qos: int
         impairments: list[str]
-        delay_mechanism: str
-        publisher: str
-        serial_port: str | None
-        baud: int
-        board_host: str | None
-        reset_board: bool
-        seed: int
-        baseline: str
         connections: list[str]
-        per_connection: int
-        close: str
         devices: list[int]
-        connect_rate: float
-        inventory: str | None
+        repeat: int
+        baseline: str
 
     def _lists(self) -> list[tuple[Axis, list[Any]]]:
         return [(a, getattr(self, a.sweep.name)) for a in self.axes.sweep_axes() if a.sweep is not None]
