@@ -32,20 +32,20 @@ def _scalar(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def _flatten(mapping: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+def flatten(mapping: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     """Nested mappings as dotted keys, sorted."""
     items: list[tuple[str, Any]] = []
     for key, value in sorted(mapping.items(), key=lambda kv: str(kv[0])):
         name = f"{prefix}{key}"
         if isinstance(value, dict) and value:
-            items += _flatten(value, f"{name}.")
+            items += flatten(value, f"{name}.")
         else:
             items.append((name, value))
     return items
 
 
 def _kv_table(mapping: Any, caption: str | None = None) -> Table:
-    items = _flatten(mapping) if isinstance(mapping, dict) else []
+    items = flatten(mapping) if isinstance(mapping, dict) else []
     return Table(("key", "value"), tuple((k, _scalar(v)) for k, v in items), caption)
 
 

@@ -351,6 +351,17 @@ def _pairs(bundle: Bundle, baseline: str) -> list[_Pair]:
     return pairs
 
 
+def compare_groups(
+    where: tuple[int, str], sides: tuple[str, str], cells: tuple[Sequence[Cell], Sequence[Cell]], *, seed: int,
+    resamples: int = stats.DEFAULT_RESAMPLES,
+) -> list[Row]:
+    """Every metric of ``cells[1]`` against ``cells[0]`` at ``where`` (payload, condition), named ``sides``
+    (baseline, scenario): the rows comparisons.csv has, for cells that need not come from one bundle."""
+    pair = _Pair(where[0], where[1], sides[0], sides[1], cells[0], cells[1])
+    rows = (_comparison_row(pair, spec, seed=seed, resamples=resamples) for spec in COMPARED)
+    return [row for row in rows if row is not None]
+
+
 def comparison_rows(
     bundle: Bundle, *, baseline: str, seed: int, resamples: int = stats.DEFAULT_RESAMPLES
 ) -> list[Row]:
