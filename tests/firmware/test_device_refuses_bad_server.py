@@ -77,18 +77,21 @@ def _client_records(capture: Path, port: int) -> tuple[int, list[str], list[int]
     return sum(map(int, tcp_bytes)), types, [int(n) for n in lengths], handshakes, alerts
 
 
+def _device(build: HostBuild, bad_pki: dict[str, Path], broker: Broker, *extra: str) -> subprocess.CompletedProcess:
+    """vdevice as in every case here: the trusted CA, server name localhost, ChaCha20 only, 3 messages."""
+    argv = [str(build.vdevice), "--host", "127.0.0.1", "--port", str(broker.tls_port), "--transport", "tls",
+            "--ca", str(bad_pki["ca"]), "--server-name", "localhost", "--ciphers", CHACHA_IANA, "--samples", "3",
+            "--interval-ms", "0", "--connect-timeout-ms", "5000", *extra]
+    return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+
+
 def _refused(host_build: HostBuild, bad_pki: dict[str, Path], broker: Broker, out: Path, name: str) -> str:
     """Runs vdevice under a capture; checks the named error and that no MQTT byte was sent; the
     capture's summary line (shown with pytest -s)."""
     _need_capture()
     capture = Capture(broker.tls_port, out / "refused.pcapng")
     try:
-        proc = subprocess.run(
-            [str(host_build.vdevice), "--host", "127.0.0.1", "--port", str(broker.tls_port), "--transport", "tls",
-             "--ca", str(bad_pki["ca"]), "--server-name", "localhost", "--ciphers", CHACHA_IANA, "--samples", "3",
-             "--connect-timeout-ms", "5000", "--summary", str(out / "summary.json")],
-            capture_output=True, text=True, check=False, timeout=60,
-        )
+        proc = _device(host_build, bad_pki, broker, "--summary", str(out / "summary.json"))
     finally:
         capture.stop()
     assert proc.returncode == 1 and proc.stderr.startswith(f"vdevice: error {name}: "), proc.stderr
@@ -126,11 +129,7 @@ def test_device_accepts_the_good_certificate_of_the_same_pki(
 ) -> None:
     """The control: the same device arguments against the trusted certificate connect and publish."""
     broker = broker_factory(CHACHA_OPENSSL, server=_server(bad_pki, "good"))
-    proc = subprocess.run(
-        [str(host_build.vdevice), "--port", str(broker.tls_port), "--transport", "tls", "--ca", str(bad_pki["ca"]),
-         "--server-name", "localhost", "--ciphers", CHACHA_IANA, "--samples", "2", "--interval-ms", "0"],
-        capture_output=True, text=True, check=False, timeout=60,
-    )
+    proc = _device(host_build, bad_pki, broker)
     assert proc.returncode == 0, proc.stderr
     assert "New client connected" in broker.log.read_text(errors="replace")  # what a CONNECT leaves in its log
 
