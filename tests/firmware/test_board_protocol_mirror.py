@@ -9,6 +9,7 @@ import re
 import zlib
 
 import pytest
+from device_options_def import board_keys, read_def
 from fwtest_support import REPO
 
 from orchestrator.publishers.board import protocol as p
@@ -37,7 +38,20 @@ def _cpp_strings(prefix: str) -> dict[str, str]:
     return dict(re.findall(rf'constexpr char k{prefix}(\w+)\[\] = "([^"]*)";', HEADER))
 
 
+# Limits of RUN keys the header takes from the option table (device_options.def): {constant: (key, field)}.
+_FROM_TABLE = {"kMaxPerConnection": ("per_connection", "max"), "kMaxSyncCount": ("sync_count", "max"),
+               "kDefaultSyncCount": ("sync_count", "def")}
+
+
 def _cpp_number(name: str) -> int:
+    if name in _FROM_TABLE:
+        key, field = _FROM_TABLE[name]
+        assert re.search(rf"constexpr uint32_t {name} = static_cast<uint32_t>\(opt::spec\(opt::Id::{key}\)\.{field}\);",
+                         HEADER), f"{name} not taken from device_options.def in board_protocol.h"
+        entry = next(o for o in read_def() if o.name == key)
+        value = entry.max if field == "max" else entry.default
+        assert isinstance(value, int)
+        return value
     m = re.search(rf"constexpr (?:uint32_t|size_t) {name} = (\d+);", HEADER)
     assert m, f"{name} not found in board_protocol.h"
     return int(m.group(1))
@@ -67,9 +81,9 @@ def test_numbers_agree(cpp: str, py: str) -> None:
 
 
 def test_run_keys_agree() -> None:
-    block = re.search(r"kRunKeys\[\] = \{(.*?)\};", HEADER, re.S)
-    assert block
-    assert tuple(re.findall(r'"(\w+)"', block.group(1))) == p.RUN_KEYS
+    """The board's keys are the option table's entries it takes (board_run_body.cpp looks keys up there)."""
+    assert "TB_BOARD" in (CORE / "board_run_body.cpp").read_text()
+    assert board_keys() == p.RUN_KEYS
 
 
 def test_protocol_error_names_exist_in_the_core() -> None:

@@ -274,7 +274,7 @@ def test_refused_connection_is_a_row_with_its_error(host_build: HostBuild, pki: 
 
 @pytest.mark.parametrize("args,env,named", [
     (["--connection", "sometimes"], {}, "--connection: expected persistent, reconnect, resume-id or resume-ticket"),
-    (["--per-connection", "0"], {}, "--per-connection: expected an integer 1..100000000"),
+    (["--per-connection", "0"], {}, "--per-connection: expected an integer 1..1000000"),
     (["--close", "rst"], {}, "--close: expected disconnect or drop"),
     ([], {"TESTBED_CONNECTION": "Reconnect"}, "TESTBED_CONNECTION: expected persistent"),
     ([], {"TESTBED_PER_CONNECTION": "-1"}, "TESTBED_PER_CONNECTION: expected an integer"),

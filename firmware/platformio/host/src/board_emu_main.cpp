@@ -17,9 +17,11 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "board_session.h"
 #include "drift_clock.h"
+#include "host_util.h"
 #include "net_path.h"
 #include "path_datagram.h"
 #include "path_transport.h"
@@ -72,7 +74,10 @@ const char kUsage[] =
     "  --network-drop-after-messages N  the board's network (WiFi) goes down after the N-th MSG line: the\n"
     "                             path drops everything both ways for good (reads, connects time out)\n"
     "  --banner-KEY VALUE         BANNER override, KEY one of proto board chip mac fw arduino idf mbedtls\n"
-    "                             cpu-mhz wifi-ps hw-crypto sw-crypto rx-buf device\n";
+    "                             cpu-mhz wifi-ps hw-crypto sw-crypto rx-buf device\n"
+    "  --check-run FILE           check a RUN body (key=value lines, escaped as on the wire) with the\n"
+    "                             board's own parser and checks before `ACK run`; print ok (exit 0) or the\n"
+    "                             error (exit 2); no pty, nothing sent\n";
 
 struct EmuOptions {
   std::string pty_link;
@@ -85,6 +90,7 @@ struct EmuOptions {
   uint32_t path_down_us = 0;
   uint32_t path_down_jitter_us = 0;
   std::string truth_log;
+  std::string check_run;  // --check-run FILE
   uint64_t seed = 1;
   uint32_t boot_ms = 200;
   bool reset_on_open = true;
@@ -198,6 +204,7 @@ int parse(int argc, char** argv, EmuOptions* o, std::string* error) {
     const char* v = argv[++i];
     bool ok = a == "--pty-link"    ? (o->pty_link = v, !o->pty_link.empty())
               : a == "--truth-log" ? (o->truth_log = v, !o->truth_log.empty())
+              : a == "--check-run" ? (o->check_run = v, !o->check_run.empty())
               : a.rfind("--banner-", 0) == 0 ? set_banner(o, a.substr(9), v)
                                               : parse_number_option(o, a, v);
     if (!ok) {
@@ -241,6 +248,42 @@ std::string truth_comment(const EmuOptions& o) {
   return text;
 }
 
+// The serial line of --check-run: nothing arrives, what the session writes is dropped.
+class NoStream : public tb::ByteStream {
+ public:
+  tb::Err read(uint8_t*, size_t, size_t*, uint32_t) override { return tb::Err::PeerClosed; }
+  tb::Err write(const uint8_t*, size_t) override { return tb::Err::Ok; }
+};
+
+// --check-run FILE: the RUN body through BoardSession::check_run, as the board meets it before `ACK run`.
+int check_run(const EmuOptions& o) {
+  std::string body, error;
+  if (!read_file(o.check_run, "--check-run", &body, &error)) {
+    fprintf(stderr, "board-emu: error InvalidArgument: %s\n", error.c_str());
+    return 2;
+  }
+  if (body.size() > tb::proto::kMaxBody) {
+    fprintf(stderr, "board-emu: error BodyTooLarge: the RUN body has %zu bytes, the board takes %zu\n", body.size(),
+            tb::proto::kMaxBody);
+    return 2;
+  }
+  PosixClock clock(&g_stop);
+  SimulatedSensors sensors(o.seed);
+  EmuPort port(0, o.seed);
+  PosixUdp udp;
+  NoStream none;
+  std::unique_ptr<tb::BoardSession> session(new tb::BoardSession(none, clock, sensors, port, o.info, &udp));
+  std::vector<char> text(body.begin(), body.end());
+  text.push_back('\0');
+  const tb::Err e = session->check_run(text.data(), body.size());
+  if (e != tb::Err::Ok) {
+    fprintf(stderr, "board-emu: error %s: %s\n", tb::err_name(e), session->error_text());
+    return 2;
+  }
+  fputs("ok\n", stdout);
+  return 0;
+}
+
 void sleep_ms(uint32_t ms) {
   timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000L};
   nanosleep(&ts, nullptr);
@@ -274,6 +317,7 @@ int run(int argc, char** argv) {
     fprintf(stderr, "board-emu: error InvalidArgument: %s\n", error.c_str());
     return 2;
   }
+  if (!o.check_run.empty()) return check_run(o);
   NetPath path(o.path_up_us, o.path_up_jitter_us, o.path_down_us, o.path_down_jitter_us, o.seed);
   TruthLog truth;
   if (!o.truth_log.empty() && !truth.open(o.truth_log, truth_comment(o), &error)) {

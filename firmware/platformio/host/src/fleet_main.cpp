@@ -19,7 +19,6 @@
 #include "host_util.h"
 #include "fleet_shard.h"
 #include "fleet_summary.h"
-#include "mbedtls/x509_crt.h"
 #include "plain_tcp.h"
 #include "publisher.h"
 #include "resolve.h"
@@ -77,20 +76,8 @@ tb::Err check_config(const FleetOptions& o, const Pem& pem, std::string* error) 
   cfg.samples = o.conn.samples;
   tb::Err e = pub->validate(cfg);
   *error = pub->error_text();
-  if (e != tb::Err::Ok || o.conn.transport != "tls") return e;
-  uint16_t ids[tb::kMaxCiphers];
-  size_t count = 0;
-  tb::ErrorText text;
-  e = tb::parse_cipher_list(o.conn.ciphers.c_str(), ids, tb::kMaxCiphers, &count, &text);
-  *error = text.c_str();
   if (e != tb::Err::Ok) return e;
-  mbedtls_x509_crt ca;
-  mbedtls_x509_crt_init(&ca);
-  const int ret = mbedtls_x509_crt_parse(&ca, reinterpret_cast<const unsigned char*>(pem.ca.c_str()), pem.ca.size() + 1);
-  mbedtls_x509_crt_free(&ca);
-  if (ret == 0) return tb::Err::Ok;
-  *error = "--ca " + o.conn.ca + ": the CA certificate does not parse (mbedTLS " + std::to_string(ret) + ")";
-  return tb::Err::TlsCaParse;
+  return vdev::check_tls(o.conn, pem.ca, error);
 }
 
 // The broker's IPv4 address, resolved once for all devices; the name itself when that fails (each device
@@ -211,16 +198,20 @@ int run(int argc, char** argv) {
   setup_process();
   FleetOptions o;
   std::string error;
-  bool help = false;
-  if (!parse_fleet_options(argc, argv, &o, &error, &help)) return fail(kExitUsage, "InvalidArgument", error);
-  if (help) {
-    fputs(fleet_usage(), stdout);
+  vdev::Mode mode;
+  if (!parse_fleet_options(argc, argv, &o, &error, &mode)) return fail(kExitUsage, "InvalidArgument", error);
+  if (mode.help || mode.describe) {
+    fputs(mode.help ? fleet_usage().c_str() : vdev::describe_options().c_str(), stdout);
     return 0;
   }
   Pem pem;
   if (!read_pem(o.conn, &pem, &error)) return fail(kExitUsage, "InvalidArgument", error);
   const tb::Err e = check_config(o, pem, &error);
   if (e != tb::Err::Ok) return fail(kExitUsage, tb::err_name(e), error);
+  if (mode.check) {
+    fputs("ok\n", stdout);
+    return 0;
+  }
   const long open_fds = count_open_fds() + (o.conn.keylog.empty() ? 0 : 1);
   const uint32_t cap = devices_per_process(open_fds);
   const uint32_t shards = (o.devices + cap - 1) / cap;

@@ -1,147 +1,221 @@
 #include "options.h"
 #include "host_util.h"
 
-#include <getopt.h>
-
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
+#include "cipher_suites.h"
+#include "mbedtls/x509_crt.h"
+
 namespace vdev {
 namespace {
 
-enum OptId {
-  kHost = 1000, kPort, kTransport, kCiphers, kCa, kServerName, kCert, kKey, kUsername, kPassword, kPayload,
-  kSamples, kIntervalMs, kQos, kDeviceId, kTopic, kClientId, kKeylog, kSendLog, kSummary, kSeed,
-  kConnectTimeoutMs, kConnection, kPerConnection, kClose, kConnectionsLog, kHelp,
-};
+using tb::opt::Id;
+using tb::opt::Kind;
+using tb::opt::Spec;
+using tb::opt::Values;
 
-struct Spec {
-  const char* flag;
-  const char* env;
-  int id;
-};
-
-const Spec kSpecs[] = {
-    {"host", "TESTBED_HOST", kHost},
-    {"port", "TESTBED_PORT", kPort},
-    {"transport", "TESTBED_TRANSPORT", kTransport},
-    {"ciphers", "TESTBED_CIPHERS", kCiphers},
-    {"ca", "TESTBED_CA", kCa},
-    {"server-name", "TESTBED_SERVER_NAME", kServerName},
-    {"cert", "TESTBED_CERT", kCert},
-    {"key", "TESTBED_KEY", kKey},
-    {"username", "TESTBED_USERNAME", kUsername},
-    {"password", "TESTBED_PASSWORD", kPassword},
-    {"payload", "TESTBED_PAYLOAD", kPayload},
-    {"samples", "TESTBED_SAMPLES", kSamples},
-    {"interval-ms", "TESTBED_INTERVAL_MS", kIntervalMs},
-    {"qos", "TESTBED_QOS", kQos},
-    {"device-id", "TESTBED_DEVICE_ID", kDeviceId},
-    {"topic", "TESTBED_TOPIC", kTopic},
-    {"client-id", "TESTBED_CLIENT_ID", kClientId},
-    {"keylog", "TESTBED_KEYLOG", kKeylog},
-    {"send-log", "TESTBED_SEND_LOG", kSendLog},
-    {"summary", "TESTBED_SUMMARY", kSummary},
-    {"seed", "TESTBED_SEED", kSeed},
-    {"connect-timeout-ms", "TESTBED_CONNECT_TIMEOUT_MS", kConnectTimeoutMs},
-    {"connection", "TESTBED_CONNECTION", kConnection},
-    {"per-connection", "TESTBED_PER_CONNECTION", kPerConnection},
-    {"close", "TESTBED_CLOSE", kClose},
-    {"connections-log", "TESTBED_CONNECTIONS_LOG", kConnectionsLog},
-};
-
-// The connection lifecycle options (connection_mode.h).
-bool apply_connection(Options* o, int id, const char* name, const char* value, std::string* error) {
-  uint64_t v = 0;
-  switch (id) {
-    case kConnection:
-      if (tb::parse_connection_mode(value, &o->connection)) return true;
-      *error = std::string(name) + ": expected persistent, reconnect, resume-id or resume-ticket, got \"" + value + "\"";
-      return false;
-    case kPerConnection:
-      if (parse_uint(value, 100000000, &v) && v >= 1) {
-        o->per_connection = static_cast<uint32_t>(v);
-        return true;
-      }
-      *error = std::string(name) + ": expected an integer 1..100000000, got \"" + value + "\"";
-      return false;
-    case kClose:
-      if (tb::parse_close_mode(value, &o->close)) return true;
-      *error = std::string(name) + ": expected disconnect or drop, got \"" + value + "\"";
-      return false;
-    case kConnectionsLog: o->connections_log = value; return true;
-    default: return false;
-  }
+std::string env_name(const Spec& s) {
+  std::string env = "TESTBED_";
+  for (const char* c = s.name; *c != '\0'; ++c) env += static_cast<char>(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+  return env;
 }
 
-bool apply(Options* o, int id, const char* name, const char* value, std::string* error) {
-  uint64_t v = 0;
-  auto number = [&](uint64_t min, uint64_t max) {
-    if (!parse_uint(value, max, &v) || v < min) {
-      *error = std::string(name) + ": expected an integer " + std::to_string(min) + ".." + std::to_string(max) +
-               ", got \"" + value + "\"";
-      return false;
-    }
-    return true;
-  };
-  switch (id) {
-    case kHost: o->host = value; break;
-    case kPort: if (!number(1, 65535)) return false; o->port = static_cast<uint16_t>(v); break;
-    case kTransport:
-      if (strcmp(value, "plain") != 0 && strcmp(value, "tls") != 0) {
-        *error = std::string(name) + ": expected plain or tls, got \"" + value + "\"";
-        return false;
-      }
-      o->transport = value;
-      break;
-    case kCiphers: o->ciphers = value; break;
-    case kCa: o->ca = value; break;
-    case kServerName: o->server_name = value; break;
-    case kCert: o->cert = value; break;
-    case kKey: o->key = value; break;
-    case kUsername: o->username = value; o->has_username = true; break;
-    case kPassword: o->password = value; o->has_password = true; break;
-    case kPayload: if (!number(1, 1u << 20)) return false; o->payload = static_cast<uint32_t>(v); break;
-    case kSamples: if (!number(1, 100000000)) return false; o->samples = static_cast<uint32_t>(v); break;
-    case kIntervalMs: {
-      // Milliseconds, decimals and exponents allowed ("250", "0.5", "3.6e+06").
-      errno = 0;
-      char* end = nullptr;
-      double ms = strtod(value, &end);
-      if (errno != 0 || end == value || *end != '\0' || !std::isfinite(ms) || ms < 0 || ms > 86400000.0) {
-        *error = std::string(name) + ": expected milliseconds 0..86400000 (decimals allowed), got \"" + value + "\"";
-        return false;
-      }
-      o->interval_us = static_cast<uint64_t>(std::llround(ms * 1000.0));
-      break;
-    }
-    case kQos: if (!number(0, 1)) return false; o->qos = static_cast<uint8_t>(v); break;
-    case kDeviceId: o->device_id = value; break;
-    case kTopic: o->topic = value; break;
-    case kClientId: o->client_id = value; break;
-    case kKeylog: o->keylog = value; break;
-    case kSendLog: o->send_log = value; break;
-    case kSummary: o->summary = value; break;
-    case kSeed: if (!number(0, UINT64_MAX)) return false; o->seed = v; break;
-    case kConnectTimeoutMs:
-      if (!number(1, 3600000)) return false;
-      o->connect_timeout_ms = static_cast<uint32_t>(v);
-      break;
-    default: return apply_connection(o, id, name, value, error);
+std::string flag_name(const Spec& s) {
+  std::string flag = std::string("--") + s.name;
+  for (char& c : flag) c = c == '_' ? '-' : c;
+  return flag;
+}
+
+// Checks text against s and records it; false with "<name>: expected ..., got "<text>"".
+bool take(const Spec& s, const std::string& name, const char* text, Values* values, std::string* error) {
+  if (!tb::opt::valid(s, text)) {
+    char expected[160];
+    tb::opt::expected(s, expected, sizeof(expected));
+    *error = name + ": expected " + expected + ", got \"" + text + "\"";
+    return false;
+  }
+  values->set(tb::opt::id_at(static_cast<size_t>(&s - tb::opt::kSpecs)), text);
+  return true;
+}
+
+// One argv word at argv[*i] (and its value, taking the next word); false with the error.
+bool take_arg(int argc, char** argv, int* i, uint8_t program, const char* prog, Values* values, Mode* mode,
+              std::string* error) {
+  const char* a = argv[*i];
+  if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return mode->help = true;
+  if (strcmp(a, "--check") == 0) return mode->check = true;
+  if (strcmp(a, "--describe-options") == 0) return mode->describe = true;
+  if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+    *error = std::string(a[0] == '-' ? "unknown option: " : "unexpected argument: ") + a;
+    return false;
+  }
+  const char* eq = strchr(a, '=');
+  const size_t len = eq != nullptr ? static_cast<size_t>(eq - a - 2) : strlen(a + 2);
+  const Spec* s = tb::opt::find(a + 2, len, program, true);
+  const std::string name = "--" + std::string(a + 2, len);
+  if (s == nullptr) {
+    *error = "unknown option: " + name + " (" + prog + " --help lists its options)";
+    return false;
+  }
+  const char* value = eq != nullptr ? eq + 1 : nullptr;
+  if (value == nullptr && s->kind == Kind::Flag) value = "1";
+  if (value == nullptr && *i + 1 < argc) value = argv[++*i];
+  if (value == nullptr) {
+    *error = "missing value: " + name;
+    return false;
+  }
+  return take(*s, name, value, values, error);
+}
+
+bool read_password_file(const std::string& path, std::string* password, std::string* error) {
+  std::string text;
+  if (!read_file(path, "--password-file", &text, error)) return false;
+  *password = text.substr(0, text.find('\n'));  // the first line, its newline stripped
+  if (!password->empty() && password->back() == '\r') password->pop_back();
+  return true;
+}
+
+// What must go together among vdevice's options.
+bool check_together(const Options& o, std::string* error) {
+  if (o.transport == "tls" && o.ca.empty()) {
+    *error = "--transport tls needs --ca FILE (the CA that signed the broker certificate)";
+    return false;
+  }
+  if (o.cert.empty() != o.key.empty()) {
+    *error = "mutual TLS needs both --cert and --key";
+    return false;
+  }
+  if (o.has_password && !o.has_username) {
+    *error = "--password needs --username (MQTT 3.1.1 section 3.1.2.9)";
+    return false;
   }
   return true;
 }
 
+std::string json_number_or_null(const Spec& s, bool max, bool def) {
+  if (s.kind == Kind::Uint || s.kind == Kind::Flag) return std::to_string(def ? s.def : max ? s.max : s.min);
+  if (s.kind == Kind::Ms) return def ? s.def_text : max ? s.max_text : s.min_text;
+  return "null";
+}
+
+std::string json_choices(const Spec& s) {
+  if (s.kind != Kind::Enum) return "null";
+  std::string out = "[";
+  std::string word;
+  for (const char* c = s.choices;; ++c) {
+    if (*c == '|' || *c == '\0') {
+      out += (out.size() > 1 ? "," : "") + json_string(word);
+      word.clear();
+      if (*c == '\0') break;
+    } else {
+      word += *c;
+    }
+  }
+  return out + "]";
+}
+
+std::string json_programs(const Spec& s) {
+  std::string out;
+  if (s.programs & TB_VDEVICE) out += ",\"vdevice\"";
+  if (s.programs & TB_FLEET) out += ",\"fleet\"";
+  if (s.programs & TB_BOARD) out += ",\"board\"";
+  return "[" + (out.empty() ? out : out.substr(1)) + "]";
+}
+
 }  // namespace
 
-const char* usage() {
+bool parse_args(int argc, char** argv, uint8_t program, const char* prog, Values* values, Mode* mode,
+                std::string* error) {
+  *mode = Mode();
+  for (const Spec& s : tb::opt::kSpecs) {
+    if ((s.programs & program) == 0) continue;
+    const std::string env = env_name(s);
+    const char* v = getenv(env.c_str());
+    if (v != nullptr && *v != '\0' && !take(s, env, v, values, error)) return false;
+  }
+  for (int i = 1; i < argc; ++i) {
+    if (!take_arg(argc, argv, &i, program, prog, values, mode, error)) return false;
+    if (mode->help || mode->describe) return true;
+  }
+  return true;
+}
+
+bool options_from(const Values& v, Options* o, std::string* error) {
+  o->values = v;
+  o->host = v.text(Id::host);
+  o->transport = v.text(Id::transport);
+  o->port = v.given(Id::port) ? static_cast<uint16_t>(v.uint(Id::port)) : o->transport == "tls" ? 8883 : 1883;
+  o->ciphers = v.text(Id::ciphers);
+  o->ca = v.text(Id::ca);
+  o->server_name = v.text(Id::server_name);
+  o->cert = v.text(Id::cert);
+  o->key = v.text(Id::key);
+  o->username = v.text(Id::username);
+  o->has_username = v.given(Id::username);
+  o->password = v.text(Id::password);
+  o->has_password = v.given(Id::password);
+  if (v.given(Id::password_file)) {
+    if (o->has_password) {
+      *error = "--password and --password-file: give one of them";
+      return false;
+    }
+    if (!read_password_file(v.text(Id::password_file), &o->password, error)) return false;
+    o->has_password = true;
+  }
+  o->payload = static_cast<uint32_t>(v.uint(Id::payload));
+  o->samples = static_cast<uint32_t>(v.uint(Id::samples));
+  o->interval_us = static_cast<uint64_t>(std::llround(v.decimal(Id::interval_ms) * 1000.0));
+  o->qos = static_cast<uint8_t>(v.uint(Id::qos));
+  o->device_id = v.text(Id::device_id);
+  o->topic = v.text(Id::topic);
+  o->client_id = v.given(Id::client_id) ? v.text(Id::client_id) : "vdevice-" + o->device_id;
+  o->keylog = v.text(Id::keylog);
+  o->send_log = v.text(Id::send_log);
+  o->summary = v.text(Id::summary);
+  o->seed = v.uint(Id::seed);
+  o->connect_timeout_ms = static_cast<uint32_t>(v.uint(Id::connect_timeout_ms));
+  tb::parse_connection_mode(v.text(Id::connection), &o->connection);
+  o->per_connection = static_cast<uint32_t>(v.uint(Id::per_connection));
+  tb::parse_close_mode(v.text(Id::close), &o->close);
+  o->connections_log = v.text(Id::connections_log);
+  return check_together(*o, error);
+}
+
+bool parse_options(int argc, char** argv, Options* out, std::string* error, Mode* mode) {
+  Values values;
+  if (!parse_args(argc, argv, TB_VDEVICE, "vdevice", &values, mode, error)) return false;
+  if (mode->help || mode->describe) return true;
+  return options_from(values, out, error);
+}
+
+std::string options_help(uint8_t program) {
+  std::string out = "All options (lib/testbed_core/src/device_options.def):\n ";
+  size_t line = 1;
+  for (const Spec& s : tb::opt::kSpecs) {
+    if ((s.programs & program) == 0) continue;
+    std::string item = " " + flag_name(s);
+    if (s.kind == Kind::Uint) item += " " + std::to_string(s.min) + ".." + std::to_string(s.max);
+    if (s.kind == Kind::Ms) item += std::string(" ") + s.min_text + ".." + s.max_text;
+    if (s.kind == Kind::Enum) item += std::string(" ") + s.choices;
+    if (line + item.size() > 110) {
+      out += "\n ";
+      line = 1;
+    }
+    out += item;
+    line += item.size();
+  }
+  return out + "\n";
+}
+
+std::string usage() {
   return "usage: vdevice [options]   (virtual ESP32: SIMULATED flame + MQ-2 sensors, same core as the firmware)\n"
          "  --host H (127.0.0.1) --port P (1883 plain / 8883 tls) --transport plain|tls\n"
          "  --ciphers LIST (IANA names, comma-separated; default TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256)\n"
          "  --ca FILE --server-name NAME --cert FILE --key FILE (mutual TLS) --username U --password P\n"
-         "  --payload BYTES (65) --samples N (200) --interval-ms MS (1000) --qos 0|1 --device-id ID (v1)\n"
+         "  --password-file FILE (the password is its first line: keeps it off the command line)\n"
+         "  --payload BYTES (65) --samples N (200) --interval-ms MS (250) --qos 0|1 --device-id ID (v1)\n"
          "  --topic T (testbed/sensors) --client-id ID --keylog FILE --send-log FILE.csv --summary FILE.json\n"
          "  --seed S (1) --connect-timeout-ms MS (10000)\n"
          "  --connection persistent|reconnect|resume-id|resume-ticket (persistent: one connection for the run;\n"
@@ -151,57 +225,39 @@ const char* usage() {
          "  --close disconnect|drop (disconnect: MQTT DISCONNECT + close_notify; drop: the socket just closed)\n"
          "  --connections-log FILE.csv (conn,t_open_us,tcp_connect_ms,handshake_ms,connack_ms,resumed,messages,\n"
          "      close,error: one row per connection)\n"
-         "Every option X-Y can also be given as environment variable TESTBED_X_Y; flags win.\n";
+         "  --check: check the options (files read, nothing sent), print ok; --describe-options: the table as JSON\n"
+         "Every option X-Y can also be given as environment variable TESTBED_X_Y; flags win.\n" +
+         options_help(TB_VDEVICE);
 }
 
-bool parse_options(int argc, char** argv, Options* out, std::string* error, bool* help) {
-  *help = false;
-  for (const Spec& s : kSpecs) {
-    const char* v = getenv(s.env);
-    if (v != nullptr && *v != '\0' && !apply(out, s.id, s.env, v, error)) return false;
+std::string describe_options() {
+  std::string out = "[";
+  for (const Spec& s : tb::opt::kSpecs) {
+    const bool numeric = s.kind == Kind::Uint || s.kind == Kind::Ms || s.kind == Kind::Flag;
+    out += std::string(out.size() > 1 ? ",\n " : "") + "{\"name\":" + json_string(s.name) +
+           ",\"kind\":" + json_string(tb::opt::kind_name(s.kind)) + ",\"min\":" + json_number_or_null(s, false, false) +
+           ",\"max\":" + json_number_or_null(s, true, false) +
+           ",\"default\":" + (numeric ? json_number_or_null(s, false, true) : json_string(s.def_text)) +
+           ",\"choices\":" + json_choices(s) + ",\"programs\":" + json_programs(s) + "}";
   }
-  option longopts[sizeof(kSpecs) / sizeof(kSpecs[0]) + 2];
-  size_t n = 0;
-  for (const Spec& s : kSpecs) longopts[n++] = option{s.flag, required_argument, nullptr, s.id};
-  longopts[n++] = option{"help", no_argument, nullptr, kHelp};
-  longopts[n] = option{nullptr, 0, nullptr, 0};
-  opterr = 0;
-  optind = 1;
-  while (true) {
-    int idx = 0;
-    int c = getopt_long(argc, argv, "h", longopts, &idx);
-    if (c == -1) break;
-    if (c == kHelp || c == 'h') {
-      *help = true;
-      return true;
-    }
-    if (c == '?' || c == ':') {
-      const char* bad = (optind - 1 < argc && optind > 0) ? argv[optind - 1] : "?";
-      *error = std::string("unknown option or missing value: ") + bad;
-      return false;
-    }
-    std::string name = std::string("--") + longopts[idx].name;
-    if (!apply(out, c, name.c_str(), optarg, error)) return false;
-  }
-  if (optind < argc) {
-    *error = std::string("unexpected argument: ") + argv[optind];
-    return false;
-  }
-  if (out->port == 0) out->port = out->transport == "tls" ? 8883 : 1883;
-  if (out->client_id.empty()) out->client_id = "vdevice-" + out->device_id;
-  if (out->transport == "tls" && out->ca.empty()) {
-    *error = "--transport tls needs --ca FILE (the CA that signed the broker certificate)";
-    return false;
-  }
-  if (out->cert.empty() != out->key.empty()) {
-    *error = "mutual TLS needs both --cert and --key";
-    return false;
-  }
-  if (out->has_password && !out->has_username) {
-    *error = "--password needs --username (MQTT 3.1.1 section 3.1.2.9)";
-    return false;
-  }
-  return true;
+  return out + "]\n";
+}
+
+tb::Err check_tls(const Options& o, const std::string& ca_pem, std::string* error) {
+  if (o.transport != "tls") return tb::Err::Ok;
+  uint16_t ids[tb::kMaxCiphers];
+  size_t count = 0;
+  tb::ErrorText text;
+  tb::Err e = tb::parse_cipher_list(o.ciphers.c_str(), ids, tb::kMaxCiphers, &count, &text);
+  *error = text.c_str();
+  if (e != tb::Err::Ok) return e;
+  mbedtls_x509_crt ca;
+  mbedtls_x509_crt_init(&ca);
+  const int ret = mbedtls_x509_crt_parse(&ca, reinterpret_cast<const unsigned char*>(ca_pem.c_str()), ca_pem.size() + 1);
+  mbedtls_x509_crt_free(&ca);
+  if (ret == 0) return tb::Err::Ok;
+  *error = "--ca " + o.ca + ": the CA certificate does not parse (mbedTLS " + std::to_string(ret) + ")";
+  return tb::Err::TlsCaParse;
 }
 
 tb::PublishConfig publish_config(const Options& o) {

@@ -288,22 +288,42 @@ int publish(const Options& o, const std::string& ca, const std::string& cert, co
   return 0;
 }
 
+// --check: what the run would refuse before connecting (options, files, payload size, topic, client id,
+// cipher names, the CA), refused without a network and without writing anything.
+int check(const Options& o, const std::string& ca) {
+  PosixClock clock(&g_stop);
+  SimulatedSensors sensors(o.seed);
+  tb::PlainTcp tcp(clock);
+  SendLog none(nullptr, nullptr);
+  std::unique_ptr<tb::Publisher> publisher(new tb::Publisher(tcp, clock, sensors, none));
+  tb::Err e = publisher->validate(publish_config(o));
+  std::string error = publisher->error_text();
+  if (e == tb::Err::Ok) e = check_tls(o, ca, &error);
+  if (e != tb::Err::Ok) {
+    fprintf(stderr, "vdevice: error %s: %s\n", tb::err_name(e), error.c_str());
+    return kExitUsage;
+  }
+  fputs("ok\n", stdout);
+  return 0;
+}
+
 int run(int argc, char** argv) {
   Options o;
   std::string error;
-  bool help = false;
-  if (!parse_options(argc, argv, &o, &error, &help)) return fail_usage(error);
-  if (help) {
-    fputs(usage(), stdout);
+  Mode mode;
+  if (!parse_options(argc, argv, &o, &error, &mode)) return fail_usage(error);
+  if (mode.help || mode.describe) {
+    fputs(mode.help ? usage().c_str() : describe_options().c_str(), stdout);
     return 0;
   }
   std::string ca, cert, key;
   if (o.transport == "tls") {
-    if (!read_file(o.ca, "--ca", &ca, &error)) return fail_config(o, "InvalidArgument: " + error);
-    if (!o.cert.empty() && (!read_file(o.cert, "--cert", &cert, &error) || !read_file(o.key, "--key", &key, &error))) {
-      return fail_config(o, "InvalidArgument: " + error);
+    if (!read_file(o.ca, "--ca", &ca, &error) ||
+        (!o.cert.empty() && (!read_file(o.cert, "--cert", &cert, &error) || !read_file(o.key, "--key", &key, &error)))) {
+      return mode.check ? fail_usage(error) : fail_config(o, "InvalidArgument: " + error);
     }
   }
+  if (mode.check) return check(o, ca);
   return publish(o, ca, cert, key);
 }
 

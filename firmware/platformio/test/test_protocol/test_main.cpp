@@ -12,6 +12,8 @@
 
 #include "board_protocol.h"
 #include "board_session.h"
+#include "device_options.h"
+#include "payload.h"
 #include "time_sync.h"
 #include "../board_rig.h"
 
@@ -352,6 +354,95 @@ static void test_session_refuses_unknown_cipher_before_running(void) {
   ASSERT_CONTAINS(l[l.size() - 2].c_str(), "ECDHE-ECDSA-CHACHA20-POLY1305");
 }
 
+// ------------------------------------------------------------ the option table (device_options.def)
+static std::string expected_text(opt::Id id) {
+  char text[160];
+  opt::expected(opt::spec(id), text, sizeof(text));
+  return text;
+}
+
+static void test_option_values_are_checked_by_kind(void) {
+  using opt::Id;
+  using opt::spec;
+  TEST_ASSERT_TRUE(opt::valid(spec(Id::payload), "4096"));
+  TEST_ASSERT_FALSE(opt::valid(spec(Id::payload), "4097"));
+  TEST_ASSERT_FALSE(opt::valid(spec(Id::payload), "0"));
+  TEST_ASSERT_FALSE(opt::valid(spec(Id::payload), "-1"));
+  TEST_ASSERT_FALSE(opt::valid(spec(Id::payload), " 65"));
+  TEST_ASSERT_TRUE(opt::valid(spec(Id::seed), "18446744073709551615"));
+  TEST_ASSERT_FALSE(opt::valid(spec(Id::seed), "18446744073709551616"));
+  TEST_ASSERT_TRUE(opt::valid(spec(Id::interval_ms), "0.5"));
+  TEST_ASSERT_TRUE(opt::valid(spec(Id::interval_ms), "3.6e+06"));
+  TEST_ASSERT_FALSE(opt::valid(spec(Id::interval_ms), "3600000.5"));
+  TEST_ASSERT_FALSE(opt::valid(spec(Id::interval_ms), "inf"));
+  TEST_ASSERT_FALSE(opt::valid(spec(Id::interval_ms), "5ms"));
+  TEST_ASSERT_TRUE(opt::valid(spec(Id::close), "drop"));
+  TEST_ASSERT_FALSE(opt::valid(spec(Id::close), "Drop"));
+  TEST_ASSERT_FALSE(opt::valid(spec(Id::close), "dro"));
+  TEST_ASSERT_TRUE(opt::valid(spec(Id::host), ""));
+  TEST_ASSERT_EQUAL_STRING("an integer 1..4096", expected_text(Id::payload).c_str());
+  TEST_ASSERT_EQUAL_STRING("milliseconds 0..3600000 (decimals allowed)", expected_text(Id::interval_ms).c_str());
+  TEST_ASSERT_EQUAL_STRING("a number 0.01..10000 (decimals allowed)", expected_text(Id::connect_rate).c_str());
+  TEST_ASSERT_EQUAL_STRING("persistent, reconnect, resume-id or resume-ticket", expected_text(Id::connection).c_str());
+  TEST_ASSERT_EQUAL_STRING("plain or tls", expected_text(Id::transport).c_str());
+  TEST_ASSERT_EQUAL_INT(kMaxPayload, spec(Id::payload).max);
+  opt::Values v;
+  TEST_ASSERT_EQUAL_INT(65, v.uint(Id::payload));  // the .def's defaults when not given
+  TEST_ASSERT_EQUAL_STRING("disconnect", v.text(Id::close));
+  v.set(Id::close, "drop");
+  v.set(Id::interval_ms, "0.25");
+  TEST_ASSERT_EQUAL_INT(1, v.choice(Id::close));
+  TEST_ASSERT_TRUE(v.decimal(Id::interval_ms) == 0.25);
+}
+
+static void test_option_names_per_program(void) {
+  const opt::Spec* s = opt::find("server-name", 11, TB_VDEVICE, true);
+  TEST_ASSERT_TRUE(s != nullptr && strcmp(s->name, "server_name") == 0);
+  TEST_ASSERT_TRUE(opt::find("server_name", 11, TB_VDEVICE, true) == nullptr);  // argv: dashes only
+  TEST_ASSERT_TRUE(opt::find("server_name", 11, TB_BOARD, false) != nullptr);
+  TEST_ASSERT_TRUE(opt::find("sync-host", 9, TB_VDEVICE, true) == nullptr);     // the board's own
+  TEST_ASSERT_TRUE(opt::find("devices", 7, TB_FLEET, true) != nullptr);
+  TEST_ASSERT_TRUE(opt::find("devices", 7, TB_VDEVICE, true) == nullptr);
+  // The board takes exactly the TB_BOARD entries: every other one is an unknown RUN key.
+  for (const opt::Spec& spec : opt::kSpecs) {
+    ErrorText err;
+    const Err got = parse_text(std::string(kPlainBody) + spec.name + "=1\n", &err);
+    if ((spec.programs & TB_BOARD) != 0) {
+      TEST_ASSERT_TRUE_MESSAGE(got != Err::UnknownKey, spec.name);
+    } else {
+      TEST_ASSERT_EQUAL_INT_MESSAGE(static_cast<int>(Err::UnknownKey), static_cast<int>(got), spec.name);
+    }
+  }
+}
+
+static Err check_run(const std::string& body, std::string* text, std::string* written) {
+  Rig rig;
+  BoardSession s(rig.io, rig.clock, rig.sensors, rig.port, rig.info, nullptr);
+  std::vector<char> buf(body.begin(), body.end());
+  buf.push_back('\0');
+  const Err e = s.check_run(buf.data(), body.size());
+  *text = s.error_text();
+  *written = rig.io.out;
+  return e;
+}
+
+static void test_check_run_stops_before_ack(void) {
+  std::string text, written;
+  ASSERT_OK(check_run(kPlainBody, &text, &written));
+  TEST_ASSERT_TRUE(written.empty());  // nothing said on the line, nothing run
+  std::string small = kPlainBody;
+  small.replace(small.find("payload=65"), 10, "payload=40");
+  ASSERT_ERR(Err::PayloadTooSmall, check_run(small, &text, &written));
+  std::string tls = kPlainBody;
+  tls.replace(tls.find("transport=plain"), 15, "transport=tls");
+  ASSERT_ERR(Err::UnknownCipher, check_run(tls + "ca=x\nciphers=NOPE\n", &text, &written));
+  ASSERT_CONTAINS(text.c_str(), "NOPE");
+  ASSERT_ERR(Err::InvalidArgument, check_run(std::string(kPlainBody) + "sync_host=h\nsync_port=9\n", &text, &written));
+  ASSERT_CONTAINS(text.c_str(), "sync_host");
+  ASSERT_ERR(Err::UnknownKey, check_run(std::string(kPlainBody) + "seed=1\n", &text, &written));
+  TEST_ASSERT_TRUE(written.empty());
+}
+
 static std::vector<std::string> msg_lines_at_qos(const char* qos) {
   Rig rig;
   FakeBroker broker;
@@ -404,5 +495,8 @@ int main(int, char**) {
   RUN_TEST(test_session_without_datagram_refuses_sync);
   RUN_TEST(test_session_refuses_unknown_cipher_before_running);
   RUN_TEST(test_session_msg_has_puback_us_at_qos1_only);
+  RUN_TEST(test_option_values_are_checked_by_kind);
+  RUN_TEST(test_option_names_per_program);
+  RUN_TEST(test_check_run_stops_before_ack);
   return UNITY_END();
 }

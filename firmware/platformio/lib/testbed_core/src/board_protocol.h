@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "connection_mode.h"
+#include "device_options.h"
 #include "tb_error.h"
 
 namespace tb {
@@ -70,17 +71,11 @@ constexpr size_t chunk_bytes_for(size_t rx_buf) {
                                                                     : ((rx_buf - kChunkLineOverhead) / 4) * 3;
 }
 
-// RUN body keys (version 2). Required: id host port transport payload samples interval_us qos;
-// with transport=tls also ca and ciphers. Any other key is refused (Err::UnknownKey).
-constexpr const char* kRunKeys[] = {
-    "id",        "host",       "port",      "transport", "ciphers",    "ca",          "cert",
-    "key",       "server_name", "username", "password",  "payload",    "samples",     "interval_us",
-    "qos",       "device_id",  "topic",     "client_id", "keylog",     "connect_timeout_ms",
-    "sync_host", "sync_port",  "sync_count", "mode",      "per_connection", "close",
-};
-constexpr size_t kRunKeyCount = sizeof(kRunKeys) / sizeof(kRunKeys[0]);
-constexpr uint32_t kMaxSyncCount = 64;
-constexpr uint32_t kDefaultSyncCount = 8;
+// RUN body keys (version 2): the entries of device_options.def the board takes (TB_BOARD), in that
+// file's order. Required: id host port transport payload samples interval_us qos; with transport=tls
+// also ca and ciphers. Any other key is refused (Err::UnknownKey).
+constexpr uint32_t kMaxSyncCount = static_cast<uint32_t>(opt::spec(opt::Id::sync_count).max);
+constexpr uint32_t kDefaultSyncCount = static_cast<uint32_t>(opt::spec(opt::Id::sync_count).def);
 // The connection modes ("mode" key; connection_mode.h). Optional with them: "per_connection" (K >= 1,
 // default 1, ignored for persistent) and "close" (kCloseDisconnect, the default, or kCloseDrop).
 constexpr char kModePersistent[] = "persistent";       // one MQTT connection for the whole run (the default)
@@ -89,7 +84,7 @@ constexpr char kModeResumeId[] = "resume-id";          // ... TLS 1.2 resumption
 constexpr char kModeResumeTicket[] = "resume-ticket";  // ... TLS 1.2 resumption by session ticket
 constexpr char kCloseDisconnect[] = "disconnect";      // MQTT DISCONNECT, the broker's close, close_notify
 constexpr char kCloseDrop[] = "drop";                  // the socket just closed (a power loss)
-constexpr uint32_t kMaxPerConnection = 10000000;       // = the samples limit
+constexpr uint32_t kMaxPerConnection = static_cast<uint32_t>(opt::spec(opt::Id::per_connection).max);
 
 // One cell's parameters, as the board received them. Strings point into the receiver's body buffer.
 struct RunRequest {
@@ -120,6 +115,7 @@ struct RunRequest {
   ConnectionMode connection_mode = ConnectionMode::Persistent;
   uint32_t per_connection = 1;
   CloseMode close = CloseMode::Disconnect;
+  opt::Values values;  // every key given (device_options.def), for a key the fields above do not carry
 };
 
 // zlib's CRC-32 (polynomial 0xEDB88320; Python's zlib.crc32). Pass the previous value to continue.

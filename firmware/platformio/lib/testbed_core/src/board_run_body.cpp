@@ -4,6 +4,7 @@
 
 #include "board_parse.h"
 #include "board_protocol.h"
+#include "device_options.h"
 #include "payload.h"
 
 namespace tb {
@@ -12,13 +13,6 @@ namespace {
 
 using detail::is_digit;
 using detail::parse_uint;
-
-int key_index(const char* key, size_t len) {
-  for (size_t i = 0; i < kRunKeyCount; ++i) {
-    if (strlen(kRunKeys[i]) == len && strncmp(kRunKeys[i], key, len) == 0) return static_cast<int>(i);
-  }
-  return -1;
-}
 
 // Unescapes value[0..len) in place; returns the new length or -1 for a bad escape.
 long unescape(char* value, size_t len) {
@@ -39,14 +33,11 @@ long unescape(char* value, size_t len) {
   return static_cast<long>(w);
 }
 
-// The body's values by key index (nullptr: absent), NUL-terminated.
-struct Values {
-  const char* v[kRunKeyCount] = {nullptr};
-  const char* get(const char* key) const {
-    int i = key_index(key, strlen(key));
-    return i >= 0 ? v[i] : nullptr;
-  }
-};
+using opt::Id;
+using opt::Values;
+
+// The board's key called key[0..len) (device_options.def, TB_BOARD), or nullptr.
+const opt::Spec* board_key(const char* key, size_t len) { return opt::find(key, len, TB_BOARD, false); }
 
 Err split_body(char* body, size_t len, Values* out, ErrorText* err) {
   size_t pos = 0;
@@ -63,23 +54,24 @@ Err split_body(char* body, size_t len, Values* out, ErrorText* err) {
       return Err::BadEncoding;
     }
     const size_t klen = static_cast<size_t>(eq - start);
-    int k = key_index(start, klen);
-    if (k < 0) {
+    const opt::Spec* k = board_key(start, klen);
+    if (k == nullptr) {
       err->set("RUN body key \"%.*s\" is unknown to protocol version %u", static_cast<int>(klen < 40 ? klen : 40),
                start, static_cast<unsigned>(kVersion));
       return Err::UnknownKey;
     }
-    if (out->v[k] != nullptr) {
-      err->set("RUN body key \"%s\" given twice", kRunKeys[k]);
+    const Id id = opt::id_at(static_cast<size_t>(k - opt::kSpecs));
+    if (out->given(id)) {
+      err->set("RUN body key \"%s\" given twice", k->name);
       return Err::DuplicateKey;
     }
     long vlen = unescape(eq + 1, line_len - klen - 1);
     if (vlen < 0) {
-      err->set("RUN body key \"%s\": bad escape (only \\\\ \\n \\r)", kRunKeys[k]);
+      err->set("RUN body key \"%s\": bad escape (only \\\\ \\n \\r)", k->name);
       return Err::BadEncoding;
     }
     eq[1 + vlen] = '\0';
-    out->v[k] = eq + 1;
+    out->set(id, eq + 1);
   }
   return Err::Ok;
 }
@@ -94,19 +86,21 @@ Err bad_value(const char* key, const char* value, const char* expected, ErrorTex
   return Err::InvalidArgument;
 }
 
-// An optional unsigned key in [min, max]; *out keeps its default when the key is absent.
-template <typename T>
-Err get_uint(const Values& v, const char* key, uint64_t min, uint64_t max, T* out, ErrorText* err) {
-  const char* s = v.get(key);
-  if (s == nullptr) return Err::Ok;
-  uint64_t n = 0;
-  if (!parse_uint(s, strlen(s), max, &n) || n < min) {
-    char expected[64];
-    snprintf(expected, sizeof(expected), "an integer %llu..%llu", static_cast<unsigned long long>(min),
-             static_cast<unsigned long long>(max));
-    return bad_value(key, s, expected, err);
+// Every given value against its entry's kind and range (device_options.def), in the table's order. An
+// unknown mode is UnsupportedMode: a board flashed before a mode existed answers so, naming the ones it knows.
+Err check_values(const Values& v, ErrorText* err) {
+  for (size_t i = 0; i < opt::kCount; ++i) {
+    const char* s = v.raw(opt::id_at(i));
+    if (s == nullptr || opt::valid(opt::kSpecs[i], s)) continue;
+    if (opt::id_at(i) == Id::mode) {
+      err->set("RUN body key \"mode\": \"%.48s\" is unknown to protocol version %u (known: %s, %s, %s, %s)", s,
+               static_cast<unsigned>(kVersion), kModePersistent, kModeReconnect, kModeResumeId, kModeResumeTicket);
+      return Err::UnsupportedMode;
+    }
+    char expected[96];
+    opt::expected(opt::kSpecs[i], expected, sizeof(expected));
+    return bad_value(opt::kSpecs[i].name, s, expected, err);
   }
-  *out = static_cast<T>(n);
   return Err::Ok;
 }
 
@@ -122,26 +116,21 @@ bool valid_run_id(const char* s) {
 }
 
 Err check_required(const Values& v, ErrorText* err) {
-  static const char* const kRequired[] = {"id", "host", "port", "transport", "payload", "samples", "interval_us",
-                                          "qos"};
-  for (const char* key : kRequired) {
-    if (v.get(key) == nullptr) return missing(key, "", err);
+  static const Id kRequired[] = {Id::id,      Id::host,    Id::port,        Id::transport,
+                                 Id::payload, Id::samples, Id::interval_us, Id::qos};
+  for (Id id : kRequired) {
+    if (!v.given(id)) return missing(opt::spec(id).name, "", err);
   }
   return Err::Ok;
 }
 
 Err apply_transport(const Values& v, RunRequest* r, ErrorText* err) {
-  const char* t = v.get("transport");
-  if (strcmp(t, "tls") == 0) {
-    r->tls = true;
-  } else if (strcmp(t, "plain") != 0) {
-    return bad_value("transport", t, "plain or tls", err);
-  }
-  r->ciphers = v.get("ciphers");
-  r->ca_pem = v.get("ca");
-  r->cert_pem = v.get("cert");
-  r->key_pem = v.get("key");
-  r->server_name = v.get("server_name");
+  r->tls = strcmp(v.text(Id::transport), "tls") == 0;
+  r->ciphers = v.raw(Id::ciphers);
+  r->ca_pem = v.raw(Id::ca);
+  r->cert_pem = v.raw(Id::cert);
+  r->key_pem = v.raw(Id::key);
+  r->server_name = v.raw(Id::server_name);
   if (r->tls) {
     if (r->ca_pem == nullptr) return missing("ca", " (transport=tls)", err);
     if (r->ciphers == nullptr) return missing("ciphers", " (transport=tls)", err);
@@ -150,10 +139,10 @@ Err apply_transport(const Values& v, RunRequest* r, ErrorText* err) {
     }
     return Err::Ok;
   }
-  static const char* const kTlsOnly[] = {"ciphers", "ca", "cert", "key", "server_name"};
-  for (const char* key : kTlsOnly) {
-    if (v.get(key) != nullptr) {
-      err->set("RUN body key \"%s\" only goes with transport=tls", key);
+  static const Id kTlsOnly[] = {Id::ciphers, Id::ca, Id::cert, Id::key, Id::server_name};
+  for (Id id : kTlsOnly) {
+    if (v.given(id)) {
+      err->set("RUN body key \"%s\" only goes with transport=tls", opt::spec(id).name);
       return Err::InvalidArgument;
     }
   }
@@ -161,78 +150,72 @@ Err apply_transport(const Values& v, RunRequest* r, ErrorText* err) {
 }
 
 Err apply_sync(const Values& v, RunRequest* r, ErrorText* err) {
-  r->sync_host = v.get("sync_host");
+  r->sync_host = v.raw(Id::sync_host);
   if (r->sync_host == nullptr) {
-    if (v.get("sync_port") != nullptr || v.get("sync_count") != nullptr) {
+    if (v.given(Id::sync_port) || v.given(Id::sync_count)) {
       return missing("sync_host", " (sync_port/sync_count need it)", err);
     }
     return Err::Ok;
   }
   if (r->sync_host[0] == '\0') return bad_value("sync_host", "", "a host name or address", err);
-  if (v.get("sync_port") == nullptr) return missing("sync_port", " (sync_host needs it)", err);
-  Err e = get_uint(v, "sync_port", 1, 65535, &r->sync_port, err);
-  if (e != Err::Ok) return e;
-  return get_uint(v, "sync_count", 1, kMaxSyncCount, &r->sync_count, err);
-}
-
-Err apply_strings(const Values& v, RunRequest* r, ErrorText* err) {
-  r->id = v.get("id");
-  if (!valid_run_id(r->id)) return bad_value("id", r->id, "1..63 characters of [A-Za-z0-9_.-]", err);
-  r->host = v.get("host");
-  if (r->host[0] == '\0') return bad_value("host", "", "a host name or address", err);
-  r->username = v.get("username");
-  r->password = v.get("password");
-  r->device_id = v.get("device_id");
-  if (r->device_id != nullptr && !valid_device_id(r->device_id)) {
-    return bad_value("device_id", r->device_id, "1..32 characters of [A-Za-z0-9_.-]", err);
-  }
-  r->topic = v.get("topic");
-  if (r->topic != nullptr && r->topic[0] == '\0') return bad_value("topic", "", "a topic name", err);
-  r->client_id = v.get("client_id");
+  if (!v.given(Id::sync_port)) return missing("sync_port", " (sync_host needs it)", err);
+  r->sync_port = static_cast<uint16_t>(v.uint(Id::sync_port));
+  r->sync_count = static_cast<uint32_t>(v.uint(Id::sync_count));
   return Err::Ok;
 }
 
-// mode, per_connection, close (connection_mode.h).
-Err apply_connection(const Values& v, RunRequest* r, ErrorText* err) {
-  const char* mode = v.get("mode");
-  if (mode != nullptr) {
-    if (!parse_connection_mode(mode, &r->connection_mode)) {
-      err->set("RUN body key \"mode\": \"%.48s\" is unknown to protocol version %u (known: %s, %s, %s, %s)", mode,
-               static_cast<unsigned>(kVersion), kModePersistent, kModeReconnect, kModeResumeId, kModeResumeTicket);
-      return Err::UnsupportedMode;
-    }
-    r->mode = connection_mode_name(r->connection_mode);
+Err apply_strings(const Values& v, RunRequest* r, ErrorText* err) {
+  r->id = v.raw(Id::id);
+  if (!valid_run_id(r->id)) return bad_value("id", r->id, "1..63 characters of [A-Za-z0-9_.-]", err);
+  r->host = v.raw(Id::host);
+  if (r->host[0] == '\0') return bad_value("host", "", "a host name or address", err);
+  r->username = v.raw(Id::username);
+  r->password = v.raw(Id::password);
+  r->device_id = v.raw(Id::device_id);
+  if (r->device_id != nullptr && !valid_device_id(r->device_id)) {
+    return bad_value("device_id", r->device_id, "1..32 characters of [A-Za-z0-9_.-]", err);
   }
-  const char* close = v.get("close");
-  if (close != nullptr && !parse_close_mode(close, &r->close)) {
-    return bad_value("close", close, "disconnect or drop", err);
-  }
-  return get_uint(v, "per_connection", 1, kMaxPerConnection, &r->per_connection, err);
+  r->topic = v.raw(Id::topic);
+  if (r->topic != nullptr && r->topic[0] == '\0') return bad_value("topic", "", "a topic name", err);
+  r->client_id = v.raw(Id::client_id);
+  return Err::Ok;
 }
 
+// mode, per_connection, close (connection_mode.h); check_values has checked the words.
+void apply_connection(const Values& v, RunRequest* r) {
+  parse_connection_mode(v.text(Id::mode), &r->connection_mode);
+  r->mode = connection_mode_name(r->connection_mode);
+  parse_close_mode(v.text(Id::close), &r->close);
+  r->per_connection = static_cast<uint32_t>(v.uint(Id::per_connection));
+}
+
+// The numbers check_values has checked; keylog (a file on vdevice, Text in the table) is 0|1 here.
 Err apply_numbers(const Values& v, RunRequest* r, ErrorText* err) {
-  Err e = get_uint(v, "port", 1, 65535, &r->port, err);
-  if (e == Err::Ok) e = get_uint(v, "payload", 1, kMaxPayload, &r->payload, err);
-  if (e == Err::Ok) e = get_uint(v, "samples", 1, 10000000, &r->samples, err);
-  if (e == Err::Ok) e = get_uint(v, "interval_us", 0, 3600000000ULL, &r->interval_us, err);
-  if (e == Err::Ok) e = get_uint(v, "qos", 0, 1, &r->qos, err);
-  uint8_t keylog = 0;
-  if (e == Err::Ok) e = get_uint(v, "keylog", 0, 1, &keylog, err);
-  r->keylog = keylog != 0;
-  if (e == Err::Ok) e = get_uint(v, "connect_timeout_ms", 1, 600000, &r->connect_timeout_ms, err);
-  return e;
+  r->port = static_cast<uint16_t>(v.uint(Id::port));
+  r->payload = static_cast<uint32_t>(v.uint(Id::payload));
+  r->samples = static_cast<uint32_t>(v.uint(Id::samples));
+  r->interval_us = v.uint(Id::interval_us);
+  r->qos = static_cast<uint8_t>(v.uint(Id::qos));
+  r->connect_timeout_ms = static_cast<uint32_t>(v.uint(Id::connect_timeout_ms));
+  const char* keylog = v.raw(Id::keylog);
+  uint64_t on = 0;
+  if (keylog != nullptr && !parse_uint(keylog, strlen(keylog), 1, &on)) {
+    return bad_value("keylog", keylog, "an integer 0..1", err);
+  }
+  r->keylog = on != 0;
+  return Err::Ok;
 }
-
 
 }  // namespace
 
 Err parse_run_body(char* body, size_t len, RunRequest* out, ErrorText* err) {
   *out = RunRequest();
-  Values v;
+  Values& v = out->values;
   Err e = split_body(body, len, &v, err);
   if (e == Err::Ok) e = check_required(v, err);
+  if (e == Err::Ok) e = check_values(v, err);
   if (e == Err::Ok) e = apply_strings(v, out, err);
-  if (e == Err::Ok) e = apply_connection(v, out, err);
+  if (e == Err::Ok) apply_connection(v, out);
   if (e == Err::Ok) e = apply_numbers(v, out, err);
   if (e == Err::Ok) e = apply_transport(v, out, err);
   if (e == Err::Ok) e = apply_sync(v, out, err);

@@ -233,6 +233,16 @@ void BoardSession::handle_run_line(const char* args) {
   ready();
 }
 
+Err BoardSession::check_run(char* body, size_t len) {
+  proto::RunRequest request;
+  Err e = proto::parse_run_body(body, len, &request, &err_);
+  if (e != Err::Ok) return e;
+  PublishConfig cfg;
+  e = prepare(request, &cfg);
+  release_transport();
+  return e;
+}
+
 void BoardSession::release_transport() {
   board_transport_.set(nullptr);
   if (attached_filter_ != nullptr) {

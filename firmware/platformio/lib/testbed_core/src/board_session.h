@@ -98,6 +98,11 @@ class BoardSession : private SendObserver, private KeylogSink {
   // Installs a filter for the runs that start after this call (nullptr: none).
   void set_transport_filter(TransportFilter* filter) { filter_ = filter; }
   uint32_t runs() const { return runs_; }
+  // What a RUN with this body meets before `ACK run` (parse_run_body, then this board's own checks:
+  // cipher names, payload size, ...), without running it: board-emu --check-run. Ok, or the error
+  // with its text in error_text().
+  Err check_run(char* body, size_t len);
+  const char* error_text() const { return err_.c_str(); }
 
  private:
   // The transport the Publisher sees: the run's PlainTcp or TlsTransport (behind the TransportFilter,

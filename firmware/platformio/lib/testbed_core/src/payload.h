@@ -7,11 +7,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "device_options.h"
 #include "tb_error.h"
 
 namespace tb {
 
-constexpr size_t kMaxPayload = 4096;
+constexpr size_t kMaxPayload = opt::spec(opt::Id::payload).max;  // device_options.def
 constexpr size_t kMaxDeviceId = 32;
 constexpr int64_t kMaxTimestampUs = 9999999999999999LL;  // 16 digits: until the year 2286
 constexpr uint16_t kMaxAnalog = 4095;                    // 12-bit ADC
