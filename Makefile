@@ -1,4 +1,5 @@
-# The README's two commands: `make demo` (the main job, end to end) and `make test`.
+# The README's two commands: `make demo` (the main job, end to end) and `make test` (everything, what CI runs);
+# `make check` is the quick tier for a change: lint, types, the size rule, unit and firmware-core tests, no Docker.
 # Each target creates/refreshes .venv itself and runs as whoever calls make: nothing here needs root.
 # As root on Debian the ensure-* scripts install what is missing; as anyone else they install nothing,
 # print the exact commands (packages, the docker group) and stop only when the target needs them.
@@ -12,8 +13,11 @@ ifeq ($(CI),true)
 PYTEST_ARGS += --require-docker
 endif
 DEMO_ARGS ?= --payloads 65,100 --samples 200
+# make check: the tests that need no Docker, no root (network namespaces) and are not marked slow (tests/conftest.py)
+CHECK_MARKERS := not docker and not netns and not slow
+CHECK_ARGS ?=
 
-.PHONY: demo test images lint venv system system-demo docker firmware-host clean
+.PHONY: demo test check images lint venv system system-demo system-check docker firmware-host clean
 
 venv: $(VENV)/.installed
 
@@ -32,6 +36,9 @@ system:
 system-demo:
 	@bash scripts/ensure-system.sh demo
 
+system-check:
+	@bash scripts/ensure-system.sh check
+
 docker: venv
 	@bash scripts/ensure-docker.sh $(VENV)
 
@@ -44,9 +51,13 @@ demo: images
 test: venv system docker images
 	$(BIN)/pytest $(PYTEST_ARGS)
 
+check: lint system-check
+	$(BIN)/pytest -q -m "$(CHECK_MARKERS)" tests/unit tests/firmware $(CHECK_ARGS)
+
 lint: venv
-	$(BIN)/ruff check orchestrator tests bench
-	$(BIN)/mypy orchestrator
+	$(BIN)/ruff check orchestrator tests bench scripts
+	$(BIN)/mypy orchestrator scripts/size_lint.py
+	$(BIN)/python scripts/size_lint.py
 
 clean:
 	-$(TESTBED) down

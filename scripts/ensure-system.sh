@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The host packages `make demo` or `make test` needs: as root on Debian/Ubuntu install what is missing;
 # as anyone else install nothing, print the exact command once, and fail only when MODE needs it.
-# Usage: ensure-system.sh [demo|test]   (default test: `make system`)
+# Usage: ensure-system.sh [demo|test|check]   (default test: `make system`)
 #   demo: tshark (the analysis), debootstrap (an offline base image when no registry answers)
 #   test: the above, plus the firmware core's build (g++ cmake make libmbedtls-dev) and the tools the
 #         unit and firmware tests run on the host (mosquitto, openssl, tc/ip, nft, ps, modprobe, setpriv,
 #         chromium for the report's layout test)
+#   check: what `make check` runs: test's list less CHECK_SKIP (the images, the docker-group user)
 # The Docker engine and compose v2 are scripts/ensure-docker.sh's job.
 set -euo pipefail
 MODE=${1:-test}
@@ -14,9 +15,10 @@ TEST_PKGS=(g++ cmake make libmbedtls-dev mosquitto mosquitto-clients openssl ipr
            util-linux passwd python3-venv gcc pkg-config libnetfilter-queue-dev iptables chromium)
 # passwd (useradd), python3-venv: the tests' unprivileged user; gcc..iptables: the delay line (images/netadmin/delayline);
 # chromium: the report's layout test renders report.html headless (tests/unit/report/test_report_layout.py)
+CHECK_SKIP=" debootstrap passwd python3-venv "  # only the images and the integration tests' docker-group user
 case $MODE in
-  demo|test) ;;
-  *) echo "ensure-system: unknown mode '$MODE' (demo or test)" >&2; exit 2 ;;
+  demo|test|check) ;;
+  *) echo "ensure-system: unknown mode '$MODE' (demo, test or check)" >&2; exit 2 ;;
 esac
 
 # What shows a package is there when there is no dpkg (not Debian/Ubuntu): a program or a header.
@@ -49,10 +51,13 @@ installed() {
 # needed: what MODE cannot do without; later: what only `make test` needs (reported in demo mode)
 needed=()
 later=()
-for p in "${DEMO_PKGS[@]}"; do installed "$p" || needed+=("$p"); done
-for p in "${TEST_PKGS[@]}"; do
+for p in "${DEMO_PKGS[@]}" "${TEST_PKGS[@]}"; do
   installed "$p" && continue
-  if [ "$MODE" = test ]; then needed+=("$p"); else later+=("$p"); fi
+  case $MODE in
+    test) needed+=("$p") ;;
+    demo) if [[ " ${DEMO_PKGS[*]} " == *" $p "* ]]; then needed+=("$p"); else later+=("$p"); fi ;;
+    check) if [[ $CHECK_SKIP == *" $p "* ]]; then later+=("$p"); else needed+=("$p"); fi ;;
+  esac
 done
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

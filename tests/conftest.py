@@ -3,6 +3,10 @@
 Tests under tests/integration/ are marked `docker` automatically. Without a Docker engine (or the
 testbed images) they skip with the reason; `--require-docker` (set by `make test` when CI=true) turns
 that skip into a failure, so CI never goes green by skipping.
+
+The tiers: `make check` runs `-m "not docker and not netns and not slow"` over tests/unit and tests/firmware
+(minutes, no Docker, no root); `make test` runs everything. The tests below are marked `slow` here, in one
+place, with the reason each is left to `make test`.
 """
 
 from __future__ import annotations
@@ -22,11 +26,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="fail (do not skip) tests that need Docker when it is not available")
 
 
+# {node id prefix: why `make check` leaves it to `make test`} (a prefix may be a file or one test)
+SLOW: dict[str, str] = {
+    "tests/firmware/test_chacha_only_config.py": "builds mbedTLS 2.28 from source with the board's chacha-only "
+                                                 "config (20 s cached, 1.5 min cold on 2 busy cores)",
+    "tests/firmware/test_board_publisher.py::test_a_board_whose_network_drops_fails_the_cell_by_name_and_the_next_too":
+        "waits out the publisher's real 10 s and 20 s timeouts (50 s)",
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     integration = REPO / "tests" / "integration"
     for item in items:
         if integration in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.docker)
+        if any(item.nodeid == key or item.nodeid.startswith((key + "::", key + "[")) for key in SLOW):
+            item.add_marker(pytest.mark.slow)
 
 
 @lru_cache(maxsize=1)

@@ -171,3 +171,14 @@ def test_an_engine_that_answers_is_fine_as_a_user(sandbox: Sandbox) -> None:
     sandbox.docker(0)
     proc = sandbox.run_as_nobody("ensure-docker.sh", str(sandbox.root / "venv"))
     assert (proc.returncode, proc.stderr) == (0, "")
+
+
+def test_check_mode_needs_the_test_tools_but_not_the_images_or_the_docker_group_user(sandbox: Sandbox) -> None:
+    sandbox.missing("debootstrap", "passwd", "python3-venv")
+    proc = sandbox.run_as_nobody("ensure-system.sh", "check")
+    assert proc.returncode == 0, proc.stderr
+    assert "only for `make test`" in proc.stderr and "debootstrap passwd python3-venv" in proc.stderr
+    sandbox.missing("cmake", "debootstrap")
+    proc = sandbox.run_as_nobody("ensure-system.sh", "check")
+    assert proc.returncode == 1
+    assert "`make check` needs host packages that are missing: cmake\n" in proc.stderr
