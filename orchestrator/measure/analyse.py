@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,13 @@ from orchestrator.results.atomic import read_json, write_json_atomic, write_text
 Series = list[list[float]]
 
 
-def analyse_run_dir(run_dir: Path, scenario: Scenario, spec: RunSpec,
-                    resources: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Analyse a run folder's raw files (also used by `testbed report` to rebuild)."""
+MoreMetrics = Callable[[dict[str, Any], pd.DataFrame, Layout], None]
+
+
+def analyse_run_folder(run_dir: Path, scenario: Scenario, spec: RunSpec, resources: dict[str, Any] | None = None,
+                       more: MoreMetrics | None = None) -> dict[str, Any]:
+    """Analyse a run folder's raw files into its tables and metrics.json (after a run, and for `testbed report`).
+    ``more``: what the run's site adds to the metrics (the packets table at hand) before they are written."""
     lay = Layout(run_dir)
     summary = read_json(lay.publisher_summary)
     board_clock = summary.get("clock") if summary and summary.get("simulated") is False else None
@@ -53,6 +58,8 @@ def analyse_run_dir(run_dir: Path, scenario: Scenario, spec: RunSpec,
     analysis.metrics["resources"] = res
     if resources:
         write_json_atomic(lay.resources, resources)
+    if more is not None:
+        more(analysis.metrics, analysis.per_packet, lay)
     write_run_outputs(analysis, run_dir)
     return analysis.metrics
 

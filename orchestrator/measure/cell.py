@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.backends.docker import Container
+from orchestrator.model.cell import CellRecord
 from orchestrator.model.layout import Layout
 from orchestrator.results.atomic import write_json_atomic
 
@@ -16,28 +17,30 @@ def utc_now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-class CellRecord:
-    """cell.json as the run goes: what was asked, status, error, per-phase timings."""
+class CellWriter:
+    """cell.json as the cell goes (orchestrator/model/cell.py CellRecord): written at every step, timed by phase."""
 
-    def __init__(self, lay: Layout, info: dict[str, Any]) -> None:
+    def __init__(self, lay: Layout, record: CellRecord) -> None:
         self.lay = lay
-        self.info = info
-        self.timings: dict[str, float] = {}
-        self.info["timings"] = self.timings
+        self.record = record
         self._mark = time.monotonic()
 
     @property
     def cell_id(self) -> str:
-        return str(self.info["cell_id"])
+        return self.record.cell_id
 
     def lap(self, name: str) -> None:
         now = time.monotonic()
-        self.timings[f"{name}_s"] = round(now - self._mark, 3)
+        self.record.timings[f"{name}_s"] = round(now - self._mark, 3)
         self._mark = now
 
+    def warn(self, message: str) -> None:
+        self.record.warnings = [*self.record.warnings, message]
+
     def save(self, **fields: Any) -> None:
-        self.info.update(fields)
-        write_json_atomic(self.lay.cell, self.info)
+        for name, value in fields.items():
+            setattr(self.record, name, value)
+        write_json_atomic(self.lay.cell, self.record.to_json())
 
 
 @dataclass

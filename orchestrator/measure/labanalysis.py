@@ -1,7 +1,7 @@
 """A run folder's analysis; for a run across lab hosts (docs/multi-host.md) with what crossing hosts adds.
 
-The analysis is the single-host one (measure/analyse.py analyse_run_dir), for every run. A run across hosts
-(its spec names an inventory) adds two things:
+The analysis is the single-host one (measure/analyse.py analyse_run_folder), for every run. A run across hosts
+(its spec names an inventory) adds two things (add_lab_metrics, before metrics.json is written):
 
 * the publisher HOST's clock against the broker host's (logs/host_clock.json, orchestrator/lab/collect.py),
   given the board's treatment (measure/analyse.py with_delay_verdict, analysis/clock.py's rule): metrics.json
@@ -18,18 +18,15 @@ Used after a run and by `testbed report`.
 
 from __future__ import annotations
 
-from pathlib import Path
+import io
 from typing import Any
 
 import pandas as pd
 
 from orchestrator.analysis import metrics as run_metrics
-from orchestrator.analysis.pipeline import metrics_json
-from orchestrator.measure.analyse import analyse_run_dir, with_delay_verdict
+from orchestrator.measure.analyse import with_delay_verdict
 from orchestrator.model.layout import Layout
-from orchestrator.model.run import RunSpec
-from orchestrator.model.scenario import Scenario
-from orchestrator.results.atomic import read_json, write_text_atomic
+from orchestrator.results.atomic import read_json
 
 FIRST_DATA_BYTE = 1.0  # relative sequence numbers: the SYN takes 0
 
@@ -68,17 +65,11 @@ def losses_before_capture(packets: pd.DataFrame) -> dict[str, Any]:
             "tcp_bytes_lost_before_capture": missing}
 
 
-def analyse_run_folder(run_dir: Path, scenario: Scenario, spec: RunSpec,
-                       resources: dict[str, Any] | None = None) -> dict[str, Any]:
-    """analyse_run_dir; for a run across hosts, then the publisher host's clock and the losses before the
-    capture (metrics.json rewritten)."""
-    metrics = analyse_run_dir(run_dir, scenario, spec, resources)
-    if spec.inventory is None:
-        return metrics
-    lay = Layout(run_dir)
+def add_lab_metrics(metrics: dict[str, Any], packets: pd.DataFrame, lay: Layout) -> None:
+    """What a run across hosts adds to ``metrics`` before metrics.json is written: the publisher host's clock
+    (delay figures withdrawn when the clocks do not allow them) and the losses before the capture."""
     host_clock = read_json(lay.host_clock) or {"available": False, "reason": "no clock record came back"}
     metrics["clock"] = with_host_clock(metrics, host_clock)
-    if lay.packets.exists():
-        metrics.setdefault("loss", {}).update(losses_before_capture(pd.read_csv(lay.packets)))
-    write_text_atomic(lay.metrics, metrics_json(metrics))
-    return metrics
+    # the table as packets.csv holds it (the columns' types as a reader of that file sees them)
+    as_written = pd.read_csv(io.StringIO(packets.to_csv(index=False)))
+    metrics.setdefault("loss", {}).update(losses_before_capture(as_written))

@@ -6,7 +6,7 @@ the fleet) started there and awaited (a timeout from the spec) -> impairment cle
 messages awaited, capture stopped with SIGINT, everything stopped, a second clock exchange, the records fetched,
 then every process and file of ours removed (always: also after a failure or Ctrl-C, which waits for it) ->
 the records unpacked into the LOCAL run folder under the usual names (lab/collect.py) -> the same analysis as on
-one host (measure/run.py analyse_capture). A host that cannot be reached fails the cell, naming it.
+one host (measure/analyse.py analyse_run_folder). A host that cannot be reached fails the cell, naming it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from orchestrator.errors import TestbedError
 from orchestrator.lab.collect import collect_broker, collect_publisher, host_facts, host_record
 from orchestrator.lab.remote import COUNT_WAIT_S, cell_vars, native_broker_conf, stage
 from orchestrator.lab.topology import count_lines, prepare_run_dir
-from orchestrator.measure.cell import CellRecord, Observed
+from orchestrator.measure.cell import CellWriter, Observed
 from orchestrator.measure.impairment import impairment_applied
 from orchestrator.model.impairment import Direction, Impairment, load_impairment
 from orchestrator.model.layout import Layout, inventory_copy
@@ -62,7 +62,7 @@ def lab_preflight(spec: RunSpec) -> Impairment:
     return impairment
 
 
-def measure_lab(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: CellRecord,
+def measure_lab(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: CellWriter,
                 progress: Callable[[int, int], None], status: Callable[[str], None]) -> Observed:
     """The cell across hosts; the teardown on every host runs before this returns, also when it raises."""
     assert spec.inventory is not None
@@ -103,7 +103,7 @@ def _fresh_records(lay: Layout, source: Path, scenario: Scenario, roles: LabRole
 
 
 def _up_and_publish(labvars: dict[str, Any], roles: LabRoles, inventory: LabInventory, impairment: Impairment,
-                    spec: RunSpec, record: CellRecord, status: Callable[[str], None], state: dict[str, Any]) -> None:
+                    spec: RunSpec, record: CellWriter, status: Callable[[str], None], state: dict[str, Any]) -> None:
     source = Path(inventory.source)
     up = run_lab("up", labvars, source, check=False)
     state["facts"] = {h: host_facts(out.get(FACTS_TASK, {}).get("stdout", "")) for h, out in up.outputs.items()}
@@ -133,7 +133,7 @@ def _finish(labvars: dict[str, Any], source: Path, spec: RunSpec, state: dict[st
     return run_lab("finish", finishing, source, cancellable=False, check=False)
 
 
-def _clear_again(record: CellRecord, inventory: LabInventory) -> None:
+def _clear_again(record: CellWriter, inventory: LabInventory) -> None:
     """When clearing the routers failed (a router that did not answer in time), one more try: the profile
     must not outlive the cell."""
     state = read_json(record.lay.impairment) or {}
@@ -142,21 +142,21 @@ def _clear_again(record: CellRecord, inventory: LabInventory) -> None:
     try:
         clear(targets_for_router(inventory), inventory=Path(inventory.source))
     except TestbedError as exc:
-        record.info.setdefault("warnings", []).append(f"the impairment may be left on the routers: {exc.message} "
-                                                      f"(`testbed impair clear --inventory {inventory.source}`)")
+        record.warn(f"the impairment may be left on the routers: {exc.message} "
+                    f"(`testbed impair clear --inventory {inventory.source}`)")
         return
-    record.info.setdefault("warnings", []).append("clearing the routers failed once; cleared on a second try")
+    record.warn("clearing the routers failed once; cleared on a second try")
 
 
-def _collect(folder: Path, lay: Layout, roles: LabRoles, record: CellRecord, state: dict[str, Any]) -> None:
+def _collect(folder: Path, lay: Layout, roles: LabRoles, record: CellWriter, state: dict[str, Any]) -> None:
     """The fetched archives into the run folder; cell.json's hosts."""
     broker, publisher = roles.broker.name, roles.publisher.name
     got = {broker: collect_broker(folder / f"{broker}.tgz", lay, broker)}
     host_clock = collect_publisher(folder / f"{publisher}.tgz", lay, roles)
     got[publisher] = host_clock is not None
     facts = state.get("facts") or {}
-    record.info["hosts"] = [host_record(h, facts.get(h.name, {}), host_clock) for h in roles.every_host]
-    record.info["inventory"] = {"source": roles.source, "copy": inventory_copy(lay.root, Path(roles.source)).name}
+    record.record.hosts = [host_record(h, facts.get(h.name, {}), host_clock) for h in roles.every_host]
+    record.record.inventory = {"source": roles.source, "copy": inventory_copy(lay.root, Path(roles.source)).name}
     state["missing"] = [h for h, ok in got.items() if not ok]
 
 

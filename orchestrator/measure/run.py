@@ -28,10 +28,12 @@ from orchestrator.errors import TestbedError
 from orchestrator.lab.board_side import board_exposure, start_time_echo
 from orchestrator.lab.pki import Pki
 from orchestrator.lab.topology import TOPIC, running_lab, wait_for_messages
-from orchestrator.measure.cell import CellRecord, Observed, utc_now
+from orchestrator.measure.analyse import analyse_run_folder
+from orchestrator.measure.cell import CellWriter, Observed, utc_now
 from orchestrator.measure.impairment import LineWatch, impairment_applied
-from orchestrator.measure.labanalysis import analyse_run_folder
+from orchestrator.measure.labanalysis import add_lab_metrics
 from orchestrator.measure.multihost import lab_preflight, measure_lab
+from orchestrator.model.cell import CellRecord
 from orchestrator.model.impairment import Impairment, load_impairment
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec, effective_connection
@@ -102,30 +104,30 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
         spec = spec.model_copy(update={"connection": used})
         status(f"{run_dir.name}: {why}")
     run_dir.mkdir(parents=True, exist_ok=True)
-    record = CellRecord(Layout(run_dir), {
+    record = CellWriter(Layout(run_dir), CellRecord.model_validate({
         "cell_id": run_dir.name, "scenario": scenario.name, "payload": spec.payload,
         "impairment": spec.impairment, "repeat": 1, **(cell or {}),
         "connection": {"asked": asked, "used": used, "per_connection": spec.per_connection, "close": spec.close,
                        "note": why},
-        "spec": spec.model_dump(), "status": "running", "error": None, "started_utc": utc_now()})
+        "spec": spec.model_dump(), "status": "running", "error": None, "started_utc": utc_now(), "timings": {}}))
     record.save()
     try:
         seen = measure(scenario, spec, impairment, record, progress, status)
         if spec.publisher == "esp32":
-            record.info["board"] = board_facts(Layout(run_dir))
+            record.record.board = board_facts(Layout(run_dir))
     except KeyboardInterrupt:
         record.save(status="interrupted", error="interrupted by the user (SIGINT)", finished_utc=utc_now())
         raise
     except TestbedError as exc:
         record.save(status="failed", error=exc.message, finished_utc=utc_now())
         raise
-    record.info.update(status="failed" if seen.error else "ok", error=seen.error)
-    metrics = analyse_capture(record, scenario, spec, seen.resources, status) if analyse else None
+    record.record.status, record.record.error = ("failed" if seen.error else "ok"), seen.error
+    metrics = record_analysis(record, scenario, spec, seen.resources, status) if analyse else None
     record.save(received=seen.received, publisher_exit_code=seen.publisher_exit_code, finished_utc=utc_now())
-    return RunOutcome(run_dir, record.info["status"], seen.received, record.info["error"], metrics)
+    return RunOutcome(run_dir, record.record.status, seen.received, record.record.error, metrics)
 
 
-def measure(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: CellRecord,
+def measure(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: CellWriter,
             progress: Callable[[int, int], None], status: Callable[[str], None]) -> Observed:
     """Up, publisher, impairment, count, stop, verdict; the teardown (which saves every container's log
     and state into logs/) runs before this returns, also when it raises."""
@@ -136,7 +138,7 @@ def measure(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: C
     # a board's cell: published on the board's address only, with authentication and an ACL (lab/board_side.py)
     exposure = board_exposure(scenario, spec.board_host, TOPIC) if board else None
     if exposure is not None:
-        record.info["exposure"] = exposure.facts()
+        record.record.exposure = exposure.facts()
         status(f"{record.cell_id}: {exposure.line()}")
     with running_lab(scenario, record.lay.root, qos=spec.qos, exposure=exposure) as (lay, pki, topo):
         record.lap("up")
@@ -150,7 +152,7 @@ def measure(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: C
             publisher = VirtualPublisher(scenario, lay, pki, spec, host=host)
         sampler = StatsSampler(compose.container_name("broker")).start()
         if spec.is_fleet:
-            record.info["broker_nofile"] = fleet.check_broker(spec)
+            record.record.broker_nofile = fleet.check_broker(spec)
         fleet_note = f" from each of {spec.devices} devices at {spec.connect_rate:g}/s" if spec.is_fleet else ""
         status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B{fleet_note}")
         publisher.start(topo)
@@ -167,7 +169,7 @@ def measure(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: C
                 time.sleep(0.3)  # let the last segments (ACKs, DISCONNECT) reach the capture
                 seen.resources = sampler.stop()
                 stop_capture()
-            record.info["impairment_state"] = state = read_json(lay.impairment)
+            record.record.impairment_state = state = read_json(lay.impairment)
             seen.error = verdict(seen, spec, publisher, watch.problem or (state or {}).get("line_problem"))
         finally:  # a run still going ends here, also on Ctrl-C (a board would publish on into the next cell)
             publisher.stop()
@@ -255,19 +257,20 @@ def verdict(seen: Observed, spec: RunSpec, publisher: Publisher, line_problem: s
     return None
 
 
-def analyse_capture(record: CellRecord, scenario: Scenario, spec: RunSpec, resources: dict[str, Any],
+def record_analysis(record: CellWriter, scenario: Scenario, spec: RunSpec, resources: dict[str, Any],
                     status: Callable[[str], None]) -> dict[str, Any] | None:
-    """metrics.json and the tables from the capture; an analysis failure fails an ok run."""
+    """The run folder's analysis (metrics.json and the tables); its failure fails an ok cell in the record."""
     if not record.lay.capture.exists():
         return None
     status(f"{record.cell_id}: analysing the capture")
     try:
-        metrics = analyse_run_folder(record.lay.root, scenario, spec, resources)
+        metrics = analyse_run_folder(record.lay.root, scenario, spec, resources,
+                                     more=add_lab_metrics if spec.inventory is not None else None)
     except TestbedError as exc:
-        if record.info["status"] == "ok":
-            record.info.update(status="failed", error=f"analysis: {exc.message}")
+        if record.record.status == "ok":
+            record.record.status, record.record.error = "failed", f"analysis: {exc.message}"
         else:
-            record.info.setdefault("warnings", []).append(f"analysis: {exc.message}")
+            record.warn(f"analysis: {exc.message}")
         return None
     record.lap("analysis")
     return metrics

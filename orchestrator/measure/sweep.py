@@ -22,8 +22,9 @@ from typing import Any, Protocol
 from orchestrator.analysis.grading import load_table
 from orchestrator.backends.impairment import check_supported
 from orchestrator.errors import TestbedError
+from orchestrator.measure.analyse import analyse_run_folder
 from orchestrator.measure.environment import environment, git_commit, lab_environment
-from orchestrator.measure.labanalysis import analyse_run_folder
+from orchestrator.measure.labanalysis import add_lab_metrics
 from orchestrator.measure.multihost import lab_manifest
 from orchestrator.measure.run import check_publisher_can_speak, execute_run, preflight
 from orchestrator.model.impairment import load_impairment
@@ -35,6 +36,7 @@ from orchestrator.model.yamlfile import user_input
 from orchestrator.publishers.board.publisher import LINKS as BOARDS
 from orchestrator.results import manifest as bundles
 from orchestrator.results.atomic import read_json
+from orchestrator.results.cells import cell_record_if_any
 
 
 class SweepProgress(Protocol):
@@ -158,10 +160,10 @@ def run_cells(bundle: Path, plan: SweepPlan, cells: list[Cell], progress: SweepP
             status, error = "failed", exc.message
         finally:
             entry.update(status=status, error=error, finished_utc=_now())
-            recorded = read_json(Layout(run_dir).cell)
+            recorded = cell_record_if_any(Layout(run_dir).cell)
             for key in ("impairment_state", "board", "connection", "hosts"):  # board: the banner of the board
-                if recorded.get(key):
-                    entry[key] = recorded[key]
+                if recorded is not None and getattr(recorded, key):
+                    entry[key] = getattr(recorded, key)
             _record_cell(bundle, cell, entry)
             result.statuses[cell.cell_id] = status
             progress.cell_finished(cell, status, error)
@@ -185,19 +187,19 @@ def _reanalyse(run_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     (left out of the report anyway) the problem is only a progress note, as it was when it ran.
     """
     lay = Layout(run_dir)
-    cell, scenario_data = read_json(lay.cell), read_json(lay.scenario)
-    if not cell.get("spec") or not scenario_data or not lay.capture.exists():
+    cell, scenario_data = cell_record_if_any(lay.cell), read_json(lay.scenario)
+    if cell is None or not cell.spec or not scenario_data or not lay.capture.exists():
         progress(f"{run_dir.name}: no raw capture; left as it is")
         return []
     progress(f"{run_dir.name}: re-analysing the capture")
     try:
         with user_input(f"run recorded in {run_dir.name}"):
-            scenario, spec_ = Scenario.model_validate(scenario_data), RunSpec.model_validate(cell["spec"])
-        analyse_run_folder(run_dir, scenario, spec_)
+            scenario, spec_ = Scenario.model_validate(scenario_data), RunSpec.model_validate(cell.spec)
+        analyse_run_folder(run_dir, scenario, spec_, more=add_lab_metrics if spec_.inventory is not None else None)
     except TestbedError as exc:
-        if cell.get("status") == "ok":
+        if cell.status == "ok":
             raise
-        progress(f"{run_dir.name}: analysis failed: {exc.message} (a {cell.get('status')} cell, not in the report)")
+        progress(f"{run_dir.name}: analysis failed: {exc.message} (a {cell.status} cell, not in the report)")
         return []
     return [run_dir / name for name in ANALYSIS_OUTPUTS]
 

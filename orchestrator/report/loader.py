@@ -2,8 +2,9 @@
 
 Only cells whose status is "ok" are analysed; failed and interrupted cells (and run folders
 without a cell.json) are kept as excluded entries so the report can list them. The schema of
-manifest.json and metrics.json is checked (newer refused, older migrated) by results/schema.py;
-a broken file of an "ok" cell is an error naming the file and field.
+manifest.json, metrics.json and cell.json (orchestrator/model/cell.py, the model measure/ writes) is checked
+(newer refused, older migrated) by results/schema.py; a broken file of an "ok" cell is an error naming the file
+and field.
 """
 
 from __future__ import annotations
@@ -15,12 +16,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.errors import TestbedError
+from orchestrator.model.cell import PERSISTENT, CellRecord
 from orchestrator.model.layout import RUNS, BundleLayout, Layout
-from orchestrator.model.yamlfile import describe_validation_error
-from orchestrator.results.atomic import read_json_strict
+from orchestrator.results.cells import read_cell_record
 from orchestrator.results.manifest import load_manifest
 from orchestrator.results.schema import read_versioned
 
@@ -29,7 +29,6 @@ BROKER_TO_SUBSCRIBER = "broker->subscriber"
 MESSAGE_COLUMNS = ("device", "seq", "delay_ms", "broker_transit_ms", "frame_len", "msgs_in_frame", "dup",
                    "direction")  # device: a fleet's (its messages are (device, seq))
 REQUIRED_MESSAGE_COLUMNS = ("seq", "delay_ms")
-PERSISTENT = "persistent"
 _JOIN = " + "
 
 
@@ -45,34 +44,6 @@ def split_condition(text: str) -> tuple[str, str]:
     """(impairment, connection mode) of a :func:`condition` (a fleet's: the mode and its size)."""
     impairment, _, connection = text.partition(_JOIN)
     return impairment, connection or PERSISTENT
-
-
-class CellRecord(BaseModel):
-    """cell.json. Written by the sweep, not by users: keys this reader does not use are ignored."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    cell_id: str = Field(min_length=1)
-    scenario: str = Field(min_length=1)
-    payload: int = Field(ge=0)
-    impairment: str = "none"
-    repeat: int = Field(default=1, ge=1)
-    status: str
-    error: str | None = None
-    impairment_state: dict[str, Any] | None = None  # the run's impairment.json, as the sweep copied it
-    connection: dict[str, Any] | None = None  # asked, used, per_connection, close, note (absent: persistent)
-    spec: dict[str, Any] | None = None  # the RunSpec as run (absent in cells recorded before it was kept)
-
-    @property
-    def connection_mode(self) -> str:
-        """The mode the cell was asked for (a plain cell asked to resume runs as reconnect, and says so)."""
-        return str((self.connection or {}).get("asked") or PERSISTENT)
-
-    @property
-    def devices(self) -> int:
-        """A fleet's size (1: the classic single device, also for cells recorded before fleets)."""
-        value = (self.spec or {}).get("devices")
-        return value if isinstance(value, int) and value > 0 else 1
 
 
 @dataclass
@@ -121,14 +92,6 @@ class Bundle:
 
 def read_manifest(root: Path) -> dict[str, Any]:
     return load_manifest(root)
-
-
-def read_cell_record(path: Path) -> CellRecord:
-    data = read_json_strict(path)
-    try:
-        return CellRecord.model_validate(data)
-    except ValidationError as exc:
-        raise TestbedError(describe_validation_error(exc, str(path)).splitlines()[0]) from None
 
 
 def read_metrics(path: Path) -> dict[str, Any]:

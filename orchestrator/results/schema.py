@@ -1,4 +1,4 @@
-"""The results format's versions, in one place: manifest.json and metrics.json carry ``schema_version``.
+"""The results format's versions, in one place: manifest.json, metrics.json and cell.json carry ``schema_version``.
 
 Data of a newer version is refused (this testbed cannot know what changed); data of an older
 version is brought up to the current one by the registered migrations, one version at a time,
@@ -19,18 +19,21 @@ from orchestrator.errors import TestbedError
 from orchestrator.model.layout import SCHEMA_VERSIONS
 from orchestrator.results.atomic import read_json_strict
 
-Kind = Literal["manifest", "metrics"]
+Kind = Literal["manifest", "metrics", "cell"]
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
 SCHEMA_VERSION = SCHEMA_VERSIONS  # defined in model/layout.py with the other names of the format
-MIGRATIONS: dict[Kind, dict[int, Migration]] = {"manifest": {}, "metrics": {}}
+MIGRATIONS: dict[Kind, dict[int, Migration]] = {"manifest": {}, "metrics": {}, "cell": {0: dict}}
+# Formats that were written without ``schema_version`` at first: such data is this version (cell.json before
+# orchestrator/model/cell.py: version 0, the same keys as version 1).
+UNVERSIONED_IS: dict[Kind, int] = {"cell": 0}
 
 
 def check_schema(data: Any, path: Path, kind: Kind) -> dict[str, Any]:
     """``data`` read from ``path`` at the current version of ``kind``; TestbedError when it cannot be."""
     if not isinstance(data, dict):
         raise TestbedError(f"{path}: expected a JSON object")
-    version = data.get("schema_version")
+    version = data.get("schema_version", UNVERSIONED_IS.get(kind))
     if not isinstance(version, int) or isinstance(version, bool):
         raise TestbedError(f"{path}: schema_version: missing or not an integer")
     current = SCHEMA_VERSION[kind]
