@@ -1,12 +1,14 @@
 """One cell on the lab's hosts: what each host is sent and the extra vars of playbooks/lab.yml.
 
 The run folder is prepared here as for one host (lab/topology.py: broker config, PKI, openssl.cnf) and the
-clients get the same command lines (lab/topology.py subscriber_args, publishers/virtual.py publisher_args);
-only hosts and paths change: the container paths /data/... become the host's ``<lab folder>/run/...``, the
-subscriber (beside the broker) connects to 127.0.0.1, the publisher to the broker host's address, and the
-TLS server name stays `broker` (the certificate's name). Each host gets one archive: our client modules
-(standard library; the subscriber also needs paho-mqtt in ``testbed_subscriber_python``), bin/labhost and the
-part of the run folder it needs (the broker's private key stays off the publisher host).
+clients get the same command lines (lab/topology.py subscriber_args; the device's, publishers/virtual.py
+publisher_args, is handed in by measure/multihost.py); only hosts and paths change: the container paths
+/data/... become the host's ``<lab folder>/run/...``, the subscriber (beside the broker) connects to 127.0.0.1,
+the publisher to the broker host's address, and the TLS server name stays `broker` (the certificate's name).
+Each host gets one archive: our client modules (standard library; the subscriber also needs paho-mqtt in
+``testbed_subscriber_python``), bin/labhost and the part of the run folder its role needs (lab/credentials.py:
+no CA key anywhere, the publisher's password only on the publisher host, in a 0600 file the device's
+environment is filled from; secrets 0600, pki/ 0700).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from orchestrator.backends.compose import TIME_ECHO_PORT, Topology, compose_env
 from orchestrator.backends.multihost import LabHost, LabRoles
+from orchestrator.lab import credentials
 from orchestrator.lab.brokerconf import CONTAINER_PASSWORDS, CONTAINER_PKI, render_mosquitto_conf
 from orchestrator.lab.pki import Pki
 from orchestrator.lab.topology import subscriber_args
@@ -27,7 +30,6 @@ from orchestrator.model.layout import DATA, Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
 from orchestrator.paths import repo_root
-from orchestrator.publishers.virtual import publisher_args
 
 PROBE_COUNT = 16  # clock exchanges before and after a cell (the board's DEFAULT_SYNC_COUNT is of this order)
 COUNT_WAIT_S = 15.0  # after the publisher ended: the last messages (TCP retransmissions) reach the subscriber
@@ -75,21 +77,19 @@ def subscriber_command(scenario: Scenario, lay: Layout, spec: RunSpec, roles: La
     return [python, "-m", "orchestrator.clients.subscriber", *on_host(args, f"{roles.broker.lab_dir}/run")]
 
 
-def publisher_command(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, roles: LabRoles) -> list[str]:
-    """vdevice (or the fleet) on the publisher host, connecting to the broker host's address."""
-    args = publisher_args(scenario, lay, pki, spec, host=roles.broker_address)
+def publisher_command(device_argv: list[str], spec: RunSpec, roles: LabRoles) -> list[str]:
+    """vdevice (or the fleet) on the publisher host: ``device_argv`` (publishers/virtual.py publisher_args with
+    ``host`` = the broker host's address) with the host's program and paths."""
     program = host_var(roles, roles.publisher, "testbed_fleet" if spec.is_fleet else "testbed_vdevice")
-    return on_host([program, *args[1:]], f"{roles.publisher.lab_dir}/run")
+    return on_host([program, *device_argv[1:]], f"{roles.publisher.lab_dir}/run")
 
 
-def publisher_files(scenario: Scenario) -> list[str]:
-    """What of the run folder's PKI the publisher host needs."""
-    if scenario.tls is None:
+def publisher_env(scenario: Scenario, pki: Pki | None, roles: LabRoles) -> list[str]:
+    """labhost start's options that fill the device's environment from its 0600 password file on the host."""
+    if pki is None or not credentials.uses_password(scenario):
         return []
-    files = ["pki/ca.crt"]
-    if scenario.tls.client_auth == "certificate":
-        files += ["pki/publisher.crt", "pki/publisher.key"]
-    return files
+    path = f"{roles.publisher.lab_dir}/run/pki/{credentials.device_password_file(pki).name}"
+    return ["--env-file", f"{credentials.PASSWORD_ENV}={path}"]
 
 
 def broker_processes(scenario: Scenario, lay: Layout, roles: LabRoles) -> dict[str, Any]:
@@ -125,6 +125,14 @@ def _wrapper(python: str, lab_dir: str) -> str:
             f"--dir {shlex.quote(lab_dir)} \"$@\"\n")
 
 
+def sent_mode(name: str, directory: bool = False) -> int | None:
+    """The mode a file or folder of pki/ lands with on a host: its owner's only (certificates 0644); None: not
+    of pki/."""
+    if "pki" not in name.split("/"):
+        return None
+    return 0o700 if directory else 0o644 if name.endswith(".crt") else 0o600
+
+
 def _add(tar: tarfile.TarFile, name: str, data: bytes | None = None, mode: int = 0o644,
          source: Path | None = None) -> None:
     info = tarfile.TarInfo(name)
@@ -134,18 +142,20 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes | None = None, mode: int =
     info.uid = info.gid = 0
     info.uname = info.gname = "root"
     if data is None:
-        info.type, info.mode = tarfile.DIRTYPE, 0o755
+        info.type, info.mode = tarfile.DIRTYPE, sent_mode(name, directory=True) or 0o755
         tar.addfile(info)
         return
     if source is None:
         info.mode = mode
+    info.mode = sent_mode(name) or info.mode
     info.size = len(data)
     tar.addfile(info, io.BytesIO(data))
 
 
-def stage_archive(host: LabHost, roles: LabRoles, run_files: list[tuple[str, Path]], folders: list[str]) -> str:
-    """The archive a host is sent (base64, it goes as the stdin of one command): py/ (our client modules),
-    bin/labhost, run/ files and empty folders."""
+def stage_archive(host: LabHost, roles: LabRoles, run_files: list[tuple[str, Path]], folders: list[str],
+                  made: dict[str, bytes] | None = None) -> str:
+    """The archive a host is sent (base64, it goes as the stdin of one task that is not logged): py/ (our client
+    modules), bin/labhost, run/ files (``made``: name -> content made for this host) and empty folders."""
     root = repo_root()
     data = io.BytesIO()
     with tarfile.open(fileobj=data, mode="w:gz") as tar:
@@ -158,28 +168,43 @@ def stage_archive(host: LabHost, roles: LabRoles, run_files: list[tuple[str, Pat
         _add(tar, "bin/labhost", _wrapper(host_var(roles, host, "testbed_python"), host.lab_dir).encode(), 0o755)
         for name, path in run_files:
             _add(tar, name, source=path)
+        for name, content in (made or {}).items():
+            _add(tar, name, content)
     return base64.b64encode(data.getvalue()).decode("ascii")
 
 
-def stage(lay: Layout, scenario: Scenario, spec: RunSpec, roles: LabRoles) -> dict[str, str]:
+def role_files(role: str, lay: Layout, scenario: Scenario, runtime: str) -> list[tuple[str, Path]]:
+    """(name in the archive, local file) of the run folder that a host of ``role`` gets as they are: the broker
+    host the rendered configuration; of pki/ what lab/credentials.py gives the role."""
+    config = [p for p in sorted(lay.config.rglob("*")) if p.is_file()] if role == "broker" else []
+    files = [*config, *(lay.root / rel for rel in credentials.copied_files(role, scenario, runtime))]
+    return [(f"run/{p.relative_to(lay.root).as_posix()}", p) for p in files]
+
+
+def role_made(role: str, scenario: Scenario, pki: Pki | None, runtime: str) -> dict[str, bytes]:
+    return {f"run/{rel}": data for rel, data in credentials.made_files(role, scenario, pki, runtime).items()}
+
+
+def stage(lay: Layout, scenario: Scenario, spec: RunSpec, roles: LabRoles, pki: Pki | None) -> dict[str, str]:
     """host -> the archive it is sent."""
-    broker_files = [(f"run/{p.relative_to(lay.root).as_posix()}", p)
-                    for sub in (lay.config, lay.pki) for p in sorted(sub.rglob("*")) if p.is_file()]
+    broker_files = role_files("broker", lay, scenario, roles.runtime)
     if roles.runtime == "compose":
         root = repo_root()
         broker_files += [(p.relative_to(root).as_posix(), p) for sub in ("compose", "images")
                          for p in sorted((root / sub).rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
     run_folders = ["run", "run/logs", "run/keylogs"]
-    pub_files = [(f"run/{rel}", lay.root / rel) for rel in publisher_files(scenario)]
     pub_folders = [*run_folders, "run/pki", "clock", *(["run/logs/fleet"] if spec.is_fleet else [])]
     b, p = roles.broker, roles.publisher
-    return {b.name: stage_archive(b, roles, broker_files, [*run_folders, "run/config", "run/pki", "run/capture"]),
-            p.name: stage_archive(p, roles, pub_files, pub_folders)}
+    return {b.name: stage_archive(b, roles, broker_files, [*run_folders, "run/config", "run/pki", "run/capture"],
+                                  role_made("broker", scenario, pki, roles.runtime)),
+            p.name: stage_archive(p, roles, role_files("publisher", lay, scenario, roles.runtime), pub_folders,
+                                  role_made("publisher", scenario, pki, roles.runtime))}
 
 
 def cell_vars(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, roles: LabRoles,
-              staged: dict[str, str], fetched: Path) -> dict[str, Any]:
-    """playbooks/lab.yml's ``testbed_lab`` for one cell (``fetched``: where the hosts' archives come back)."""
+              staged: dict[str, str], fetched: Path, *, device_argv: list[str]) -> dict[str, Any]:
+    """playbooks/lab.yml's ``testbed_lab`` for one cell (``fetched``: where the hosts' archives come back;
+    ``device_argv``: publishers/virtual.py publisher_args for the broker host's address)."""
     b, p = roles.broker, roles.publisher
     hv = roles.hostvars.get(b.name, {})
     return {"testbed_lab": {
@@ -197,7 +222,8 @@ def cell_vars(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, r
                       "--port", str(TIME_ECHO_PORT)],
         "time_echo_port": TIME_ECHO_PORT,
         "compose_env": compose_vars(scenario, lay, spec, roles),
-        "publisher_argv": publisher_command(scenario, lay, pki, spec, roles),
+        "publisher_argv": publisher_command(device_argv, spec, roles),
+        "publisher_env": publisher_env(scenario, pki, roles),
         "publish_timeout_s": round(spec.timeout_s()),
         "probe": [host_var(roles, p, "testbed_python"), "-m", "orchestrator.clients.clock_probe",
                   "--host", roles.broker_address, "--port", str(TIME_ECHO_PORT), "--count", str(PROBE_COUNT)],

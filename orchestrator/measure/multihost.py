@@ -35,6 +35,7 @@ from orchestrator.model.layout import Layout, inventory_copy
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
 from orchestrator.model.sweep import SweepPlan
+from orchestrator.publishers.virtual import publisher_args
 from orchestrator.results.atomic import read_json
 from orchestrator.signals import sigint_deferred
 
@@ -73,7 +74,8 @@ def measure_lab(scenario: Scenario, spec: RunSpec, impairment: Impairment, recor
     seen = Observed()
     with tempfile.TemporaryDirectory(prefix="testbed-lab-") as tmp:
         folder = Path(tmp)
-        labvars = cell_vars(scenario, lay, pki, spec, roles, stage(lay, scenario, spec, roles), folder)
+        labvars = cell_vars(scenario, lay, pki, spec, roles, stage(lay, scenario, spec, roles, pki), folder,
+                            device_argv=publisher_args(scenario, lay, pki, spec, host=roles.broker_address))
         status(f"{record.cell_id}: up on {roles.broker.name} ({roles.runtime}) and {roles.publisher.name}")
         state: dict[str, Any] = {}
         try:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from orchestrator.backends import compose, docker
 from orchestrator.backends.compose import Topology
+from orchestrator.lab import credentials
 from orchestrator.lab.pki import Pki
 from orchestrator.model.axes import device_argv
 from orchestrator.model.layout import Layout
@@ -48,9 +49,10 @@ def connection_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunS
         if scenario.tls.client_auth == "certificate":
             args += ["--cert", lay.in_container(lay.pki / "publisher.crt"),
                      "--key", lay.in_container(lay.pki / "publisher.key")]
-    if pki is not None and not scenario.anonymous and (scenario.tls is None
-                                                        or scenario.tls.client_auth == "password"):
-        args += ["--username", "publisher", "--password", pki.password_for("publisher")]
+    if pki is not None and credentials.uses_password(scenario):
+        # the password is on no command line (ps shows every argv on the host): the device reads it from its
+        # environment, filled from a 0600 file by whoever starts it (start below, labhost on a lab host)
+        args += ["--username", credentials.DEVICE_USER]
     return args
 
 
@@ -67,7 +69,10 @@ class VirtualPublisher:
         args = publisher_args(self.scenario, self.lay, self.pki, self.spec, self.host)
         if self.spec.is_fleet:  # the fleet writes its device logs there, as the container's user
             self.lay.fleet_dir.mkdir(parents=True, exist_ok=True)
-        compose.start_service(replace(topo, publisher_args=args), self.service)
+        password = ""
+        if self.pki is not None and credentials.uses_password(self.scenario):
+            password = self.lay.in_container(credentials.write_device_password(self.pki))
+        compose.start_service(replace(topo, publisher_args=args, publisher_password_file=password), self.service)
 
     def go(self) -> None:
         self.lay.publisher_go.touch()
@@ -76,7 +81,10 @@ class VirtualPublisher:
         return docker.wait_exited(compose.container_name(self.service), timeout_s)
 
     def stop(self) -> None:
-        """Nothing here: the teardown stops and removes the container (its log and state saved first)."""
+        """The device's password file removed (read when it started; pki/passwords.txt keeps the run's); the
+        teardown stops and removes the container (its log and state saved first)."""
+        if self.pki is not None:
+            credentials.device_password_file(self.pki).unlink(missing_ok=True)
 
     def error(self) -> str:
         """The errors vdevice (or the fleet) wrote to its summary, else the last line it printed."""

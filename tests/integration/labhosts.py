@@ -26,6 +26,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -51,6 +52,25 @@ SSH_OPTIONS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/
 KEEPALIVE = ["-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=4"]
 SSH_WAIT_S = 30.0
 PAUSE_ATTEMPTS = 10
+
+
+@contextmanager
+def polling(step: Callable[[], None], interval_s: float = 0.05) -> Iterator[None]:
+    """``step()`` again and again in a thread of its own until the block ends (what `ps` shows while a cell runs)."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            step()
+            stop.wait(interval_s)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=60)
 
 
 def docker(*argv: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -5,7 +5,9 @@ the lab's key and inventory.
 
 - a 2-cell sweep with 5 % loss on the router: the loss the broker-side capture shows (holes the resends fill)
   agrees with the router's nft counter; every host is recorded (kernel, versions, clock); nothing of ours is
-  left on any host;
+  left on any host; while it runs (issue 22), `ps` on every host and on this one never shows a password, the
+  broker host never holds the CA key or the publisher's key or password, each host's secrets are 0600, and
+  afterwards no host holds a password or a private key of the run anywhere we look;
 - a publisher host that stops answering mid-cell fails that cell, naming it; the sweep goes on;
 - Ctrl-C mid-cell: exit 130, no traceback, nothing left on any host.
 
@@ -22,7 +24,8 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -30,7 +33,7 @@ import yaml
 
 from .conftest import binomial_bounds
 from .docker_user import DockerUser
-from .labhosts import Lab, leftovers, open_lab, require_image
+from .labhosts import Lab, leftovers, open_lab, polling, require_image
 
 REMOTE = "/opt/testbed"  # testbed_remote_dir of labhosts.write_inventory
 OURS = re.compile(r"mosquitto|dumpcap|vdevice|fleet|orchestrator\.clients|" + re.escape(REMOTE))
@@ -119,6 +122,63 @@ def popen(ulab: UserLab, log: Path, *args: str) -> subprocess.Popen[str]:
                             text=True, env=ulab.user.env(), cwd=ulab.user.clone)
 
 
+@dataclass
+class Watched:
+    """What polling saw while a sweep ran: every command line per host ("this" = where the CLI runs) and every
+    secret-looking file under the remote folder per host (mode and path)."""
+
+    argv: dict[str, list[str]] = field(default_factory=dict)
+    files: dict[str, set[str]] = field(default_factory=dict)
+    polls: int = 0
+    device_seen: int = 0  # polls that saw the virtual device run on the publisher host
+
+
+SECRET_FIND = (f"find {REMOTE} \\( -name '*.key' -o -name '*password*' -o -name 'ca.*' \\) -printf '%m %p\n' "
+               "2>/dev/null")
+
+
+@contextmanager
+def watching(lab: Lab) -> Iterator[Watched]:
+    """Poll `ps -ww -eo args` on every lab host and here, and the secret files on the hosts, until the block ends."""
+    seen = Watched()
+
+    def poll() -> None:
+        here = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True, check=False).stdout
+        seen.argv.setdefault("this", []).extend(here.splitlines())
+        for role in ("broker", "publisher", "router"):
+            out = lab.ssh(role, "sh", "-c", f"ps -ww -eo args; echo ---; {SECRET_FIND}", timeout=20).stdout
+            procs, _sep, files = out.partition("---\n")
+            seen.argv.setdefault(role, []).extend(procs.splitlines())
+            seen.files.setdefault(role, set()).update(files.splitlines())
+            if role == "publisher" and "--username publisher" in procs:
+                seen.device_seen += 1
+        seen.polls += 1
+
+    with polling(poll, interval_s=0.0):
+        yield seen
+
+
+def secrets_of(run: Path) -> list[str]:
+    """A run's passwords and the base64 body lines of its private keys."""
+    pki = run / "pki"
+    found = [ln.split(":", 1)[1] for ln in (pki / "passwords.txt").read_text().splitlines() if ":" in ln] \
+        if (pki / "passwords.txt").exists() else []
+    for key in sorted(pki.glob("*.key")):
+        found += [ln for ln in key.read_text().splitlines() if ln and not ln.startswith("-----")][:1]
+    return found
+
+
+def secrets_left_on_hosts(lab: Lab, secrets: list[str]) -> list[str]:
+    """Where a host still holds one of ``secrets`` in a file (our folder, temporary folders, root's home, logs)."""
+    found = []
+    for role in ("broker", "publisher", "router"):
+        for secret in secrets:
+            proc = lab.ssh(role, "grep", "-rlsF", "--", secret, "/opt", "/tmp", "/var/tmp", "/root", "/home", "/run",
+                           "/var/log", timeout=60)
+            found += [f"{role}: {path}" for path in proc.stdout.splitlines()]
+    return found
+
+
 def bundle_of(out: Path, name: str) -> Path:
     [bundle] = [p for p in out.glob(f"*-{name}") if p.is_dir()]
     return bundle
@@ -126,12 +186,14 @@ def bundle_of(out: Path, name: str) -> Path:
 
 def test_a_sweep_across_hosts_measures_the_routers_loss_and_records_every_host(ulab: UserLab) -> None:
     started = time.monotonic()
-    proc = ulab.user.testbed("sweep", "--inventory", str(ulab.inventory), "--scenarios", "plain,tls",
-                             "--payloads", "65", "--samples", str(SAMPLES), "--interval", INTERVAL,
-                             "--impairments", f"lossy-{LOSS_PCT}pct", "--out", str(ulab.out), "--name", "lab")
+    with watching(ulab.lab) as watched:
+        proc = ulab.user.testbed("sweep", "--inventory", str(ulab.inventory), "--scenarios", "plain,tls",
+                                 "--payloads", "65", "--samples", str(SAMPLES), "--interval", INTERVAL,
+                                 "--impairments", f"lossy-{LOSS_PCT}pct", "--out", str(ulab.out), "--name", "lab")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert ours_on_hosts(ulab.lab) == []
     bundle = bundle_of(ulab.out, "lab")
+    assert_no_secret_leaves(ulab.lab, bundle, watched)
     manifest = json.loads((bundle / "manifest.json").read_text())
     lab = ulab.lab
     assert {(h["name"], h["role"]) for h in manifest["lab"]["hosts"]} == {(h.name, h.role) for h in lab.hosts.values()}
@@ -176,6 +238,29 @@ def test_a_sweep_across_hosts_measures_the_routers_loss_and_records_every_host(u
         said = got["one_way_delay"] if "not available" in got["one_way_delay"] else "given"
         assert any(line.startswith(f"| {cell_id} |") and said in line for line in report.splitlines()), cell_id
     print(f"sweep across hosts: {time.monotonic() - started:.1f} s; per cell: {json.dumps(figures, indent=1)}")
+
+
+def assert_no_secret_leaves(lab: Lab, bundle: Path, watched: Watched) -> None:
+    """Issue 22 on the lab: no password on any command line, each host only its role's secrets (0600), none left."""
+    [tls_run] = [p for p in (bundle / "runs").iterdir() if "tls" in p.name]
+    passwords = secrets_of(tls_run)[:2]
+    assert len(passwords) == 2 and all(len(pw) >= 20 for pw in passwords)
+    leaked = {host: [a for a in argv if any(pw in a for pw in passwords)] for host, argv in watched.argv.items()}
+    files = {role: sorted({line.split()[-1].rsplit("/", 1)[-1] for line in lines}) for role, lines in
+             watched.files.items()}
+    print(f"secrets: {watched.polls} polls of ps on 3 hosts and here, {watched.device_seen} while the device ran; "
+          f"command lines with a password: { {h: len(v) for h, v in leaked.items()} }; secret files seen: {files}")
+    assert watched.device_seen >= 3, "the polls never saw the device run"
+    assert all(v == [] for v in leaked.values()), leaked
+    assert {"server.key", "passwords.hashed", "passwords.txt", "ca.crt"} <= set(files["broker"])
+    assert not {"ca.key", "publisher.key", "publisher.password"} & set(files["broker"])
+    assert {"publisher.password", "ca.crt"} <= set(files["publisher"])
+    assert not {"ca.key", "server.key", "passwords.txt", "passwords.hashed"} & set(files["publisher"])
+    assert files.get("router", []) == []
+    modes = {line.split()[1]: line.split()[0] for lines in watched.files.values() for line in lines}
+    assert all(mode == ("644" if path.endswith(".crt") else "600") for path, mode in modes.items()
+               if "/run/pki/" in path), modes
+    assert secrets_left_on_hosts(lab, secrets_of(tls_run)) == []
 
 
 def test_a_host_that_stops_answering_fails_its_cell_by_name_and_the_sweep_goes_on(ulab: UserLab) -> None:

@@ -22,6 +22,7 @@ from orchestrator.lab import remote
 from orchestrator.lab.topology import prepare_run_dir
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import load_scenario
+from orchestrator.publishers.virtual import publisher_args
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -101,6 +102,11 @@ def _cell(tmp_path: Path, scenario: str, **spec: Any) -> tuple[Any, ...]:
     return lab, sc, lay, pki, run_spec
 
 
+def _device(sc: Any, lay: Any, pki: Any, spec: RunSpec, lab: Any) -> list[str]:
+    """The device's command line as measure/multihost.py hands it in."""
+    return publisher_args(sc, lay, pki, spec, host=lab.broker_address)
+
+
 def test_the_clients_get_the_single_host_command_lines_with_the_hosts_paths(tmp_path: Path) -> None:
     lab, sc, lay, pki, spec = _cell(tmp_path, "tls")
     sub = remote.subscriber_command(sc, lay, spec, lab)
@@ -109,12 +115,13 @@ def test_the_clients_get_the_single_host_command_lines_with_the_hosts_paths(tmp_
     assert sub[sub.index("--ca") + 1] == "/opt/tb/lab/run/pki/ca.crt"
     assert sub[sub.index("--out") + 1] == "/opt/tb/lab/run/logs/subscriber.csv"
     assert not any(a.startswith("/data") for a in sub)
-    pub = remote.publisher_command(sc, lay, pki, spec, lab)
+    pub = remote.publisher_command(_device(sc, lay, pki, spec, lab), spec, lab)
     assert pub[0] == "vdevice" and pub[pub.index("--host") + 1] == "10.0.2.10"
     assert pub[pub.index("--server-name") + 1] == "broker"
     assert pub[pub.index("--send-log") + 1] == "/srv/tb/lab/run/logs/publisher.csv"
     assert pub[pub.index("--keylog") + 1] == "/srv/tb/lab/run/keylogs/publisher.keys"
-    fleet = remote.publisher_command(sc, lay, pki, spec.model_copy(update={"devices": 20, "payload": 70}), lab)
+    fleet_spec = spec.model_copy(update={"devices": 20, "payload": 70})
+    fleet = remote.publisher_command(_device(sc, lay, pki, fleet_spec, lab), fleet_spec, lab)
     assert fleet[0] == "fleet" and fleet[fleet.index("--out-dir") + 1] == "/srv/tb/lab/run/logs/fleet"
 
 
@@ -138,8 +145,8 @@ def _members(archive_b64: str) -> dict[str, tarfile.TarInfo]:
 
 
 def test_each_host_is_sent_what_it_needs_and_no_more(tmp_path: Path) -> None:
-    lab, sc, lay, _pki, spec = _cell(tmp_path, "tls")
-    staged = remote.stage(lay, sc, spec, lab)
+    lab, sc, lay, pki, spec = _cell(tmp_path, "tls")
+    staged = remote.stage(lay, sc, spec, lab, pki)
     broker, pub = _members(staged["b1"]), _members(staged["p1"])
     assert {"run/pki/server.key", "run/pki/ca.crt", "run/config/mosquitto.conf", "bin/labhost",
             "py/orchestrator/clients/subscriber.py", "run/capture"} <= set(broker)
@@ -154,7 +161,8 @@ def test_each_host_is_sent_what_it_needs_and_no_more(tmp_path: Path) -> None:
 
 def test_cell_vars_are_plain_data_for_the_playbook(tmp_path: Path) -> None:
     lab, sc, lay, pki, spec = _cell(tmp_path, "plain")
-    v = remote.cell_vars(sc, lay, pki, spec, lab, {"b1": "", "p1": ""}, tmp_path / "fetched")["testbed_lab"]
+    v = remote.cell_vars(sc, lay, pki, spec, lab, {"b1": "", "p1": ""}, tmp_path / "fetched",
+                         device_argv=_device(sc, lay, pki, spec, lab))["testbed_lab"]
     assert json.loads(json.dumps(v)) == v
     assert v["roles"] == {"b1": "broker", "p1": "publisher", "r1": "router"}
     assert v["dirs"] == {"b1": "/opt/tb/lab", "p1": "/srv/tb/lab"} and v["runtime"] == "native"
@@ -179,7 +187,8 @@ def _render(template: str, variables: dict[str, Any]) -> str:
 @pytest.mark.parametrize("template", ["lab_broker_native.sh.j2", "lab_facts.sh.j2"])
 def test_the_playbooks_shell_scripts_render_to_valid_sh(tmp_path: Path, template: str) -> None:
     lab, sc, lay, pki, spec = _cell(tmp_path, "tls-aes128gcm")
-    v = remote.cell_vars(sc, lay, pki, spec, lab, {"b1": "", "p1": ""}, tmp_path)
+    v = remote.cell_vars(sc, lay, pki, spec, lab, {"b1": "", "p1": ""}, tmp_path,
+                         device_argv=_device(sc, lay, pki, spec, lab))
     script = _render(template, {**v, "lab_dir": "/opt/tb/lab", "lh": "/opt/tb/lab/bin/labhost"})
     assert "{{" not in script and "{%" not in script
     proc = subprocess.run(["sh", "-n"], input=script, capture_output=True, text=True, check=False)
