@@ -39,6 +39,13 @@ class Figure:
     reason: str = ""
 
 
+def _nbsp(text: str) -> str:
+    """A number and its unit (and a sign and its number) kept on one line."""
+    for unit in (" B", " ms", " %", " us", " .. "):
+        text = text.replace(unit, unit.replace(" ", "\u00a0"))
+    return text
+
+
 class _Reasons:
     """n/a reasons of the table, numbered once each and listed under it."""
 
@@ -47,7 +54,7 @@ class _Reasons:
 
     def cell(self, figure: Figure) -> CellText:
         if figure.text is not None:
-            return Link(figure.text, figure.source)
+            return Link(_nbsp(figure.text), figure.source)
         if figure.reason not in self.reasons:
             self.reasons.append(figure.reason)
         return f"{NA} [{self.reasons.index(figure.reason) + 1}]"
@@ -183,7 +190,7 @@ def _sentence(pair: Pair, baseline: str, figs: Sequence[CellText], study: StudyR
         tail = (f" The study published {pub} (its 'delay' is inter-arrival time: see ",
                 Link(STUDY_TITLE, STUDY_TITLE), ").")
     return (f"{pair.label}, {pair.scenario} vs {baseline}: ", size, " per PUBLISH on the wire; median one-way "
-            "delay ", median, " (95 % CI in brackets), effect size ", effect, "; TLS handshake ", hs,
+            "delay ", median, " (95 % CI of the change in parentheses), effect size ", effect, "; TLS handshake ", hs,
             "; broker CPU ", cpu_msg, " per message, ", cpu_hs, " per handshake.", *tail)
 
 
