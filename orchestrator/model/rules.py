@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.model.axes import MAX_SEED, AxisTable
+from orchestrator.model.scenario import Scenario
 
 TIMESTAMP_DIGITS = 16
 DEVICE_ID = "v1"
@@ -91,6 +92,32 @@ SWEEP_RULES: tuple[Rule, ...] = (  # on a sweep's own values, once per plan
 )
 
 
+@dataclass(frozen=True)
+class ScenarioRule:
+    name: str
+    check: Callable[[Scenario, Mapping[str, Any]], str | None]
+
+
+def _device_speaks_tls12(scenario: Scenario, v: Mapping[str, Any]) -> str | None:
+    if scenario.tls is not None and scenario.tls.client_version == "1.3":
+        return (f"scenario {scenario.name} needs TLS 1.3, but the {v.get('publisher', 'virtual')} ESP32's "
+                "mbedTLS 2.28 speaks TLS 1.2 only")
+    return None
+
+
+SCENARIO_RULES: tuple[ScenarioRule, ...] = (  # once the scenario is read (the run's preflight)
+    ScenarioRule("device-speaks-tls12", _device_speaks_tls12),
+)
+
+
+def check_scenario(scenario: Scenario, values: Mapping[str, Any]) -> None:
+    """Refuse the first rule a run's scenario and values break (RuleViolation)."""
+    for rule in SCENARIO_RULES:
+        text = rule.check(scenario, values)
+        if text is not None:
+            raise RuleViolation(rule.name, text)
+
+
 def _first(rules: tuple[Rule, ...], values: Mapping[str, Any]) -> None:
     for rule in rules:
         text = rule.check(values)
@@ -116,4 +143,5 @@ def check(table: AxisTable, values: Mapping[str, Any]) -> None:
 
 def rule_names(table: AxisTable) -> set[str]:
     """Every rule a refusal may name."""
-    return {r.name for r in RULES + SWEEP_RULES} | {a.only.rule for a in table if a.only is not None}
+    return ({r.name for r in RULES + SWEEP_RULES} | {r.name for r in SCENARIO_RULES}
+            | {a.only.rule for a in table if a.only is not None})

@@ -19,6 +19,7 @@ import pytest
 from pydantic import ValidationError
 
 from orchestrator.lab.pki import Pki
+from orchestrator.model import rules
 from orchestrator.model.axes import AXES, Axis
 from orchestrator.model.layout import Layout
 from orchestrator.model.rules import rule_names
@@ -114,25 +115,39 @@ def test_there_are_enough_pairs() -> None:
     assert len(PAIRS) > 1000
 
 
+def _run(values: dict[str, Any], lay: Layout) -> set[str]:
+    """The rules that refuse these run values (the spec's, then the scenario's once read); none: it builds,
+    and so do its device command line or RUN body."""
+    try:
+        spec = RunSpec(**_run_values(values))
+    except ValidationError as exc:
+        return _refused_by_a_rule(exc)
+    try:  # the rules on the scenario itself, once read (the run's preflight)
+        rules.check_scenario(scenario_named(spec.scenario), spec.values())
+    except rules.RuleViolation as exc:
+        assert RULE.search(str(exc)), exc
+        return {exc.rule}
+    assert _device_input(spec, lay)
+    return set()
+
+
+def _sweep(values: dict[str, Any]) -> set[str]:
+    try:
+        plan = SweepPlan(**_plan_values(values))
+    except ValidationError as exc:
+        return _refused_by_a_rule(exc)
+    # every cell's run builds (else refused before it starts); the repeats differ only in the seed
+    assert [plan.run_spec(c) for c in plan.cells() if c.repeat in (1, plan.repeat)]
+    return set()
+
+
 def test_every_pair_builds_or_is_refused_by_a_named_rule(lay: Layout) -> None:
     built = refused = 0
     seen_rules: set[str] = set()
     for a, b in PAIRS:
         values = BASE | a | b
-        try:
-            spec = RunSpec(**_run_values(values))
-        except ValidationError as exc:
-            seen_rules |= _refused_by_a_rule(exc)
-            refused += 1
-        else:
-            assert _device_input(spec, lay)
-            built += 1
-        try:
-            plan = SweepPlan(**_plan_values(values))
-        except ValidationError as exc:
-            seen_rules |= _refused_by_a_rule(exc)
-        else:
-            # every cell's run builds (refused before it starts otherwise); the repeats differ only in the seed
-            assert [plan.run_spec(c) for c in plan.cells() if c.repeat in (1, plan.repeat)]
+        run_refused = _run(values, lay)
+        seen_rules |= run_refused | _sweep(values)
+        built, refused = built + (not run_refused), refused + bool(run_refused)
     assert built > refused > 0
     assert seen_rules == rule_names(AXES), f"rules no pair reached: {rule_names(AXES) - seen_rules}"
