@@ -97,12 +97,17 @@ class Sweep:
 
 @dataclass(frozen=True)
 class Only:
-    """A value other than the axis's default needs one of these publishers and sites (rule ``rule``)."""
+    """A value other than the axis's default (or one of ``values``) needs one of these publishers and sites
+    (rule ``rule``)."""
 
     rule: str
     text: str  # the refusal; {value} is the value given
     publishers: frozenset[str] = ALL_PUBLISHERS
     sites: frozenset[str] = ALL_SITES
+    values: frozenset[Any] | None = None  # None: every value but the default
+
+    def restricts(self, value: Any, default: Any) -> bool:
+        return value != default and (self.values is None or value in self.values)
 
 
 @dataclass(frozen=True)
@@ -255,7 +260,10 @@ AXES = AxisTable((
     Axis("impairment", str, "none", "impairment profile name or YAML file",
          sweep=Sweep("impairments", ("none",), "comma list of impairment profiles", nest=1), cell=stem),
     Axis("delay_mechanism", Literal["auto", "netem", "queue"], "auto",
-         "how delay/jitter are made: auto (netem where the kernel has it, else the userspace queue), netem, queue"),
+         "how delay/jitter are made: auto (netem where the kernel has it, else the userspace queue), netem, queue",
+         only=Only("lab-delays-with-netem", "--delay-mechanism queue is the single-host delay line; a lab's router "
+                   "applies delay with netem on its own interface (use --delay-mechanism auto or netem)",
+                   sites=frozenset({"local"}), values=frozenset({"queue"}))),
     Axis("publisher", Literal["virtual", "esp32"], "virtual", "virtual or esp32"),
     Axis("serial_port", str | None, None,
          "esp32: the board's serial port, opened once (e.g. /dev/ttyUSB0, the PTY of board-emu)", only=_BOARD_ONLY),

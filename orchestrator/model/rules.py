@@ -133,7 +133,7 @@ def check(table: AxisTable, values: Mapping[str, Any]) -> None:
     """Refuse the first rule one run's values break (RuleViolation)."""
     _first(RULES, values)
     given = [(a, a.only) for a in table
-             if a.only is not None and a.name in values and values[a.name] != a.default]
+             if a.only is not None and a.name in values and a.only.restricts(values[a.name], a.default)]
     kind, where = publisher_kind(values), site(values)
     for refused in ([(a, o) for a, o in given if kind not in o.publishers],  # the publisher's first, then the site's
                     [(a, o) for a, o in given if where not in o.sites]):
