@@ -65,7 +65,7 @@ body{font-family:-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;max-width:1
 padding:0 1em;color:#222;line-height:1.45}
 h1{border-bottom:2px solid #444;padding-bottom:.2em}h2{border-bottom:1px solid #bbb;margin-top:2em}
 table{border-collapse:collapse;margin:.8em 0;font-size:.86em;display:block;overflow-x:auto;max-width:100%}
-th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
+th,td{border:1px solid #ccc;padding:.25em .4em;text-align:left;vertical-align:top}
 th{background:#f0f0f0}tr:nth-child(even) td{background:#fafafa}
 caption{caption-side:top;text-align:left;font-weight:600;padding:.3em 0}
 figure{margin:1.2em 0}figure img{max-width:100%;border:1px solid #ddd}

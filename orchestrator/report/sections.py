@@ -239,8 +239,7 @@ REPORTED_COMPARISONS = (
     "broker_cpu_s",
 )
 COMPARISON_BLOCK_COLUMNS = (
-    "payload",
-    "impairment",
+    "payload, condition",
     "comparison",
     "metric",
     "baseline mean",
@@ -253,8 +252,7 @@ COMPARISON_BLOCK_COLUMNS = (
     "Cliff's delta",
 )
 SPREAD_BLOCK_COLUMNS = (
-    "payload",
-    "impairment",
+    "payload, condition",
     "comparison",
     "metric",
     "baseline repeats",
@@ -262,6 +260,12 @@ SPREAD_BLOCK_COLUMNS = (
     "scenario repeats",
     "SD of repeat means",
 )
+
+
+def _where(r: Row) -> str:
+    """The payload and condition of a comparisons row: "65 B, none", "65 B, none + reconnect"."""
+    connection = "" if r["connection"] == "persistent" else f" + {r['connection']}"
+    return f"{r['payload']} B, {r['impairment']}{connection}"
 
 
 def _comparison_line(r: Row) -> tuple[str, ...]:
@@ -272,8 +276,7 @@ def _comparison_line(r: Row) -> tuple[str, ...]:
     )
     cliff = NA if r["cliffs_delta"] is None else f"{r['cliffs_delta']:+.3f} ({r['cliffs_magnitude']})"
     return (
-        f"{r['payload']} B",
-        r["impairment"],
+        _where(r),
         f"{r['scenario']} vs {r['baseline']}",
         f"{r['metric']} ({r['unit']})",
         num(r["baseline_mean"]),
@@ -299,8 +302,7 @@ def _comparison_block(rows: Sequence[Row]) -> Table:
 def _spread_block(rows: Sequence[Row]) -> Table | None:
     out = [
         (
-            f"{r['payload']} B",
-            r["impairment"],
+            _where(r),
             f"{r['scenario']} vs {r['baseline']}",
             r["metric"],
             str(r["repeats_baseline"]),

@@ -1,6 +1,6 @@
 """report.html in headless Chromium at 1280 px: nothing scrolls sideways (neither the page nor any table in its
-box) and every image loaded; for the demo's bundle (plain and tls x 65 and 100 B), with a fleet cell, and for
-`testbed compare`'s report. The headline comes first in both report files."""
+box) and every image loaded; for the demo's bundle (plain and tls x 65 and 100 B), with a fleet cell, for
+`testbed compare`'s report and for the reference captures' bundle. The headline comes first in both report files."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from orchestrator.report import build_report
 from orchestrator.report.compare import compare_bundles
+from tests.golden import regenerate
 from tests.unit.report import browser
 from tests.unit.report.conftest import make_bundle
 from tests.unit.report.test_fleet_report import add_fleet_cell
@@ -51,7 +52,13 @@ def _compared(root: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("make", [_demo, _with_fleet, _compared], ids=["demo", "fleet", "compare"])
+def _reference(root: Path) -> Path:
+    """Every reference capture and the fixture capture in one bundle (tests/golden): five scenarios, real numbers."""
+    return regenerate.build(root)
+
+
+@pytest.mark.parametrize("make", [_demo, _with_fleet, _compared, _reference],
+                         ids=["demo", "fleet", "compare", "reference-captures"])
 def test_nothing_scrolls_sideways_at_1280_px_and_every_image_loads(make, tmp_path: Path) -> None:  # noqa: ANN001
     page = make(tmp_path / "bundle") / "report.html"
     measured = browser.layout(page, WIDTH)
