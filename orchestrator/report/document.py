@@ -104,8 +104,8 @@ def _md_cell(value: CellText) -> str:
 
 
 def _html_cell(value: CellText) -> str:
-    if isinstance(value, Link):
-        return f'<a href="#{anchor(value.section)}">{_breakable(value.text)}</a>'
+    if isinstance(value, Link):  # a figure: it breaks where its text has spaces, never inside a number
+        return f'<a href="#{anchor(value.section)}">{html.escape(value.text)}</a>'
     return _breakable(value)
 
 

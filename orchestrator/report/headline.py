@@ -31,7 +31,7 @@ ABOUT = ("Broker CPU per message: a fleet's steady-phase windows; otherwise the 
 
 
 @dataclass(frozen=True)
-class Figure:
+class Value:
     """One headline figure: its text and the section it comes from, or n/a and why."""
 
     text: str | None
@@ -52,7 +52,7 @@ class _Reasons:
     def __init__(self) -> None:
         self.reasons: list[str] = []
 
-    def cell(self, figure: Figure) -> CellText:
+    def cell(self, figure: Value) -> CellText:
         if figure.text is not None:
             return Link(_nbsp(figure.text), figure.source)
         if figure.reason not in self.reasons:
@@ -90,12 +90,12 @@ def pairs(comparisons: Sequence[Row], groups: dict[GroupKey, list[Cell]], baseli
 
 
 # ---------------------------------------------------------------- the figures of one pair
-def wire_bytes(pair: Pair, baseline: str) -> Figure:
+def wire_bytes(pair: Pair, baseline: str) -> Value:
     row = pair.rows.get("frame_len_bytes")
     src = comparisons_title(baseline)
     if row is None or row["delta_median"] is None:
-        return Figure(None, src, "no PUBLISH alone in its frame on the capture")
-    return Figure(f"{num(row['delta_median'], 0, True)} B ({num(row['delta_median_pct'], 1, True)} %)", src)
+        return Value(None, src, "no PUBLISH alone in its frame on the capture")
+    return Value(f"{num(row['delta_median'], 0, True)} B ({num(row['delta_median_pct'], 1, True)} %)", src)
 
 
 def _delay_reason(cells: Sequence[Cell]) -> str:
@@ -106,30 +106,30 @@ def _delay_reason(cells: Sequence[Cell]) -> str:
     return "no one-way delay samples"
 
 
-def delay(pair: Pair, baseline: str) -> tuple[Figure, Figure]:
+def delay(pair: Pair, baseline: str) -> tuple[Value, Value]:
     """(delta of the median with the 95 % CI of that delta, Cliff's delta in words)."""
     row = pair.rows.get("delay_ms")
     src = comparisons_title(baseline)
     if row is None or row["delta_median"] is None:
         reason = _delay_reason([*pair.base_cells, *pair.scen_cells])
-        return Figure(None, src, reason), Figure(None, src, reason)
+        return Value(None, src, reason), Value(None, src, reason)
     ci = (f" ({num(row['ci95_median_low'], 3, True)} .. {num(row['ci95_median_high'], 3, True)})"
           if row["ci95_median_low"] is not None else " (no CI: too few values)")
-    effect = (Figure(f"{row['cliffs_magnitude']} ({row['cliffs_delta']:+.2f})", src)
-              if row["cliffs_delta"] is not None else Figure(None, src, "too few values for an effect size"))
-    return Figure(f"{num(row['delta_median'], 3, True)} ms{ci}", src), effect
+    effect = (Value(f"{row['cliffs_magnitude']} ({row['cliffs_delta']:+.2f})", src)
+              if row["cliffs_delta"] is not None else Value(None, src, "too few values for an effect size"))
+    return Value(f"{num(row['delta_median'], 3, True)} ms{ci}", src), effect
 
 
-def handshake(pair: Pair, baseline: str) -> Figure:
+def handshake(pair: Pair, baseline: str) -> Value:
     """The scenario's TLS handshake time and the handshake bytes it adds (both directions) over the baseline."""
     src = comparisons_title(baseline)
     time_row = pair.rows.get("tls_handshake_ms")
     if time_row is None or time_row["scenario_mean"] is None:
-        return Figure(None, src, "no TLS handshake on the scenario's capture")
+        return Value(None, src, "no TLS handshake on the scenario's capture")
     deltas = [pair.rows[m]["delta_mean"] for m in ("handshake_bytes_c2s", "handshake_bytes_s2c") if m in pair.rows]
     added = (f", {num(sum(deltas), 0, True)} B" if deltas and None not in deltas
              else ", bytes n/a (not on both captures)")
-    return Figure(f"{num(time_row['scenario_mean'], 2)} ms{added}", src)
+    return Value(f"{num(time_row['scenario_mean'], 2)} ms{added}", src)
 
 
 def _fleet_cpu(cells: Sequence[Cell], which: str) -> float | None:
@@ -147,25 +147,25 @@ def _run_cpu_per_message(cells: Sequence[Cell]) -> float | None:
     return sum(p[0] for p in pairs_) / sum(p[1] for p in pairs_) if pairs_ else None
 
 
-def broker_cpu(pair: Pair, baseline: str) -> tuple[Figure, Figure]:
+def broker_cpu(pair: Pair, baseline: str) -> tuple[Value, Value]:
     """(per message, per handshake): a fleet's measured windows where the cells are a fleet's, else the run's
     broker CPU divided by its messages (the one handshake and the idle time included)."""
     fleet_src = fleet.TITLE
     if any(fleet.fleet_block(c) for c in pair.scen_cells):
         per_msg, per_hs = _fleet_cpu(pair.scen_cells, "per_message"), _fleet_cpu(pair.scen_cells, "per_handshake")
         base_msg = _fleet_cpu(pair.base_cells, "per_message")
-        msg = (Figure(f"{num((per_msg - base_msg) * 1000, 1, True)} us", fleet_src) if per_msg is not None
-               and base_msg is not None else Figure(f"{num(per_msg * 1000, 1)} us ({pair.scenario})", fleet_src)
-               if per_msg is not None else Figure(None, fleet_src, "no broker CPU windows in the steady phase"))
-        hs = (Figure(f"{num(per_hs, 2)} ms ({pair.scenario})", fleet_src) if per_hs is not None
-              else Figure(None, fleet_src, "no broker CPU windows in the connect phase"))
+        msg = (Value(f"{num((per_msg - base_msg) * 1000, 1, True)} us", fleet_src) if per_msg is not None
+               and base_msg is not None else Value(f"{num(per_msg * 1000, 1)} us ({pair.scenario})", fleet_src)
+               if per_msg is not None else Value(None, fleet_src, "no broker CPU windows in the steady phase"))
+        hs = (Value(f"{num(per_hs, 2)} ms ({pair.scenario})", fleet_src) if per_hs is not None
+              else Value(None, fleet_src, "no broker CPU windows in the connect phase"))
         return msg, hs
     src = comparisons_title(baseline)
     base, scen = _run_cpu_per_message(pair.base_cells), _run_cpu_per_message(pair.scen_cells)
     if base is None or scen is None:
-        return (Figure(None, src, "the cells recorded no broker CPU (resources.broker_cpu_s)"),
-                Figure(None, src, NO_HANDSHAKE_CPU))
-    return Figure(f"{num((scen - base) * 1e6, 1, True)} us", src), Figure(None, src, NO_HANDSHAKE_CPU)
+        return (Value(None, src, "the cells recorded no broker CPU (resources.broker_cpu_s)"),
+                Value(None, src, NO_HANDSHAKE_CPU))
+    return Value(f"{num((scen - base) * 1e6, 1, True)} us", src), Value(None, src, NO_HANDSHAKE_CPU)
 
 
 def published(pair: Pair, study: StudyReference) -> str:
@@ -177,7 +177,7 @@ def published(pair: Pair, study: StudyReference) -> str:
 
 
 # ---------------------------------------------------------------- the section
-def _figures(pair: Pair, baseline: str) -> tuple[Figure, ...]:
+def _figures(pair: Pair, baseline: str) -> tuple[Value, ...]:
     return (wire_bytes(pair, baseline), *delay(pair, baseline), handshake(pair, baseline),
             *broker_cpu(pair, baseline))
 
