@@ -2,7 +2,7 @@
 and one in the broker. Checked before the cell starts (the compose limit we set) and again on the broker
 process itself once it runs (what the engine really gave it), with an error that names the limit.
 
-The fleet binary checks its own process's limit the same way (firmware/platformio/host/src/fleet_main.cpp).
+The fleet binary checks its own process's limit the same way (firmware/platformio/host/src/fleet/fleet_main.cpp).
 Mosquitto's own ``max_connections`` is unlimited in our configuration (orchestrator/lab/brokerconf.py sets none).
 """
 

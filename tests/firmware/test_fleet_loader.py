@@ -1,4 +1,4 @@
-"""The fleet loader (firmware/platformio/host/src/fleet_*.cpp): N virtual devices, each the core's unchanged
+"""The fleet loader (firmware/platformio/host/src/fleet/fleet_*.cpp): N virtual devices, each the core's unchanged
 Publisher in its own thread, against a real Mosquitto 2.0 (plain, and TLS 1.2 ECDHE-ECDSA-CHACHA20-POLY1305).
 
 What the fleet claims (its send logs, connections.csv, summary.json) is checked against an independent

@@ -5,7 +5,7 @@
    estimator), asymmetric path delays with jitter and WiFi-like spikes, the lab's hold time, lost
    exchanges and microsecond truncation; the TRUE error of every offset, drift and mapped time
    must be within the bound the estimator reports, over many draws.
-2. The real C++ client (firmware/platformio/host/src/time_sync_probe.cpp over the core's
+2. The real C++ client (firmware/platformio/host/src/probes/time_sync_probe.cpp over the core's
    time_sync) against the real Python server on 127.0.0.1.
 """
 
@@ -274,11 +274,11 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
             pytest.fail("g++ not found: apt-get install -y g++")
         pytest.skip("g++ not found: apt-get install -y g++")
     out = tmp_path_factory.mktemp("probe") / "time_sync_probe"
-    core, host = FW / "lib" / "testbed_core" / "src", FW / "host" / "src"
+    core, common = FW / "lib" / "testbed_core" / "src", FW / "host" / "src" / "common"
     argv = [gxx, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Wpedantic", "-Wshadow", "-Werror", f"-I{core}",
-            str(core / "time_sync.cpp"), str(core / "tb_error.cpp"), str(core / "resolve.cpp"),
-            str(host / "posix_udp.cpp"),
-            str(host / "posix_clock.cpp"), str(host / "time_sync_probe.cpp"), "-o", str(out)]
+            f"-I{common}", str(core / "time_sync.cpp"), str(core / "tb_error.cpp"), str(core / "resolve.cpp"),
+            str(common / "posix_udp.cpp"), str(common / "posix_clock.cpp"),
+            str(FW / "host" / "src" / "probes" / "time_sync_probe.cpp"), "-o", str(out)]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out
