@@ -33,12 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 # Imports against the order, allowed for now: {(importer, imported): why}. Keep it EMPTY; an entry that no
 # longer occurs fails test_the_allow_list_is_current.
-_REMOTE_WHY = ("lab/remote.py builds the lab's publisher command with publishers/virtual.publisher_args while "
-               "publishers/virtual.py imports lab/pki; being moved out of lab/remote.py (issue 21, part 2)")
-UPWARD_ALLOWED: dict[tuple[str, str], str] = {
-    ("orchestrator.lab.remote", "orchestrator.publishers"): _REMOTE_WHY,
-    ("orchestrator.lab.remote", "orchestrator.publishers.virtual"): _REMOTE_WHY,
-}
+UPWARD_ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def layer_of(name: str) -> int | None:
