@@ -13,7 +13,7 @@ report.html.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,14 +144,30 @@ def differences(a: Bundle, b: Bundle) -> list[tuple[str, str, str]]:
     return [(k, pa.get(k, NA), pb.get(k, NA)) for k in sorted(pa.keys() | pb.keys()) if pa.get(k) != pb.get(k)]
 
 
+# the groups a difference is named by in the first lines, most telling first: (key prefix, name)
+GROUPS = (("tool_version", "tool version"), ("git", "git commit"), ("plan.publisher", "publisher"),
+          ("environment.image_digests.", "images"), ("environment.host.", "host"), ("environment.", ""))
+
+
+def named(keys: Iterable[str]) -> str:
+    """The differing keys in words: 'tool version, images (broker, publisher), host (kernel), mbedtls'."""
+    parts: dict[str, list[str]] = {}
+    for key in keys:
+        prefix, name = next(((p, n) for p, n in GROUPS if key.startswith(p)), ("", key))
+        rest = key.removeprefix(prefix) if prefix.endswith(".") else ""
+        parts.setdefault(name or rest, []).extend([rest] if name and rest else [])
+    order = [n for _, n in GROUPS if n]
+    ranked = sorted(parts, key=lambda n: (order.index(n) if n in order else len(order), n))
+    return ", ".join(n + (f" ({', '.join(dict.fromkeys(parts[n]))})" if parts[n] else "") for n in ranked)
+
+
 def _first_lines(a: Bundle, b: Bundle, diffs: Sequence[tuple[str, str, str]]) -> list[Block]:
     intro = (f"A = {a.root.name}, B = {b.root.name}. Every delta is B - A, with A's bootstrap seed; the statistics "
              "are those of the in-bundle comparisons.")
     if not diffs:
         return [Paragraph(intro + " The manifests record the same tool version, commit, images, host and tool "
                                   "versions.")]
-    named = ", ".join(k for k, _, _ in diffs[:8]) + (f" and {len(diffs) - 8} more" if len(diffs) > 8 else "")
-    return [Paragraph(f"{intro} Made differently: {named}."),
+    return [Paragraph(f"{intro} Made differently: {named(k for k, _, _ in diffs)}."),
             Table(("recorded in the manifest", "A", "B"), tuple(diffs), "What differs between the bundles' making")]
 
 

@@ -98,7 +98,7 @@ def test_the_known_changes_are_the_deltas(compared: Path, bundles: tuple[Path, P
 def test_the_first_lines_name_what_differs_in_the_making(compared: Path) -> None:
     delay = _row(compared, "tls 65 B none qos 0", "delay_ms")
     head = "\n".join((compared / "report.md").read_text().splitlines()[:12])
-    assert "Made differently: environment.image_digests.broker, tool_version." in head
+    assert "Made differently: tool version, images (broker)." in head
     assert "| tool_version | 0.1.0 | 0.2.0 |" in head
     assert "| environment.image_digests.broker | n/a | sha256:bbbb |" in head
     headline = (compared / "report.md").read_text().split("## What changed from A to B", 1)[1].split("\n## ")[0]
