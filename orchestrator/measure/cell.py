@@ -34,12 +34,16 @@ class CellWriter:
         self.record.timings[f"{name}_s"] = round(now - self._mark, 3)
         self._mark = now
 
+    def set(self, **fields: Any) -> None:
+        """Fields of the record set, written with the next save."""
+        for name, value in fields.items():
+            setattr(self.record, name, value)
+
     def warn(self, message: str) -> None:
         self.record.warnings = [*self.record.warnings, message]
 
     def save(self, **fields: Any) -> None:
-        for name, value in fields.items():
-            setattr(self.record, name, value)
+        self.set(**fields)
         write_json_atomic(self.lay.cell, self.record.to_json())
 
 

@@ -6,7 +6,8 @@ the fleet) started there and awaited (a timeout from the spec) -> impairment cle
 messages awaited, capture stopped with SIGINT, everything stopped, a second clock exchange, the records fetched,
 then every process and file of ours removed (always: also after a failure or Ctrl-C, which waits for it) ->
 the records unpacked into the LOCAL run folder under the usual names (lab/collect.py) -> the same analysis as on
-one host (measure/analyse.py analyse_run_folder). A host that cannot be reached fails the cell, naming it.
+one host (measure/analyse.py analyse_run_folder, with add_lab_metrics). The site "a lab inventory" of
+measure/site.py (LabSite). A host that cannot be reached fails the cell, naming it.
 """
 
 from __future__ import annotations
@@ -28,13 +29,17 @@ from orchestrator.errors import TestbedError
 from orchestrator.lab.collect import collect_broker, collect_publisher, host_facts, host_record
 from orchestrator.lab.remote import COUNT_WAIT_S, cell_vars, native_broker_conf, stage
 from orchestrator.lab.topology import count_lines, prepare_run_dir
+from orchestrator.measure.analyse import MoreMetrics
 from orchestrator.measure.cell import CellWriter, Observed
+from orchestrator.measure.environment import lab_environment
 from orchestrator.measure.impairment import impairment_applied
+from orchestrator.measure.labanalysis import add_lab_metrics
 from orchestrator.model.impairment import Direction, Impairment, load_impairment
 from orchestrator.model.layout import Layout, inventory_copy
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
 from orchestrator.model.sweep import SweepPlan
+from orchestrator.publishers.variants import Variant
 from orchestrator.publishers.virtual import publisher_args
 from orchestrator.results.atomic import read_json
 from orchestrator.signals import sigint_deferred
@@ -42,9 +47,37 @@ from orchestrator.signals import sigint_deferred
 FACTS_TASK = "Lab folder and description of the host"  # playbooks/tasks/lab_up.yml
 
 
-def lab_preflight(spec: RunSpec) -> Impairment:
+class LabSite:
+    """The hosts of a lab inventory (docs/multi-host.md): broker, publisher and router hosts over SSH."""
+
+    name = "lab"
+
+    def __init__(self, inventory: Path) -> None:
+        self.inventory = inventory
+
+    @property
+    def more_metrics(self) -> MoreMetrics | None:
+        return add_lab_metrics  # the publisher host's clock, the losses before the capture
+
+    def preflight(self, spec: RunSpec, variant: Variant) -> Impairment:
+        return lab_preflight(spec, self.inventory)
+
+    def check_profile(self, impairment: str, mechanism: str) -> None:
+        """Nothing here: the routers' kernels matter, and their playbook checks them."""
+
+    def measure(self, scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Impairment,
+                record: CellWriter, progress: Callable[[int, int], None], status: Callable[[str], None]) -> Observed:
+        return measure_lab(scenario, spec, variant, impairment, record, progress, status, self.inventory)
+
+    def environment(self) -> dict[str, Any]:
+        return lab_environment()
+
+    def manifest(self, plan: SweepPlan, bundle: Path) -> dict[str, Any]:
+        return lab_manifest(self.inventory, bundle)
+
+
+def lab_preflight(spec: RunSpec, source: Path) -> Impairment:
     """What can be refused before a host is contacted: the profile on the routers, the inventory's roles."""
-    assert spec.inventory is not None
     impairment = load_impairment(spec.impairment)
     if spec.delay_mechanism == "queue":
         raise TestbedError("--delay-mechanism queue is the single-host delay line; a lab's router applies delay "
@@ -54,7 +87,7 @@ def lab_preflight(spec: RunSpec) -> Impairment:
                            "publisher->broker only (the subscriber sits beside the broker)")
     if which("tshark") is None:
         raise TestbedError("tshark is missing on this host (the analysis runs here)", hint="apt-get install -y tshark")
-    _roles, inventory = load_lab(Path(spec.inventory))
+    _roles, inventory = load_lab(source)
     if not impairment.is_noop and not inventory.router:
         raise TestbedError(f"impairment {impairment.name} needs a router host (group router) in {spec.inventory}: "
                            "the profile is applied on its own interfaces", hint="docs/multi-host.md")
@@ -63,11 +96,9 @@ def lab_preflight(spec: RunSpec) -> Impairment:
     return impairment
 
 
-def measure_lab(scenario: Scenario, spec: RunSpec, impairment: Impairment, record: CellWriter,
-                progress: Callable[[int, int], None], status: Callable[[str], None]) -> Observed:
+def measure_lab(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Impairment, record: CellWriter,
+                progress: Callable[[int, int], None], status: Callable[[str], None], source: Path) -> Observed:
     """The cell across hosts; the teardown on every host runs before this returns, also when it raises."""
-    assert spec.inventory is not None
-    source = Path(spec.inventory)
     roles, inventory = load_lab(source)
     lay, pki = prepare_run_dir(record.lay.root, scenario)
     _fresh_records(lay, source, scenario, roles)
@@ -79,7 +110,7 @@ def measure_lab(scenario: Scenario, spec: RunSpec, impairment: Impairment, recor
         status(f"{record.cell_id}: up on {roles.broker.name} ({roles.runtime}) and {roles.publisher.name}")
         state: dict[str, Any] = {}
         try:
-            _up_and_publish(labvars, roles, inventory, impairment, spec, record, status, state)
+            _up_and_publish(labvars, roles, inventory, impairment, spec, variant, record, status, state)
         finally:  # also on Ctrl-C, which waits until every host is clean
             with sigint_deferred():
                 finished = _finish(labvars, source, spec, state)
@@ -105,7 +136,8 @@ def _fresh_records(lay: Layout, source: Path, scenario: Scenario, roles: LabRole
 
 
 def _up_and_publish(labvars: dict[str, Any], roles: LabRoles, inventory: LabInventory, impairment: Impairment,
-                    spec: RunSpec, record: CellWriter, status: Callable[[str], None], state: dict[str, Any]) -> None:
+                    spec: RunSpec, variant: Variant, record: CellWriter, status: Callable[[str], None],
+                    state: dict[str, Any]) -> None:
     source = Path(inventory.source)
     up = run_lab("up", labvars, source, check=False)
     state["facts"] = {h: host_facts(out.get(FACTS_TASK, {}).get("stdout", "")) for h, out in up.outputs.items()}
@@ -119,8 +151,8 @@ def _up_and_publish(labvars: dict[str, Any], roles: LabRoles, inventory: LabInve
     with impairment_applied(impairment, record.lay, "netem", spec.seed, targets=targets_for_router(inventory),
                             inventory=source):
         record.lap("impair")
-        fleet = f" from each of {spec.devices} devices" if spec.is_fleet else ""
-        status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B{fleet} on {roles.publisher.name}")
+        status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B{variant.what(spec, rate=False)} on "
+               f"{roles.publisher.name}")
         state["published"] = run_lab("publish", labvars, source, check=False)
         record.lap("publish")
 
@@ -202,11 +234,8 @@ def lab_verdict(published: PlaybookResult | None, finished: PlaybookResult, seen
     return None
 
 
-def lab_manifest(plan: SweepPlan, bundle: Path) -> dict[str, Any]:
+def lab_manifest(source: Path, bundle: Path) -> dict[str, Any]:
     """The manifest's "lab": the inventory (copied into the bundle) and its hosts by role."""
-    if plan.inventory is None:
-        return {}
-    source = Path(plan.inventory)
     roles, _inventory = load_lab(source)
     shutil.copyfile(source, inventory_copy(bundle, source))
     return {"lab": {"inventory": inventory_copy(bundle, source).name, "source": str(source),

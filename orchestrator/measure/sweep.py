@@ -20,14 +20,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.analysis.grading import load_table
-from orchestrator.backends.impairment import check_supported
 from orchestrator.errors import TestbedError
 from orchestrator.measure.analyse import analyse_run_folder
-from orchestrator.measure.environment import environment, git_commit, lab_environment
-from orchestrator.measure.labanalysis import add_lab_metrics
-from orchestrator.measure.multihost import lab_manifest
+from orchestrator.measure.environment import git_commit
 from orchestrator.measure.run import check_publisher_can_speak, execute_run, preflight
-from orchestrator.model.impairment import load_impairment
+from orchestrator.measure.site import site_for
 from orchestrator.model.layout import ANALYSIS_OUTPUTS, BundleLayout, Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario, load_scenario
@@ -66,9 +63,9 @@ def validate_plan(plan: SweepPlan) -> None:
     for name in plan.scenarios:
         scenario = load_scenario(name)
         check_publisher_can_speak(scenario, plan.run_spec(plan.cells()[0]))
+    site = site_for(plan.inventory)
     for name in plan.impairments:
-        if plan.inventory is None:  # across hosts, the routers' kernels matter (their playbook checks them)
-            check_supported(load_impairment(name), mechanism=plan.delay_mechanism)
+        site.check_profile(name, plan.delay_mechanism)
     if plan.baseline not in plan.scenarios:
         raise TestbedError(f"baseline scenario {plan.baseline!r} is not in --scenarios "
                            f"({', '.join(plan.scenarios)})", hint="add it or choose --baseline")
@@ -87,9 +84,9 @@ def start_sweep(plan: SweepPlan, out_root: Path, name: str, command: list[str]) 
     bundles.check_writable(out_root)
     bundle = bundles.new_bundle_dir(out_root, name)
     bundle.mkdir(parents=True)
-    env = environment() if plan.inventory is None else lab_environment()
-    manifest = bundles.new_manifest(plan, name, command, source=git_commit(), environment=env)
-    bundles.save_manifest(bundle, {**manifest, **lab_manifest(plan, bundle)})
+    site = site_for(plan.inventory)
+    manifest = bundles.new_manifest(plan, name, command, source=git_commit(), environment=site.environment())
+    bundles.save_manifest(bundle, {**manifest, **site.manifest(plan, bundle)})
     return Sweep(bundle, plan, plan.cells())
 
 
@@ -195,7 +192,7 @@ def _reanalyse(run_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     try:
         with user_input(f"run recorded in {run_dir.name}"):
             scenario, spec_ = Scenario.model_validate(scenario_data), RunSpec.model_validate(cell.spec)
-        analyse_run_folder(run_dir, scenario, spec_, more=add_lab_metrics if spec_.inventory is not None else None)
+        analyse_run_folder(run_dir, scenario, spec_, more=site_for(spec_.inventory).more_metrics)
     except TestbedError as exc:
         if cell.status == "ok":
             raise

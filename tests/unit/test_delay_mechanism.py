@@ -13,7 +13,7 @@ import pytest
 from orchestrator.backends.impairment import probe
 from orchestrator.cli import render
 from orchestrator.errors import TestbedError
-from orchestrator.measure import doctor, doctor_probes
+from orchestrator.measure import doctor, doctor_probes, local
 from orchestrator.measure import sweep as sw
 from orchestrator.model.impairment import DELAY_MECHANISMS, Impairment, load_impairment
 from orchestrator.model.run import RunSpec
@@ -100,7 +100,7 @@ def test_validate_plan_checks_every_impairment_with_the_plans_mechanism(monkeypa
         if impairment.name == "wifi-good" and mechanism == "netem":
             raise TestbedError("kernel lacks sch_netem: profile wifi-good needs delay/jitter/correlated loss")
 
-    monkeypatch.setattr(sw, "check_supported", check)
+    monkeypatch.setattr(local, "check_supported", check)  # this host's site checks a sweep's profiles
     sw.validate_plan(SweepPlan(impairments=["lossy-1pct", "wifi-good"], delay_mechanism="queue"))
     assert checked == [("lossy-1pct", "queue"), ("wifi-good", "queue")]
     with pytest.raises(TestbedError) as err:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.backends import docker
-from orchestrator.measure.run import Observed, run_broken, verdict
+from orchestrator.measure.local import Observed, run_broken, verdict
 from orchestrator.model.run import RunSpec
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "docker"

@@ -1,0 +1,174 @@
+"""The site "this host": one cell in containers on this machine (compose/testbed.yml).
+
+up (fresh broker, capture, subscriber) -> capture running BEFORE any client connects -> subscriber
+subscribed -> publisher started -> wait by COUNTING received messages (or a timeout derived from
+N x interval) -> capture stopped with SIGINT (flushes) -> verdict (naming the service that failed
+first) -> teardown (always, also on Ctrl-C; every container's log and state saved into logs/ first).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from orchestrator.backends import compose, docker
+from orchestrator.backends.docker import Container
+from orchestrator.backends.docker_stats import StatsSampler
+from orchestrator.backends.images import missing_images
+from orchestrator.backends.impairment import check_supported
+from orchestrator.backends.process import which
+from orchestrator.errors import TestbedError
+from orchestrator.lab.topology import TOPIC, running_lab, wait_for_messages
+from orchestrator.measure.analyse import MoreMetrics
+from orchestrator.measure.cell import CellWriter, Observed
+from orchestrator.measure.environment import environment
+from orchestrator.measure.impairment import LineWatch, impairment_applied
+from orchestrator.model.impairment import Impairment, load_impairment
+from orchestrator.model.layout import Layout
+from orchestrator.model.run import RunSpec
+from orchestrator.model.scenario import Scenario
+from orchestrator.model.sweep import SweepPlan
+from orchestrator.publishers import Publisher
+from orchestrator.publishers.variants import Variant
+from orchestrator.results.atomic import read_json
+from orchestrator.waiting import throttled
+
+SERVICES_FOR_RUN = compose.SERVICES
+
+
+class ThisHost:
+    """The cell's containers on this machine."""
+
+    name = "this host"
+
+    @property
+    def more_metrics(self) -> MoreMetrics | None:
+        return None  # the single-host analysis is the whole analysis
+
+    def preflight(self, spec: RunSpec, variant: Variant) -> Impairment:
+        """Everything that can be checked before a container starts; the run's impairment profile."""
+        variant.check(spec)
+        impairment = load_impairment(spec.impairment)
+        check_supported(impairment, mechanism=variant.mechanism_to_check(impairment, spec))  # e.g. netem, no kernel
+        if which("tshark") is None:
+            raise TestbedError("tshark is missing on this host (the analysis needs it)",
+                               hint="apt-get install -y tshark")
+        docker.engine_version()
+        docker.compose_command()
+        missing = missing_images(SERVICES_FOR_RUN)
+        if missing:
+            raise TestbedError(f"images not built: {', '.join(missing)}", hint="testbed images build")
+        return impairment
+
+    def check_profile(self, impairment: str, mechanism: str) -> None:
+        """A sweep's profile, before any cell: this kernel can apply it."""
+        check_supported(load_impairment(impairment), mechanism=mechanism)
+
+    def measure(self, scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Impairment,
+                record: CellWriter, progress: Callable[[int, int], None], status: Callable[[str], None]) -> Observed:
+        return measure(scenario, spec, variant, impairment, record, progress, status)
+
+    def environment(self) -> dict[str, Any]:
+        return environment()
+
+    def manifest(self, plan: SweepPlan, bundle: Path) -> dict[str, Any]:
+        return {}
+
+
+def measure(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Impairment, record: CellWriter,
+            progress: Callable[[int, int], None], status: Callable[[str], None]) -> Observed:
+    """Up, publisher, impairment, count, stop, verdict; the teardown (which saves every container's log
+    and state into logs/) runs before this returns, also when it raises."""
+    status(f"{record.cell_id}: starting broker, capture and subscriber")
+    # a board's cell: published on the board's address only, with authentication and an ACL (lab/board_side.py)
+    exposure = variant.exposure(scenario, spec, TOPIC)
+    if exposure is not None:
+        record.record.exposure = exposure.facts()
+        status(f"{record.cell_id}: {exposure.line()}")
+    with running_lab(scenario, record.lay.root, qos=spec.qos, exposure=exposure) as (lay, pki, topo):
+        record.lap("up")
+        mechanism = variant.mechanism(impairment, spec)
+        topo, publisher = variant.place(scenario, lay, pki, spec, topo, mechanism, exposure)
+        sampler = StatsSampler(compose.container_name("broker")).start()
+        record.set(**variant.with_broker_up(spec))
+        status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B{variant.what(spec)}")
+        publisher.start(topo)
+        record.lap("publisher_start")
+        try:
+            with impairment_applied(impairment, lay, mechanism, spec.seed, variant.board_path) as watch:
+                record.lap("impair")
+                publisher.go()
+                seen = Observed(received=count_messages(lay, spec, progress, watch,
+                                                        lambda: variant.ended_early(publisher)))
+                record.lap("publish")
+                seen.publisher_exit_code = publisher.wait_exit(
+                    timeout_s=15 if seen.received >= spec.messages_expected else 2)
+                seen.containers = compose.containers()
+                time.sleep(0.3)  # let the last segments (ACKs, DISCONNECT) reach the capture
+                seen.resources = sampler.stop()
+                stop_capture()
+            record.record.impairment_state = state = read_json(lay.impairment)
+            seen.error = verdict(seen, spec, publisher, watch.problem or (state or {}).get("line_problem"))
+        finally:  # a run still going ends here, also on Ctrl-C (a board would publish on into the next cell)
+            publisher.stop()
+        record.lap("stop")
+    record.lap("teardown")
+    return seen
+
+
+def count_messages(lay: Layout, spec: RunSpec, progress: Callable[[int, int], None],
+                   watch: LineWatch | None = None, ended_early: Callable[[], bool] = lambda: False) -> int:
+    """Count until every message arrived, the timeout, or (checked once a second) a container failed,
+    the delay line broke or the publisher's run ended early (a board's)."""
+    def broken() -> bool:
+        return ended_early() or run_broken(compose.containers()) or (watch is not None and watch.broken())
+
+    total = spec.messages_expected
+    n = wait_for_messages(lay, total, spec.timeout_s(), lambda k: progress(k, total), throttled(broken, 1.0))
+    progress(n, total)
+    return n
+
+
+def run_broken(containers: list[Container]) -> bool:
+    """A container failed, or one the run needs (broker, capture, subscriber) is no longer running."""
+    return docker.first_failure(containers) is not None or bool(stopped_core(containers))
+
+
+def stopped_core(containers: list[Container]) -> list[Container]:
+    return [c for c in containers if c.service in compose.CORE_SERVICES and not c.state.running]
+
+
+def stop_capture() -> None:
+    """SIGINT makes dumpcap flush the pcapng; wait for it to exit."""
+    name = compose.container_name("capture")
+    c = docker.container(name)
+    if c is not None and c.state.running:
+        docker.kill(name, "SIGINT")
+        docker.wait_exited(name, timeout_s=20)
+
+
+def verdict(seen: Observed, spec: RunSpec, publisher: Publisher, line_problem: str | None = None) -> str | None:
+    """None for a good run, else the error, naming the service that failed first (or the delay line)."""
+    if line_problem:
+        return f"impairment: {line_problem}"
+    pub_error = publisher.error() if seen.publisher_exit_code != 0 else None
+    failure = docker.first_failure(seen.containers)
+    if failure is not None and failure.service == publisher.service:
+        return f"{failure.first()}: {pub_error}"
+    if failure is not None:
+        return f"{failure.first()}; publisher: {pub_error or 'ok'}"
+    stopped = stopped_core(seen.containers)
+    if stopped:
+        c = stopped[0]
+        return (f"the {c.service} container stopped mid-run ({c.state.status}, exit code {c.state.exit_code}); "
+                f"publisher: {pub_error or 'ok'}")
+    if pub_error is not None:
+        return pub_error
+    if seen.received < spec.messages_expected:
+        return (f"only {seen.received} of {spec.messages_expected} messages arrived within "
+                f"{spec.timeout_s():.0f} s")
+    return None
+
+

@@ -1,0 +1,174 @@
+"""A cell's publisher variant, chosen once from the run's spec (variant_for): the virtual device, a fleet of them,
+or a board over its serial port.
+
+Each variant says what it checks before anything starts, where an impairment acts on its path, how it is placed
+and started for the cell, what it adds to the cell's record, and when its run ended early. The cell's lifecycle
+(orchestrator/measure/) is written against this interface and never asks which variant it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from orchestrator.backends import compose
+from orchestrator.backends.compose import Topology
+from orchestrator.backends.impairment import resolve_mechanism, router
+from orchestrator.backends.impairment.board import board_mechanism, check_board_profile
+from orchestrator.lab.board_side import Exposure, board_exposure, start_time_echo
+from orchestrator.lab.pki import Pki
+from orchestrator.model.impairment import Impairment
+from orchestrator.model.layout import Layout
+from orchestrator.model.run import RunSpec
+from orchestrator.model.scenario import Scenario
+from orchestrator.publishers import Publisher, fleet
+from orchestrator.publishers.board.publisher import BoardPublisher
+from orchestrator.publishers.virtual import VirtualPublisher
+from orchestrator.results.atomic import read_json
+
+
+class Variant(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def board_path(self) -> bool: ...  # an impairment acts on the board's packets at the broker's ingress
+
+
+    def check(self, spec: RunSpec) -> None: ...  # before the impairment profile is read
+    def mechanism_to_check(self, impairment: Impairment, spec: RunSpec) -> str: ...  # the delay mechanism it will use
+    def exposure(self, scenario: Scenario, spec: RunSpec,
+                 topic: str) -> Exposure | None: ...  # the broker published beyond loopback
+    def mechanism(self, impairment: Impairment, spec: RunSpec) -> str | None: ...  # as the cell applies it
+    def place(self, scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, topo: Topology,
+              mechanism: str | None, exposure: Exposure | None) -> tuple[Topology, Publisher]: ...
+    def with_broker_up(self, spec: RunSpec) -> dict[str, Any]: ...  # cell.json fields, checked on the running broker
+    def what(self, spec: RunSpec, rate: bool = True) -> str: ...  # "" or how many publish ("from each of N devices")
+    def recorded(self, lay: Layout) -> dict[str, Any]: ...  # cell.json fields once the cell ran
+    def ended_early(self, publisher: Publisher) -> bool: ...  # its run ended before every message was counted
+
+
+@dataclass(frozen=True)
+class VirtualDevice:
+    """The vdevice container (publishers/virtual.py); behind the router for the userspace delay line."""
+
+    name: str = "virtual"
+    board_path: bool = False
+
+    def check(self, spec: RunSpec) -> None:
+        return None
+
+    def mechanism_to_check(self, impairment: Impairment, spec: RunSpec) -> str:
+        return spec.delay_mechanism
+
+    def exposure(self, scenario: Scenario, spec: RunSpec, topic: str) -> Exposure | None:
+        return None
+
+    def mechanism(self, impairment: Impairment, spec: RunSpec) -> str | None:
+        return resolve_mechanism(impairment, spec.delay_mechanism)
+
+    def place(self, scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, topo: Topology,
+              mechanism: str | None, exposure: Exposure | None) -> tuple[Topology, Publisher]:
+        topo, host = place_publisher(topo, mechanism)
+        return topo, VirtualPublisher(scenario, lay, pki, spec, host=host)
+
+    def with_broker_up(self, spec: RunSpec) -> dict[str, Any]:
+        return {}
+
+    def what(self, spec: RunSpec, rate: bool = True) -> str:
+        return ""
+
+    def recorded(self, lay: Layout) -> dict[str, Any]:
+        return {}
+
+    def ended_early(self, publisher: Publisher) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class Fleet(VirtualDevice):
+    """N virtual devices in the publisher container (the fleet binary): one descriptor each, in it and in the
+    broker (publishers/fleet.py checks both limits)."""
+
+    name: str = "fleet"
+
+    def check(self, spec: RunSpec) -> None:
+        fleet.check_planned(spec)
+
+    def with_broker_up(self, spec: RunSpec) -> dict[str, Any]:
+        return {"broker_nofile": fleet.check_broker(spec)}
+
+    def what(self, spec: RunSpec, rate: bool = True) -> str:
+        return f" from each of {spec.devices} devices" + (f" at {spec.connect_rate:g}/s" if rate else "")
+
+
+@dataclass(frozen=True)
+class Board:
+    """A board over its serial port (publishers/board/): the broker published on the board's address with
+    authentication, the impairment at the broker's ingress, the time-echo service for its clock."""
+
+    name: str = "board"
+    board_path: bool = True
+
+    def check(self, spec: RunSpec) -> None:
+        return None
+
+    def mechanism_to_check(self, impairment: Impairment, spec: RunSpec) -> str:
+        check_board_profile(impairment, spec.delay_mechanism)
+        return board_mechanism(impairment) or spec.delay_mechanism
+
+    def exposure(self, scenario: Scenario, spec: RunSpec, topic: str) -> Exposure | None:
+        return board_exposure(scenario, spec.board_host, topic)
+
+    def mechanism(self, impairment: Impairment, spec: RunSpec) -> str | None:
+        return board_mechanism(impairment)
+
+    def place(self, scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, topo: Topology,
+              mechanism: str | None, exposure: Exposure | None) -> tuple[Topology, Publisher]:
+        assert exposure is not None  # exposure() always gives one
+        return topo, board_publisher(exposure.scenario, lay, pki, spec, topo)
+
+    def with_broker_up(self, spec: RunSpec) -> dict[str, Any]:
+        return {}
+
+    def what(self, spec: RunSpec, rate: bool = True) -> str:
+        return ""
+
+    def recorded(self, lay: Layout) -> dict[str, Any]:
+        """The board's banner (chip, MAC, firmware, versions, CPU, power save, crypto in hardware)."""
+        return {"board": (read_json(lay.publisher_summary) or {}).get("board")}
+
+    def ended_early(self, publisher: Publisher) -> bool:
+        return publisher.wait_exit(0) == 1
+
+
+VIRTUAL, FLEET, BOARD = VirtualDevice(), Fleet(), Board()
+BY_PUBLISHER: dict[str, Callable[[RunSpec], Variant]] = {
+    "virtual": lambda spec: FLEET if spec.is_fleet else VIRTUAL,
+    "esp32": lambda spec: BOARD,
+}
+
+
+def variant_for(spec: RunSpec) -> Variant:
+    """The one place a run's publisher variant is chosen."""
+    return BY_PUBLISHER[spec.publisher](spec)
+
+
+def place_publisher(topo: Topology, mechanism: str | None) -> tuple[Topology, str]:
+    """Where the virtual device sits and what it connects to: the lab network and `broker`, or, for the
+    userspace delay line, behind the router (network uplink) to the broker's lab address."""
+    if mechanism != "queue":
+        return topo, "broker"
+    topo = replace(topo, publisher_network="uplink")
+    compose.start_service(topo, compose.ROUTER)
+    return topo, router.broker_address(compose.container_name("broker"))
+
+
+def board_publisher(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, topo: Topology) -> BoardPublisher:
+    """The board as this cell's publisher: the broker and the time-echo service on the lab host's address,
+    the only one they are published on."""
+    address = topo.bind
+    sync_port = start_time_echo(topo, address)
+    return BoardPublisher(scenario, lay, pki, spec, broker_host=address, broker_port=topo.host_port,
+                          sync=(address, sync_port))

@@ -1,0 +1,81 @@
+"""A cell's variants sit behind two interfaces chosen once from the spec: the publisher variant
+(orchestrator/publishers/variants.py: virtual device, fleet, board) and the site (orchestrator/measure/site.py:
+this host, a lab inventory). The cell's lifecycle in orchestrator/measure/ never asks which one it has: no
+``.is_fleet``, no ``inventory is (not) None``, no ``"esp32"`` outside the two factories (read with ``ast``).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from orchestrator.measure.local import ThisHost
+from orchestrator.measure.multihost import LabSite
+from orchestrator.measure.site import site_for
+from orchestrator.model.run import RunSpec
+from orchestrator.publishers.variants import BOARD, FLEET, VIRTUAL, variant_for
+
+REPO = Path(__file__).resolve().parents[2]
+MEASURE = REPO / "orchestrator" / "measure"
+FACTORIES = {"site_for", "variant_for"}  # the one place each choice is made
+# Branches still in the cell's modules: {"file:line text": why}. Keep it EMPTY; say why for each entry.
+STILL_BRANCHING = {
+    "analyse.py": "the analysis of a fleet's run folder (its send logs in logs/fleet, devices.csv) asks is_fleet: "
+                  "next to move behind the publisher variant",
+}
+
+
+def _branches(path: Path) -> list[str]:
+    """Every test of a variant in ``path``: attribute is_fleet, a comparison of ``inventory`` with None, "esp32"."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name in FACTORIES:
+            skip.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    found = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if line in skip:
+            continue
+        if isinstance(node, ast.Attribute) and node.attr == "is_fleet":
+            found.append(f"{path.name}:{line}: .is_fleet")
+        elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute) and node.left.attr == "inventory" \
+                and any(isinstance(c, ast.Constant) and c.value is None for c in node.comparators):
+            found.append(f"{path.name}:{line}: inventory compared with None")
+        elif isinstance(node, ast.Constant) and node.value == "esp32":
+            found.append(f"{path.name}:{line}: \"esp32\"")
+    return found
+
+
+def test_the_cells_lifecycle_asks_no_variant() -> None:
+    found = [b for path in sorted(MEASURE.glob("*.py")) if path.name not in STILL_BRANCHING
+             for b in _branches(path)]
+    assert found == [], "a variant's branch in the cell's lifecycle (move it behind publishers/variants.py or " \
+                        "measure/site.py):\n" + "\n".join(found)
+    stale = [name for name in STILL_BRANCHING if not _branches(MEASURE / name)]
+    assert stale == [], f"STILL_BRANCHING names modules that no longer branch (remove them): {stale}"
+
+
+def test_the_check_sees_each_kind_of_branch(tmp_path: Path) -> None:
+    path = tmp_path / "x.py"
+    path.write_text("def f(spec):\n    return spec.is_fleet or spec.inventory is None or spec.publisher == 'esp32'\n"
+                    "def site_for(inventory):\n    return inventory is None\n")
+    assert _branches(path) == ['x.py:2: .is_fleet', 'x.py:2: inventory compared with None', 'x.py:2: "esp32"']
+
+
+@pytest.mark.parametrize("spec,variant", [
+    (RunSpec(scenario="tls"), VIRTUAL),
+    (RunSpec(scenario="tls", devices=20), FLEET),
+    (RunSpec(scenario="tls", publisher="esp32", serial_port="/dev/ttyUSB0"), BOARD),
+])
+def test_the_publisher_variant_is_chosen_from_the_spec(spec: RunSpec, variant: object) -> None:
+    assert variant_for(spec) is variant
+
+
+def test_the_site_is_chosen_from_the_inventory(tmp_path: Path) -> None:
+    assert isinstance(site_for(None), ThisHost)
+    lab = site_for(str(tmp_path / "lab.yml"))
+    assert isinstance(lab, LabSite) and lab.inventory == tmp_path / "lab.yml"
+    assert ThisHost().more_metrics is None and lab.more_metrics is not None  # a lab adds its host clock
