@@ -46,7 +46,7 @@ PROVENANCE = ("tool_version", "git_commit", "git_dirty", "git", "plan.publisher"
 _REPEAT = re.compile(r"-r\d+$")
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Config:
     """A cell's configuration: what it measured, without the repeat."""
 
@@ -58,6 +58,11 @@ class Config:
     @property
     def label(self) -> str:
         return f"{self.scenario} {self.payload} B {self.condition}" + ("" if self.qos is None else f" qos {self.qos}")
+
+    @property
+    def order(self) -> tuple[int, str, str, int]:
+        """Reports list configurations by payload, condition, scenario, QoS (unknown QoS first)."""
+        return (self.payload, self.condition, self.scenario, -1 if self.qos is None else self.qos)
 
 
 def config_of(cell: Cell, manifest: dict[str, Any]) -> Config:
@@ -107,11 +112,12 @@ def match(a: Bundle, b: Bundle, mapping: dict[str, str] | None = None, source: s
     """Configurations found in both bundles (or paired by ``mapping``), and those in one only."""
     ca, cb = configurations(a), configurations(b)
     if mapping is None:
-        pairs = [(c, c) for c in sorted(ca.keys() & cb.keys())]
+        pairs = [(c, c) for c in sorted(ca.keys() & cb.keys(), key=lambda c: c.order)]
     else:
         pairs = [(_resolve(ka, a, ca, source), _resolve(kb, b, cb, source)) for ka, kb in mapping.items()]
     used_a, used_b = {p[0] for p in pairs}, {p[1] for p in pairs}
-    return Matching(pairs, sorted(set(ca) - used_a), sorted(set(cb) - used_b))
+    return Matching(pairs, sorted(set(ca) - used_a, key=lambda c: c.order),
+                    sorted(set(cb) - used_b, key=lambda c: c.order))
 
 
 def comparison_rows(a: Bundle, b: Bundle, matching: Matching, *, seed: int, resamples: int) -> list[Row]:
