@@ -305,6 +305,73 @@ bool make_link(const std::string& link, const std::string& target, std::string* 
   return true;
 }
 
+// The MSG lines the session writes, counted, and the faults the --*-after-messages options inject on them.
+struct MessageFaults {
+  uint64_t messages = 0;
+  bool unplug = false;
+};
+
+void inject_faults(const EmuOptions& o, PtyStream* pty, NetPath* path, MessageFaults* f) {
+  pty->set_line_observer([&o, pty, path, f](const std::string& line) {
+    if (line.rfind(tb::proto::kLineMsg, 0) != 0 || line[3] != ' ') return;
+    const uint64_t messages = ++f->messages;
+    if (o.reboot_after != 0 && messages == o.reboot_after) {
+      fprintf(stderr, "board-emu: reset after %" PRIu64 " messages (--reboot-after-messages)\n", messages);
+      pty->request_reset();
+      g_stop = 1;
+    }
+    if (o.drop_after != 0 && messages == o.drop_after) {
+      fprintf(stderr, "board-emu: network down after %" PRIu64 " messages (--network-drop-after-messages)\n",
+              messages);
+      path->dropped = true;
+    }
+    if (o.exit_after != 0 && messages == o.exit_after) {
+      fprintf(stderr, "board-emu: unplugged after %" PRIu64 " messages (--exit-after-messages)\n", messages);
+      f->unplug = true;
+      pty->request_reset();  // mutes the output: nothing after this line reaches the host
+      g_stop = 1;
+    }
+  });
+}
+
+// What a BoardSession runs on besides the pty; path_tcp is null when no path is emulated.
+struct Board {
+  tb::Clock* clock;
+  tb::SensorSource* sensors;
+  tb::BoardPort* port;
+  tb::Datagram* sync;
+  PathTransport* path_tcp;
+};
+
+// Boots the board when the host opens the port (or at once with --no-reset-on-open) and after every reset,
+// and serves the session until a signal, an unplug or the host's end of the line.
+void serve(const EmuOptions& o, PtyStream& pty, const Board& board, const MessageFaults& faults) {
+  std::unique_ptr<tb::BoardSession> session;
+  auto boot = [&]() {
+    session.reset();
+    sleep_ms(o.boot_ms);
+    pty.reset_done();
+    if (!g_terminate) g_stop = 0;
+    session.reset(new tb::BoardSession(pty, *board.clock, *board.sensors, *board.port, o.info, board.sync));
+    session->set_stop_flag(&g_stop);
+    if (board.path_tcp != nullptr) session->set_transport_filter(board.path_tcp);
+    session->boot();
+  };
+  if (!o.reset_on_open) boot();
+  while (!g_terminate && !faults.unplug) {
+    if (pty.reset_pending() || (o.reset_on_open && !session && pty.host_connected())) {
+      boot();
+      continue;
+    }
+    if (!session) {
+      pty.wait_host(100);
+      continue;
+    }
+    if (session->poll(100) == tb::Err::PeerClosed) break;
+  }
+  if (faults.unplug) sleep_ms(300);  // let the host read the last lines before the line goes dead
+}
+
 int run(int argc, char** argv) {
   EmuOptions o;
   std::string error;
@@ -335,29 +402,8 @@ int run(int argc, char** argv) {
   install_signal_handlers();
   printf("PTY %s\n", pty.slave_path().c_str());
   fflush(stdout);
-
-  uint64_t messages = 0;
-  bool unplug = false;
-  pty.set_line_observer([&](const std::string& line) {
-    if (line.rfind(tb::proto::kLineMsg, 0) != 0 || line[3] != ' ') return;
-    ++messages;
-    if (o.reboot_after != 0 && messages == o.reboot_after) {
-      fprintf(stderr, "board-emu: reset after %" PRIu64 " messages (--reboot-after-messages)\n", messages);
-      pty.request_reset();
-      g_stop = 1;
-    }
-    if (o.drop_after != 0 && messages == o.drop_after) {
-      fprintf(stderr, "board-emu: network down after %" PRIu64 " messages (--network-drop-after-messages)\n",
-              messages);
-      path.dropped = true;
-    }
-    if (o.exit_after != 0 && messages == o.exit_after) {
-      fprintf(stderr, "board-emu: unplugged after %" PRIu64 " messages (--exit-after-messages)\n", messages);
-      unplug = true;
-      pty.request_reset();  // mutes the output: nothing after this line reaches the host
-      g_stop = 1;
-    }
-  });
+  MessageFaults faults;
+  inject_faults(o, &pty, &path, &faults);
 
   PosixClock host_clock(&g_stop);
   DriftClock clock(host_clock, o.clock_offset_us, o.drift_ppm);
@@ -369,34 +415,11 @@ int run(int argc, char** argv) {
   PathTransport path_tcp(host_clock, clock, path, truth_log);
   if (emulate_path) clock.set_sleep_work(&path_tcp);
   tb::Datagram* sync = emulate_path ? static_cast<tb::Datagram*>(&path_udp) : &udp;
-  std::unique_ptr<tb::BoardSession> session;
-  auto boot = [&]() {
-    session.reset();
-    sleep_ms(o.boot_ms);
-    pty.reset_done();
-    if (!g_terminate) g_stop = 0;
-    session.reset(new tb::BoardSession(pty, clock, sensors, port, o.info, sync));
-    session->set_stop_flag(&g_stop);
-    if (emulate_path) session->set_transport_filter(&path_tcp);
-    session->boot();
-  };
-  if (!o.reset_on_open) boot();
-  while (!g_terminate && !unplug) {
-    if (pty.reset_pending() || (o.reset_on_open && !session && pty.host_connected())) {
-      boot();
-      continue;
-    }
-    if (!session) {
-      pty.wait_host(100);
-      continue;
-    }
-    if (session->poll(100) == tb::Err::PeerClosed) break;
-  }
-  if (unplug) sleep_ms(300);  // let the host read the last lines before the line goes dead
-  session.reset();
+  serve(o, pty, Board{&clock, &sensors, &port, sync, emulate_path ? &path_tcp : nullptr}, faults);
   pty.close();
   if (!o.pty_link.empty()) unlink(o.pty_link.c_str());
-  fprintf(stderr, "board-emu: exit (%" PRIu64 " messages, %" PRIu64 " bytes dropped)\n", messages, pty.dropped());
+  fprintf(stderr, "board-emu: exit (%" PRIu64 " messages, %" PRIu64 " bytes dropped)\n", faults.messages,
+          pty.dropped());
   return 0;
 }
 
