@@ -79,9 +79,6 @@ class LabSite:
 def lab_preflight(spec: RunSpec, source: Path) -> Impairment:
     """What can be refused before a host is contacted: the profile on the routers, the inventory's roles."""
     impairment = load_impairment(spec.impairment)
-    if spec.delay_mechanism == "queue":
-        raise TestbedError("--delay-mechanism queue is the single-host delay line; a lab's router applies delay "
-                           "with netem on its own interface", hint="use --delay-mechanism auto or netem")
     if not impairment.is_noop and impairment.direction.covers(Direction.BROKER_TO_SUBSCRIBER):
         raise TestbedError(f"impairment {impairment.name} acts on broker->subscriber: in a lab the routers impair "
                            "publisher->broker only (the subscriber sits beside the broker)")

@@ -18,6 +18,7 @@ from orchestrator.errors import TestbedError
 from orchestrator.measure.analyse import analyse_run_folder
 from orchestrator.measure.cell import CellWriter, utc_now
 from orchestrator.measure.site import Site, site_for
+from orchestrator.model import rules
 from orchestrator.model.cell import CellRecord
 from orchestrator.model.impairment import Impairment
 from orchestrator.model.layout import Layout
@@ -41,10 +42,11 @@ def default_run_dir(spec: RunSpec) -> Path:
 
 
 def check_publisher_can_speak(scenario: Scenario, spec: RunSpec) -> None:
-    if scenario.tls is not None and scenario.tls.client_version == "1.3":
-        raise TestbedError(
-            f"scenario {scenario.name} needs TLS 1.3, but the {spec.publisher} ESP32's mbedTLS 2.28 speaks "
-            "TLS 1.2 only", hint="use a TLS 1.2 scenario (tls, tls-aes128gcm) with the ESP32 publisher")
+    """The rules on the scenario itself (orchestrator/model/rules.py: the devices speak TLS 1.2)."""
+    try:
+        rules.check_scenario(scenario, spec.values())
+    except rules.RuleViolation as exc:
+        raise TestbedError(str(exc), hint="use a TLS 1.2 scenario (tls, tls-aes128gcm) with our devices") from None
 
 
 def preflight(scenario: Scenario, spec: RunSpec) -> Impairment:
