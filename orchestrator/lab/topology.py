@@ -17,7 +17,7 @@ from orchestrator.backends.compose import Topology
 from orchestrator.backends.docker import Failure
 from orchestrator.errors import TestbedError
 from orchestrator.lab.board_side import Exposure
-from orchestrator.lab.brokerconf import render_acl, render_mosquitto_conf, render_openssl_conf
+from orchestrator.lab.broker import BROKER
 from orchestrator.lab.pki import Pki, ensure_pki
 from orchestrator.model.layout import Layout
 from orchestrator.model.scenario import Scenario
@@ -34,20 +34,9 @@ def prepare_run_dir(run_dir: Path, scenario: Scenario, *, acl: bool = False) -> 
     lay = Layout(run_dir)
     for d in (lay.config, lay.pki, lay.capture.parent, lay.logs, lay.keylogs):
         d.mkdir(parents=True, exist_ok=True)
-    (lay.config / "mosquitto.conf").write_text(render_mosquitto_conf(scenario, acl=acl))
-    acl_path = lay.config / "acl"
-    if acl:
-        write_text_atomic(acl_path, render_acl(TOPIC))
-    elif acl_path.exists():
-        acl_path.unlink()
+    BROKER.write_config(lay, scenario, topic=TOPIC, acl=acl)
     # the scenario as run, so `testbed report` can re-analyse without the original YAML
     write_json_atomic(lay.scenario, scenario.model_dump(mode="json"))
-    ossl = render_openssl_conf(scenario)
-    ossl_path = lay.config / "openssl.cnf"
-    if ossl:
-        ossl_path.write_text(ossl)
-    elif ossl_path.exists():
-        ossl_path.unlink()
     pki = None
     if scenario.tls is not None:
         pki = ensure_pki(lay.pki, scenario.tls.key_type, clients=scenario.tls.client_auth == "certificate")

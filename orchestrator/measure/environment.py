@@ -12,6 +12,7 @@ from orchestrator.backends import docker
 from orchestrator.backends.images import image_digest, spec
 from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError
+from orchestrator.lab.broker import BROKER
 from orchestrator.paths import repo_root
 
 
@@ -59,7 +60,7 @@ def tool_versions() -> dict[str, Any]:
         "docker": docker.engine_version(),
         "compose": docker.compose_version(),
         "tshark": first_line(["tshark", "--version"]),
-        "mosquitto": in_image(spec("broker").tag, "mosquitto"),
+        BROKER.name: in_image(spec(BROKER.service).tag, BROKER.name),
         "mbedtls": in_image(spec("publisher").tag, "libmbedtls*"),
         "openssl_broker": in_image(spec("broker").tag, "libssl3"),
         "image_digests": {s: image_digest(spec(s).tag) for s in ("broker", "capture", "subscriber", "publisher")},

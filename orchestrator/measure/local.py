@@ -20,6 +20,7 @@ from orchestrator.backends.images import missing_images
 from orchestrator.backends.impairment import check_supported
 from orchestrator.backends.process import which
 from orchestrator.errors import TestbedError
+from orchestrator.lab.broker import BROKER
 from orchestrator.lab.topology import TOPIC, running_lab, wait_for_messages
 from orchestrator.measure.analyse import MoreMetrics
 from orchestrator.measure.cell import CellWriter, Observed
@@ -91,7 +92,7 @@ def measure(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Imp
         record.lap("up")
         mechanism = variant.mechanism(impairment, spec)
         topo, publisher = variant.place(scenario, lay, pki, spec, topo, mechanism, exposure)
-        sampler = StatsSampler(compose.container_name("broker")).start()
+        sampler = StatsSampler(BROKER.container()).start()
         record.set(**variant.with_broker_up(spec))
         status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B{variant.what(spec)}")
         publisher.start(topo)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.backends import compose, docker
+from orchestrator.backends import docker
 from orchestrator.errors import TestbedError
+from orchestrator.lab.broker import BROKER
 from orchestrator.model.run import RunSpec
 
 NOFILE = 16384  # compose/testbed.yml's TESTBED_NOFILE default: the broker's and the publisher's limit
@@ -48,7 +49,7 @@ def check_broker(spec: RunSpec) -> int | None:
     e.g. rootless Docker under a lower hard limit). Returns the limit read (None: not readable here)."""
     if not spec.is_fleet:
         return None
-    limit = open_file_limit(docker.container_pid(compose.container_name("broker")))
+    limit = open_file_limit(docker.container_pid(BROKER.container()))
     if limit is not None and needed_descriptors(spec.devices) > limit:
         raise TestbedError(f"--devices {spec.devices} needs {needed_descriptors(spec.devices)} open files in the "
                            f"broker, but the Mosquitto process's open-file limit is {limit}",

@@ -1,0 +1,59 @@
+"""The broker of a cell behind one interface: its configuration in the run folder, how its readiness is known,
+and the process whose CPU and memory a cell measures. Mosquitto today (images/broker, lab/brokerconf.py renders
+its files); a second broker is a second implementation of Broker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from orchestrator.backends import compose
+from orchestrator.lab.brokerconf import render_acl, render_mosquitto_conf, render_openssl_conf
+from orchestrator.model.layout import Layout
+from orchestrator.model.scenario import Scenario
+from orchestrator.results.atomic import write_text_atomic
+
+
+class Broker(Protocol):
+    @property
+    def name(self) -> str: ...  # its package, as the manifest records its version
+
+    @property
+    def service(self) -> str: ...  # the compose service it runs in
+
+    @property
+    def healthcheck(self) -> str: ...  # what says it is ready (compose up --wait waits for it)
+
+    def write_config(self, lay: Layout, scenario: Scenario, *, topic: str, acl: bool) -> None: ...  # config/
+
+    def container(self) -> str: ...  # the container whose main process is measured (CPU, memory, open files)
+
+
+@dataclass(frozen=True)
+class Mosquitto:
+    name: str = "mosquitto"
+    service: str = "broker"
+    healthcheck: str = "images/broker/healthcheck.sh"
+
+    def write_config(self, lay: Layout, scenario: Scenario, *, topic: str, acl: bool) -> None:
+        """config/mosquitto.conf; config/acl when only the run's publisher may write ``topic`` (a broker reachable
+        beyond loopback); config/openssl.cnf when the scenario needs one. A file the scenario does not need goes."""
+        (lay.config / "mosquitto.conf").write_text(render_mosquitto_conf(scenario, acl=acl))
+        acl_path = lay.config / "acl"
+        if acl:
+            write_text_atomic(acl_path, render_acl(topic))
+        elif acl_path.exists():
+            acl_path.unlink()
+        ossl = render_openssl_conf(scenario)
+        ossl_path = lay.config / "openssl.cnf"
+        if ossl:
+            ossl_path.write_text(ossl)
+        elif ossl_path.exists():
+            ossl_path.unlink()
+
+    def container(self) -> str:
+        return compose.container_name(self.service)
+
+
+BROKER: Broker = Mosquitto()
