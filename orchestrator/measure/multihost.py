@@ -34,7 +34,8 @@ from orchestrator.measure.cell import CellWriter, Observed
 from orchestrator.measure.environment import lab_environment
 from orchestrator.measure.impairment import impairment_applied
 from orchestrator.measure.labanalysis import add_lab_metrics
-from orchestrator.model.impairment import Direction, Impairment, load_impairment
+from orchestrator.model import rules
+from orchestrator.model.impairment import Impairment, load_impairment
 from orchestrator.model.layout import Layout, inventory_copy
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
@@ -79,9 +80,10 @@ class LabSite:
 def lab_preflight(spec: RunSpec, source: Path) -> Impairment:
     """What can be refused before a host is contacted: the profile on the routers, the inventory's roles."""
     impairment = load_impairment(spec.impairment)
-    if not impairment.is_noop and impairment.direction.covers(Direction.BROKER_TO_SUBSCRIBER):
-        raise TestbedError(f"impairment {impairment.name} acts on broker->subscriber: in a lab the routers impair "
-                           "publisher->broker only (the subscriber sits beside the broker)")
+    try:  # the rules on the profile (orchestrator/model/rules.py), e.g. the routers impair publisher->broker only
+        rules.check_profile(impairment, spec.values())
+    except rules.RuleViolation as exc:
+        raise TestbedError(str(exc)) from None
     if which("tshark") is None:
         raise TestbedError("tshark is missing on this host (the analysis runs here)", hint="apt-get install -y tshark")
     _roles, inventory = load_lab(source)

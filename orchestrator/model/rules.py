@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.model.axes import MAX_SEED, AxisTable
+from orchestrator.model.impairment import Direction, Impairment
 from orchestrator.model.scenario import Scenario
 
 TIMESTAMP_DIGITS = 16
@@ -118,6 +119,52 @@ def check_scenario(scenario: Scenario, values: Mapping[str, Any]) -> None:
             raise RuleViolation(rule.name, text)
 
 
+@dataclass(frozen=True)
+class ProfileRule:
+    name: str
+    check: Callable[[Impairment, Mapping[str, Any]], str | None]
+
+
+def _board_rate(imp: Impairment, v: Mapping[str, Any]) -> str | None:
+    if publisher_kind(v) == "esp32" and imp.rate_kbit is not None and imp.direction.covers(
+            Direction.PUBLISHER_TO_BROKER):
+        return (f"--impairment {imp.name} limits the rate, which acts at a sender's egress; a board's egress is its "
+                "own radio")
+    return None
+
+
+def _board_netem(imp: Impairment, v: Mapping[str, Any]) -> str | None:
+    if publisher_kind(v) == "esp32" and v.get("delay_mechanism") == "netem" and imp.needs_netem:
+        return ("--delay-mechanism netem with --publisher esp32: netem delays a sender's egress, and a board's is its "
+                "radio; the board's path is delayed by the delay line at the broker's ingress")
+    return None
+
+
+def _lab_direction(imp: Impairment, v: Mapping[str, Any]) -> str | None:
+    if site(v) == "inventory" and imp.direction.covers(Direction.BROKER_TO_SUBSCRIBER):
+        return (f"impairment {imp.name} acts on broker->subscriber: in a lab the routers impair publisher->broker only "
+                "(the subscriber sits beside the broker)")
+    return None
+
+
+PROFILE_RULES: tuple[ProfileRule, ...] = (  # once the impairment profile is read (the run's preflight)
+    ProfileRule("board-rate-is-its-radio", _board_rate),
+    ProfileRule("board-delays-at-the-broker", _board_netem),
+    ProfileRule("lab-impairs-publisher-to-broker", _lab_direction),
+)
+
+
+def check_profile(impairment: Impairment, values: Mapping[str, Any]) -> None:
+    """Refuse the first rule a run's impairment profile and values break (RuleViolation); a profile that does
+    nothing breaks none."""
+    if impairment.is_noop:
+        return
+    for rule in PROFILE_RULES:
+        text = rule.check(impairment, values)
+        if text is not None:
+            raise RuleViolation(rule.name, text)
+
+
 def _first(rules: tuple[Rule, ...], values: Mapping[str, Any]) -> None:
     for rule in rules:
         text = rule.check(values)
@@ -143,5 +190,5 @@ def check(table: AxisTable, values: Mapping[str, Any]) -> None:
 
 def rule_names(table: AxisTable) -> set[str]:
     """Every rule a refusal may name."""
-    return ({r.name for r in RULES + SWEEP_RULES} | {r.name for r in SCENARIO_RULES}
+    return ({r.name for r in RULES + SWEEP_RULES} | {r.name for r in SCENARIO_RULES} | {r.name for r in PROFILE_RULES}
             | {a.only.rule for a in table if a.only is not None})

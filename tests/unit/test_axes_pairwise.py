@@ -3,8 +3,9 @@
 The values of each axis come from the table (orchestrator/model/axes.py): every choice, both ends of a
 range and the default, None and a value for an optional one; and the variants that are not one axis: the
 publisher (one virtual device, a fleet, a board) and the site (this host, a lab inventory). For every pair
-the RunSpec and the SweepPlan are built; a refusal must be a rule of orchestrator/model/rules.py, named at
-the end of its message, never a crash or a bare pydantic message. A run that is built also gives its device
+the RunSpec and the SweepPlan are built, and the rules on the scenario and the impairment profile applied; a
+refusal must be a rule of orchestrator/model/rules.py, named at the end of its message, never a crash or a
+bare pydantic message. A run that is built also gives its device
 command line (vdevice or the fleet) or its board RUN body.
 """
 
@@ -13,13 +14,14 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from orchestrator.lab.pki import Pki
-from orchestrator.model import rules
+from orchestrator.model import impairment, rules
 from orchestrator.model.axes import AXES, Axis
 from orchestrator.model.layout import Layout
 from orchestrator.model.rules import rule_names
@@ -35,6 +37,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {  # what is not one axis's value
     "publisher": [{}, {"devices": 10}, {"publisher": "esp32", "serial_port": "/dev/ttyUSB0"}],
     "site": [{}, {"inventory": "/lab/inventory.yml"}],
     "scenario": [{"scenario": s} for s in ("plain", "tls", "tls13-chacha20")],
+    "impairment": [{"impairment": name} for name in impairment.builtin_names()],
 }
 RULE = re.compile(r"\(rule ([a-z0-9-]+)\)$")
 
@@ -101,6 +104,7 @@ def lay(tmp_path_factory: pytest.TempPathFactory) -> Layout:
 
 
 scenario_named = functools.lru_cache(load_scenario)
+profile_named = functools.lru_cache(impairment.load_impairment)
 
 
 def _device_input(spec: RunSpec, lay: Layout) -> list[str] | bytes:
@@ -122,8 +126,9 @@ def _run(values: dict[str, Any], lay: Layout) -> set[str]:
         spec = RunSpec(**_run_values(values))
     except ValidationError as exc:
         return _refused_by_a_rule(exc)
-    try:  # the rules on the scenario itself, once read (the run's preflight)
+    try:  # the rules on the scenario and the impairment profile, once read (the run's preflight)
         rules.check_scenario(scenario_named(spec.scenario), spec.values())
+        rules.check_profile(profile_named(spec.impairment), spec.values())
     except rules.RuleViolation as exc:
         assert RULE.search(str(exc)), exc
         return {exc.rule}
@@ -150,4 +155,18 @@ def test_every_pair_builds_or_is_refused_by_a_named_rule(lay: Layout) -> None:
         seen_rules |= run_refused | _sweep(values)
         built, refused = built + (not run_refused), refused + bool(run_refused)
     assert built > refused > 0
-    assert seen_rules == rule_names(AXES), f"rules no pair reached: {rule_names(AXES) - seen_rules}"
+    assert seen_rules == rule_names(AXES) - set(THREE_VALUES), f"rules no pair reached: {rule_names(AXES) - seen_rules}"
+
+
+THREE_VALUES = {  # the rules that take three values to break, each with a combination that breaks it
+    "board-delays-at-the-broker": {"publisher": "esp32", "serial_port": "/dev/ttyUSB0", "delay_mechanism": "netem",
+                                   "impairment": "wifi-good"},
+    "lab-impairs-publisher-to-broker": {"inventory": "/lab/inventory.yml", "impairment": "both.yaml"},
+}
+
+
+def test_the_rules_that_take_three_values(lay: Layout, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("both.yaml").write_text("description: both ways\ndelay_ms: 5\ndirection: both\n")
+    for rule, values in THREE_VALUES.items():
+        assert _run(BASE | values, lay) == {rule}

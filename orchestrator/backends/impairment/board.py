@@ -25,20 +25,19 @@ from orchestrator.backends.impairment import router
 from orchestrator.backends.impairment.models import Hook, ImpairmentTarget
 from orchestrator.backends.impairment.targets import targets_for_containers
 from orchestrator.errors import TestbedError
+from orchestrator.model import rules
 from orchestrator.model.impairment import Direction, Impairment
+
+HINTS = {"board-rate-is-its-radio": "a profile without rate_kbit for board cells",
+         "board-delays-at-the-broker": "--delay-mechanism auto (or queue)"}
 
 
 def check_board_profile(impairment: Impairment, requested: str) -> None:
-    """Refuse, before anything starts, what cannot act on a board's path."""
-    if impairment.is_noop:
-        return
-    if impairment.rate_kbit is not None and impairment.direction.covers(Direction.PUBLISHER_TO_BROKER):
-        raise TestbedError(f"--impairment {impairment.name} limits the rate, which acts at a sender's egress; a "
-                           "board's egress is its own radio", hint="a profile without rate_kbit for board cells")
-    if requested == "netem" and impairment.needs_netem:
-        raise TestbedError("--delay-mechanism netem with --publisher esp32: netem delays a sender's egress, and "
-                           "a board's is its radio; the board's path is delayed by the delay line at the "
-                           "broker's ingress", hint="--delay-mechanism auto (or queue)")
+    """Refuse, before anything starts, what cannot act on a board's path (the rules of model/rules.py)."""
+    try:
+        rules.check_profile(impairment, {"publisher": "esp32", "delay_mechanism": requested})
+    except rules.RuleViolation as exc:
+        raise TestbedError(str(exc), hint=HINTS.get(exc.rule)) from None
 
 
 def board_mechanism(impairment: Impairment) -> str | None:
