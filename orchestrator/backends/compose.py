@@ -33,9 +33,6 @@ class Topology:
     bind: str = "127.0.0.1"
     subscriber_args: Sequence[str] = field(default_factory=list)
     publisher_args: Sequence[str] = field(default_factory=list)
-    # the device's password file as the publisher container sees it (its entrypoint fills TESTBED_PASSWORD from
-    # it, so the password is on no command line); "": none
-    publisher_password_file: str = ""
     base_image: str = "debian:bookworm-slim"
     user: str = "0:0"  # uid:gid the containers run as (docker.container_user())
     publisher_network: str = "lab"  # "uplink": behind the router (the delay line's forwarding hop)
@@ -50,7 +47,6 @@ def compose_env(t: Topology) -> dict[str, str]:
         "TESTBED_BIND": t.bind,
         "TESTBED_SUBSCRIBER_ARGS": shlex.join(t.subscriber_args) or "--help",
         "TESTBED_PUBLISHER_ARGS": shlex.join(t.publisher_args),
-        "TESTBED_PASSWORD_FILE": t.publisher_password_file,
         "TESTBED_BASE_IMAGE": t.base_image,
         "TESTBED_USER": t.user,
         "TESTBED_PUBLISHER_NETWORK": t.publisher_network,

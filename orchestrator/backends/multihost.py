@@ -155,7 +155,8 @@ def load_lab(path: Path) -> tuple[LabRoles, LabInventory]:
 
 def host_problems(result: PlaybookResult) -> list[str]:
     """What went wrong where, one line per problem, each naming its host (unreachable hosts first); the
-    command line of a failed task is left out (a publisher's holds the run's password)."""
+    command line of a failed task is left out (a summary names the task and the error; the command line may
+    carry paths and values that do not belong in one)."""
     lines = [f"host {h} became unreachable" for h in result.unreachable]
     for failure in result.failures:
         if any(failure.startswith(f"{h}: ") for h in result.unreachable):

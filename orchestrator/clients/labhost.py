@@ -9,7 +9,6 @@ it with the host's python3; everything it makes lives in that folder (``--dir``)
     procs/<name>.log   its stdout and stderr
 
     python3 -m orchestrator.clients.labhost --dir D start --name broker [--env K=V] -- mosquitto -c FILE
-    python3 -m orchestrator.clients.labhost --dir D start --name publisher --env-file TESTBED_PASSWORD=FILE -- vdevice
     python3 -m orchestrator.clients.labhost --dir D ready --timeout 30 --listen 8883 --alive broker
     python3 -m orchestrator.clients.labhost --dir D wait --name publisher --timeout 45
     python3 -m orchestrator.clients.labhost --dir D stop --name capture --signal INT --timeout 20
@@ -18,9 +17,6 @@ it with the host's python3; everything it makes lives in that folder (``--dir``)
         --pack collect.tgz run/capture run/logs procs
 
 (the lab folder's bin/labhost runs it with --dir set and the folder's own copy of our modules)
-
-``--env-file K=FILE``: K is set to FILE's first line in the process's environment (a password stays off every
-command line: ``ps`` shows the file's name only).
 
 A process is signalled by its own pid (never a name); the supervisor ignores the signals it may get (its child
 gets them with their default action, as handlers do not survive exec). ``wait`` and ``ready`` give up as soon
@@ -77,17 +73,7 @@ def exit_code(folder: Path, name: str) -> int | None:
     return _read_int(procs(folder) / f"{name}.rc")
 
 
-def env_from_files(files: dict[str, str]) -> dict[str, str]:
-    """NAME -> the first line of its file (trailing newline stripped)."""
-    out = {}
-    for key, path in files.items():
-        text = Path(path).read_text()
-        out[key] = text.splitlines()[0] if text else ""
-    return out
-
-
-def supervise(folder: Path, name: str, argv: list[str], env: dict[str, str],
-              env_files: dict[str, str] | None = None) -> int:
+def supervise(folder: Path, name: str, argv: list[str], env: dict[str, str]) -> int:
     """Run ``argv`` with its output in procs/<name>.log; pidfile when it runs, exit code when it ends."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda _s, _f: None)  # a handler, not SIG_IGN: the child gets the default action
@@ -97,7 +83,6 @@ def supervise(folder: Path, name: str, argv: list[str], env: dict[str, str],
     d = procs(folder)
     with (d / f"{name}.log").open("ab") as log:
         try:
-            env = {**env, **env_from_files(env_files or {})}
             child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                      env={**os.environ, **env}, close_fds=True)
         except OSError as exc:
@@ -115,8 +100,7 @@ def redacted(argv: list[str]) -> list[str]:
     return [("***" if i and argv[i - 1] == "--password" else a) for i, a in enumerate(argv)]
 
 
-def start(folder: Path, name: str, argv: list[str], env: dict[str, str], timeout_s: float = 10.0,
-          env_files: dict[str, str] | None = None) -> int:
+def start(folder: Path, name: str, argv: list[str], env: dict[str, str], timeout_s: float = 10.0) -> int:
     """Start ``argv`` under a supervisor in a session of its own; return once it runs (its pid printed)."""
     d = procs(folder)
     d.mkdir(parents=True, exist_ok=True)
@@ -126,8 +110,7 @@ def start(folder: Path, name: str, argv: list[str], env: dict[str, str], timeout
     for suffix in ("pid", "rc", "sup"):
         (d / f"{name}.{suffix}").unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "orchestrator.clients.labhost", "--dir", str(folder), "supervise", "--name", name,
-           *(f"--env={k}={v}" for k, v in env.items()),
-           *(f"--env-file={k}={v}" for k, v in (env_files or {}).items()), "--", *argv]
+           *(f"--env={k}={v}" for k, v in env.items()), "--", *argv]
     sup = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            start_new_session=True, close_fds=True, env=os.environ.copy())
     _write(d / f"{name}.sup", f"{sup.pid}\n")
@@ -317,7 +300,6 @@ def build_parser() -> argparse.ArgumentParser:
         s = sub.add_parser(command)
         s.add_argument("--name", required=True)
         s.add_argument("--env", action="append", default=[], help="K=V for the process")
-        s.add_argument("--env-file", action="append", default=[], help="K=FILE: K is FILE's first line")
         s.add_argument("--wait", type=float, help="start: then wait up to this long for it to end")
         s.add_argument("argv", nargs="+")
     s = sub.add_parser("wait")
@@ -356,11 +338,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     folder = args.dir.resolve()
     if args.command == "supervise":
-        return supervise(folder, args.name, args.argv, dict(e.split("=", 1) for e in args.env),
-                         dict(e.split("=", 1) for e in args.env_file))
+        return supervise(folder, args.name, args.argv, dict(e.split("=", 1) for e in args.env))
     if args.command == "start":
-        rc = start(folder, args.name, args.argv, dict(e.split("=", 1) for e in args.env),
-                   env_files=dict(e.split("=", 1) for e in args.env_file))
+        rc = start(folder, args.name, args.argv, dict(e.split("=", 1) for e in args.env))
         return rc if rc or args.wait is None else wait(folder, args.name, args.wait)
     if args.command == "finish":
         return finish(folder, args.stop, args.pack, args.paths)

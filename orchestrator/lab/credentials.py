@@ -1,5 +1,5 @@
-"""Who gets which secret of a run (issue 22): a device reads its password from a 0600 file, never from an argv,
-and each lab host is sent what its role needs and nothing more.
+"""Who gets which secret of a run (issue 22): a device reads its password from a 0600 file (vdevice's and the
+fleet's --password-file), never from an argv, and each lab host is sent what its role needs and nothing more.
 
 The run folder's pki/ holds the CA key, every private key and passwords.txt (``user:password`` lines). Of it:
 
@@ -9,7 +9,8 @@ The run folder's pki/ holds the CA key, every private key and passwords.txt (``u
   publisher's password never reaches it in clear. A Docker broker host (``compose``) is the exception: the broker
   image hashes pki/passwords.txt itself when it starts (images/broker/entrypoint.sh), so it gets that file;
 * the publisher host gets the CA certificate, its own certificate and key (certificate auth) or its password
-  alone in pki/publisher.password (first line), which the device reads;
+  alone in pki/publisher.password (first line), which the device reads with --password-file (on this host the
+  publisher container reads the run folder's, written for the cell and removed after it);
 * a router gets nothing; the CA key goes to no host.
 
 Every file is sent 0600 (certificates 0644) inside the lab folder, which the teardown removes.
@@ -28,9 +29,6 @@ from orchestrator.model.scenario import Scenario
 
 DEVICE_USER = "publisher"
 SUBSCRIBER_USER = "subscriber"
-# the device reads its password from the environment (vdevice and the fleet read TESTBED_<OPTION>); the
-# launcher (compose/testbed.yml's entrypoint, clients/labhost.py --env-file) fills it from the 0600 file
-PASSWORD_ENV = "TESTBED_PASSWORD"
 HASHED_PASSWORDS = "passwords.hashed"  # pki/: the broker's password file, Mosquitto's hashes
 MOSQUITTO_ITERATIONS = 101  # mosquitto_passwd's default (PW_DEFAULT_ITERATIONS)
 MOSQUITTO_SALT_BYTES = 12

@@ -7,8 +7,8 @@ publisher_args, is handed in by measure/multihost.py); only hosts and paths chan
 the publisher to the broker host's address, and the TLS server name stays `broker` (the certificate's name).
 Each host gets one archive: our client modules (standard library; the subscriber also needs paho-mqtt in
 ``testbed_subscriber_python``), bin/labhost and the part of the run folder its role needs (lab/credentials.py:
-no CA key anywhere, the publisher's password only on the publisher host, in a 0600 file the device's
-environment is filled from; secrets 0600, pki/ 0700).
+no CA key anywhere, the publisher's password only on the publisher host, in the 0600 file the device reads
+with --password-file; secrets 0600, pki/ 0700).
 """
 
 from __future__ import annotations
@@ -82,14 +82,6 @@ def publisher_command(device_argv: list[str], spec: RunSpec, roles: LabRoles) ->
     ``host`` = the broker host's address) with the host's program and paths."""
     program = host_var(roles, roles.publisher, "testbed_fleet" if spec.is_fleet else "testbed_vdevice")
     return on_host([program, *device_argv[1:]], f"{roles.publisher.lab_dir}/run")
-
-
-def publisher_env(scenario: Scenario, pki: Pki | None, roles: LabRoles) -> list[str]:
-    """labhost start's options that fill the device's environment from its 0600 password file on the host."""
-    if pki is None or not credentials.uses_password(scenario):
-        return []
-    path = f"{roles.publisher.lab_dir}/run/pki/{credentials.device_password_file(pki).name}"
-    return ["--env-file", f"{credentials.PASSWORD_ENV}={path}"]
 
 
 def broker_processes(scenario: Scenario, lay: Layout, roles: LabRoles) -> dict[str, Any]:
@@ -223,7 +215,6 @@ def cell_vars(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, r
         "time_echo_port": TIME_ECHO_PORT,
         "compose_env": compose_vars(scenario, lay, spec, roles),
         "publisher_argv": publisher_command(device_argv, spec, roles),
-        "publisher_env": publisher_env(scenario, pki, roles),
         "publish_timeout_s": round(spec.timeout_s()),
         "probe": [host_var(roles, p, "testbed_python"), "-m", "orchestrator.clients.clock_probe",
                   "--host", roles.broker_address, "--port", str(TIME_ECHO_PORT), "--count", str(PROBE_COUNT)],

@@ -50,9 +50,10 @@ def connection_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunS
             args += ["--cert", lay.in_container(lay.pki / "publisher.crt"),
                      "--key", lay.in_container(lay.pki / "publisher.key")]
     if pki is not None and credentials.uses_password(scenario):
-        # the password is on no command line (ps shows every argv on the host): the device reads it from its
-        # environment, filled from a 0600 file by whoever starts it (start below, labhost on a lab host)
-        args += ["--username", credentials.DEVICE_USER]
+        # the password is on no command line (ps shows every argv on the host): the device reads it from a 0600
+        # file, written by start below (on a lab host: sent by lab/remote.py)
+        args += ["--username", credentials.DEVICE_USER,
+                 "--password-file", lay.in_container(credentials.device_password_file(pki))]
     return args
 
 
@@ -69,10 +70,9 @@ class VirtualPublisher:
         args = publisher_args(self.scenario, self.lay, self.pki, self.spec, self.host)
         if self.spec.is_fleet:  # the fleet writes its device logs there, as the container's user
             self.lay.fleet_dir.mkdir(parents=True, exist_ok=True)
-        password = ""
         if self.pki is not None and credentials.uses_password(self.scenario):
-            password = self.lay.in_container(credentials.write_device_password(self.pki))
-        compose.start_service(replace(topo, publisher_args=args, publisher_password_file=password), self.service)
+            credentials.write_device_password(self.pki)
+        compose.start_service(replace(topo, publisher_args=args), self.service)
 
     def go(self) -> None:
         self.lay.publisher_go.touch()

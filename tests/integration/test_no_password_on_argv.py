@@ -1,7 +1,7 @@
 """No password on any command line during a cell on this host (issue 22): `ps -eo args` polled while a `tls` run
-(password authentication) publishes, for vdevice and for the fleet. The device reads its password from its
-environment, filled by the publisher container's entrypoint from the 0600 file pki/publisher.password, which is
-removed after the cell. The runs succeeding proves the password got through."""
+(password authentication) publishes, for vdevice and for the fleet. The device reads its password with
+--password-file from the 0600 file pki/publisher.password, which is removed after the cell. The runs succeeding
+proves the password got through."""
 
 from __future__ import annotations
 

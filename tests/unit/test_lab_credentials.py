@@ -10,6 +10,7 @@ import io
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,12 +138,14 @@ def test_no_device_command_line_carries_the_password(tmp_path: Path) -> None:
     for args in (argv, fleet):
         assert "--password" not in args and pki.password_for("publisher") not in " ".join(args)
         assert args[args.index("--username") + 1] == "publisher"
+        assert args[args.index("--password-file") + 1] == "/data/pki/publisher.password"  # the container's path
     v = remote.cell_vars(sc, lay, pki, spec, lab, {"b1": "", "p1": ""}, tmp_path, device_argv=argv)["testbed_lab"]
-    assert v["publisher_env"] == ["--env-file", "TESTBED_PASSWORD=/opt/mqtt-tls-testbed/lab/run/pki/publisher.password"]
+    on_host = v["publisher_argv"]
+    assert on_host[on_host.index("--password-file") + 1] == "/opt/mqtt-tls-testbed/lab/run/pki/publisher.password"
     assert pki.password_for("publisher") not in repr(v)
     anonymous = scenario("plain")
     lay2, none = prepare_run_dir(tmp_path / "plain", anonymous)
-    assert remote.publisher_env(anonymous, none, lab) == []
+    assert "--password-file" not in publisher_args(anonymous, lay2, none, spec)
 
 
 def test_the_device_password_file_is_0600_and_holds_the_password_alone(tmp_path: Path) -> None:
@@ -173,3 +176,31 @@ def test_our_hash_is_mosquittos_and_mosquitto_passwd_agrees() -> None:
     assert fresh[1:3] == ["7", "101"] and len(base64.b64decode(fresh[3])) == 12
     assert base64.b64decode(fresh[4]) == hashlib.pbkdf2_hmac("sha512", b"s3cret-Pa55", base64.b64decode(fresh[3]),
                                                              101, 64)
+
+
+def _tasks(node: Any) -> Iterator[dict[str, Any]]:
+    """Every task of a playbook or task file, blocks and plays opened."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _tasks(item)
+    elif isinstance(node, dict):
+        if any(k.startswith("ansible.builtin.") for k in node):
+            yield node
+        for key in ("tasks", "block", "always", "rescue"):
+            yield from _tasks(node.get(key, []))
+
+
+def test_every_task_that_carries_keys_or_passwords_is_not_logged() -> None:
+    """A module logs its arguments on the host (syslog) and in the controller's events unless no_log is set: the
+    lab's archive (stdin of a shell task) and deploy.yml's PKI copy must not be."""
+    import yaml
+
+    playbooks = Path(__file__).resolve().parents[2] / "playbooks"
+    carriers = []
+    for path in sorted(playbooks.rglob("*.yml")):
+        for task in _tasks(yaml.safe_load(path.read_text())):
+            text = repr(task)
+            if "testbed_lab.archives" in text or "/pki/" in text and "copy" in text:
+                carriers.append((path.name, task["name"], task.get("no_log")))
+    assert {name for name, _task, _no_log in carriers} == {"lab_up.yml", "deploy.yml"}
+    assert all(no_log is True for _name, _task, no_log in carriers), carriers

@@ -131,18 +131,3 @@ def test_the_recorded_command_line_leaves_the_password_out(tmp_path: Path) -> No
     assert json.loads((tmp_path / "procs" / "p.argv").read_text()) == ["true", "--username", "publisher",
                                                                       "--password", "***"]
 
-
-def test_env_file_fills_the_environment_and_leaves_every_command_line_without_the_password(tmp_path: Path) -> None:
-    secret = tmp_path / "publisher.password"
-    secret.write_text("s3cret-from-file\nsecond line ignored\n")
-    done = lh(tmp_path, "start", "--name", "p", "--env-file", f"TESTBED_PASSWORD={secret}", "--wait", "10", "--",
-              "sh", "-c", 'echo "got=$TESTBED_PASSWORD"; cat /proc/$PPID/cmdline | tr "\\0" " "')
-    assert done.returncode == 0, done.stderr
-    log = (tmp_path / "procs" / "p.log").read_text()
-    assert log.splitlines()[0] == "got=s3cret-from-file"
-    supervisor_argv = log.splitlines()[1]  # the supervisor's own command line: the file's name only
-    assert "supervise" in supervisor_argv and str(secret) in supervisor_argv
-    assert "s3cret" not in supervisor_argv.replace(str(secret), "")
-    assert "s3cret" not in (tmp_path / "procs" / "p.argv").read_text()
-    missing = lh(tmp_path, "start", "--name", "q", "--env-file", f"X={tmp_path / 'nope'}", "--", "true")
-    assert missing.returncode == labhost.EXIT_FAILED and "nope" in missing.stderr
