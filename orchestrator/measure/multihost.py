@@ -42,7 +42,7 @@ from orchestrator.model.scenario import Scenario
 from orchestrator.model.sweep import SweepPlan
 from orchestrator.publishers.variants import Variant
 from orchestrator.publishers.virtual import publisher_args
-from orchestrator.results.atomic import read_json
+from orchestrator.results.atomic import copy_file_atomic, read_json
 from orchestrator.signals import sigint_deferred
 
 FACTS_TASK = "Lab folder and description of the host"  # playbooks/tasks/lab_up.yml
@@ -126,7 +126,7 @@ def measure_lab(scenario: Scenario, spec: RunSpec, variant: Variant, impairment:
 
 def _fresh_records(lay: Layout, source: Path, scenario: Scenario, roles: LabRoles) -> None:
     """The inventory's copy, the broker's native configuration; no record of an earlier attempt left."""
-    shutil.copyfile(source, inventory_copy(lay.root, source))
+    copy_file_atomic(source, inventory_copy(lay.root, source))  # 0600: a secret
     lay.native_broker_conf.write_text(native_broker_conf(scenario, roles.broker.lab_dir))
     for stale in (lay.host_clock, lay.publisher_log, lay.publisher_summary, lay.publisher_connections):
         stale.unlink(missing_ok=True)
@@ -236,7 +236,7 @@ def lab_verdict(published: PlaybookResult | None, finished: PlaybookResult, seen
 def lab_manifest(source: Path, bundle: Path) -> dict[str, Any]:
     """The manifest's "lab": the inventory (copied into the bundle) and its hosts by role."""
     roles, _inventory = load_lab(source)
-    shutil.copyfile(source, inventory_copy(bundle, source))
+    copy_file_atomic(source, inventory_copy(bundle, source))  # 0600: a secret
     return {"lab": {"inventory": inventory_copy(bundle, source).name, "source": str(source),
                     "broker_runtime": roles.runtime, "broker_address": roles.broker_address,
                     "hosts": [{"name": h.name, "role": h.role, "address": h.address} for h in roles.every_host],

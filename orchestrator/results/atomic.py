@@ -37,6 +37,15 @@ def write_bytes_atomic(path: Path, data: bytes, mode: int | None = None) -> Path
     return path
 
 
+def copy_file_atomic(source: Path, path: Path) -> Path:
+    """A copy of ``source`` at ``path`` with the mode ``path`` declares (a lab inventory's copy: 0600)."""
+    try:
+        data = source.read_bytes()
+    except OSError as exc:
+        raise TestbedError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    return write_bytes_atomic(path, data)
+
+
 def write_text_atomic(path: Path, text: str) -> Path:
     return write_bytes_atomic(path, text.encode("utf-8"))
 

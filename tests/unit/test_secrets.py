@@ -253,3 +253,15 @@ def test_a_password_in_a_plain_capture_is_overwritten_in_the_archives_copy(tmp_p
     manifest = json.loads((b / "manifest.json").read_text())
     assert manifest["archive"]["scrubbed"] == {"runs/tls-65B-none-r1/capture/capture.pcapng": 4}
     assert archive.verify(dest)[1] == []
+
+
+def test_the_inventorys_copy_is_private(tmp_path: Path) -> None:
+    from orchestrator.model.layout import inventory_copy
+    from orchestrator.results.atomic import copy_file_atomic
+
+    source = tmp_path / "lab.yml"
+    source.write_text("all: {vars: {ansible_password: x}}\n")
+    source.chmod(0o644)
+    copy = copy_file_atomic(source, inventory_copy(tmp_path / "run", source))
+    assert copy.name == "inventory.yml" and stat.S_IMODE(copy.stat().st_mode) == 0o600
+    assert copy.read_text() == source.read_text()
