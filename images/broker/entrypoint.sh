@@ -12,7 +12,10 @@ if [ -d "$DATA/pki" ]; then
   for f in ca.crt server.crt server.key; do
     [ -f "$DATA/pki/$f" ] && cp "$DATA/pki/$f" "$PRIV/pki/"
   done
-  if [ -f "$DATA/pki/passwords.txt" ]; then
+  if [ -f "$DATA/pki/passwords.hashed" ]; then
+    # already hashed (a lab's broker host gets no password of the publisher's in clear: lab/credentials.py)
+    cp "$DATA/pki/passwords.hashed" "$PRIV/passwords"
+  elif [ -f "$DATA/pki/passwords.txt" ]; then
     cp "$DATA/pki/passwords.txt" "$PRIV/passwords"
     mosquitto_passwd -U "$PRIV/passwords"
   fi

@@ -5,9 +5,9 @@ The run folder's pki/ holds the CA key, every private key and passwords.txt (``u
 
 * the broker host (broker, capture, subscriber) gets the CA certificate, the server's certificate and key, the
   subscriber's own credentials (its certificate and key, or a passwords.txt with its line only) and the broker's
-  password file already hashed as Mosquitto's ``$7$`` (PBKDF2-SHA512, what ``mosquitto_passwd`` writes), so the
-  publisher's password never reaches it in clear. A Docker broker host (``compose``) is the exception: the broker
-  image hashes pki/passwords.txt itself when it starts (images/broker/entrypoint.sh), so it gets that file;
+  password file already hashed as Mosquitto's ``$7$`` (PBKDF2-SHA512, what ``mosquitto_passwd`` writes),
+  pki/passwords.hashed, so the publisher's password never reaches it in clear (the native broker copies it, the
+  broker image too when it finds it: images/broker/entrypoint.sh);
 * the publisher host gets the CA certificate, its own certificate and key (certificate auth) or its password
   alone in pki/publisher.password (first line), which the device reads with --password-file (on this host the
   publisher container reads the run folder's, written for the cell and removed after it);
@@ -75,13 +75,12 @@ def hashed_passwords(pki: Pki) -> bytes:
     return "".join(out).encode()
 
 
-def copied_files(role: str, scenario: Scenario, runtime: str = "native") -> list[str]:
+def copied_files(role: str, scenario: Scenario) -> list[str]:
     """pki/ files a host of ``role`` gets as they are (paths in the run folder)."""
     if role == "broker":
         tls = ["pki/ca.crt", "pki/server.crt", "pki/server.key"] if scenario.tls is not None else []
         client = [f"pki/{SUBSCRIBER_USER}.crt", f"pki/{SUBSCRIBER_USER}.key"] if uses_certificates(scenario) else []
-        compose = ["pki/passwords.txt"] if runtime == "compose" and uses_password(scenario) else []
-        return tls + client + compose
+        return tls + client
     if role == "publisher":
         tls = ["pki/ca.crt"] if scenario.tls is not None else []
         client = [f"pki/{DEVICE_USER}.crt", f"pki/{DEVICE_USER}.key"] if uses_certificates(scenario) else []
@@ -89,12 +88,12 @@ def copied_files(role: str, scenario: Scenario, runtime: str = "native") -> list
     return []
 
 
-def made_files(role: str, scenario: Scenario, pki: Pki | None, runtime: str = "native") -> dict[str, bytes]:
-    """Secret files made for a host of ``role`` (path in the run folder -> content): a native broker host's hashed
+def made_files(role: str, scenario: Scenario, pki: Pki | None) -> dict[str, bytes]:
+    """Secret files made for a host of ``role`` (path in the run folder -> content): the broker host's hashed
     password file and the subscriber's own password; the publisher host's password."""
     if pki is None or not uses_password(scenario):
         return {}
-    if role == "broker" and runtime == "native":
+    if role == "broker":
         mine = f"{SUBSCRIBER_USER}:{pki.password_for(SUBSCRIBER_USER)}\n".encode()
         return {f"pki/{HASHED_PASSWORDS}": hashed_passwords(pki), "pki/passwords.txt": mine}
     if role == "publisher":

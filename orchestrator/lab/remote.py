@@ -165,21 +165,21 @@ def stage_archive(host: LabHost, roles: LabRoles, run_files: list[tuple[str, Pat
     return base64.b64encode(data.getvalue()).decode("ascii")
 
 
-def role_files(role: str, lay: Layout, scenario: Scenario, runtime: str) -> list[tuple[str, Path]]:
+def role_files(role: str, lay: Layout, scenario: Scenario) -> list[tuple[str, Path]]:
     """(name in the archive, local file) of the run folder that a host of ``role`` gets as they are: the broker
     host the rendered configuration; of pki/ what lab/credentials.py gives the role."""
     config = [p for p in sorted(lay.config.rglob("*")) if p.is_file()] if role == "broker" else []
-    files = [*config, *(lay.root / rel for rel in credentials.copied_files(role, scenario, runtime))]
+    files = [*config, *(lay.root / rel for rel in credentials.copied_files(role, scenario))]
     return [(f"run/{p.relative_to(lay.root).as_posix()}", p) for p in files]
 
 
-def role_made(role: str, scenario: Scenario, pki: Pki | None, runtime: str) -> dict[str, bytes]:
-    return {f"run/{rel}": data for rel, data in credentials.made_files(role, scenario, pki, runtime).items()}
+def role_made(role: str, scenario: Scenario, pki: Pki | None) -> dict[str, bytes]:
+    return {f"run/{rel}": data for rel, data in credentials.made_files(role, scenario, pki).items()}
 
 
 def stage(lay: Layout, scenario: Scenario, spec: RunSpec, roles: LabRoles, pki: Pki | None) -> dict[str, str]:
     """host -> the archive it is sent."""
-    broker_files = role_files("broker", lay, scenario, roles.runtime)
+    broker_files = role_files("broker", lay, scenario)
     if roles.runtime == "compose":
         root = repo_root()
         broker_files += [(p.relative_to(root).as_posix(), p) for sub in ("compose", "images")
@@ -188,9 +188,9 @@ def stage(lay: Layout, scenario: Scenario, spec: RunSpec, roles: LabRoles, pki: 
     pub_folders = [*run_folders, "run/pki", "clock", *(["run/logs/fleet"] if spec.is_fleet else [])]
     b, p = roles.broker, roles.publisher
     return {b.name: stage_archive(b, roles, broker_files, [*run_folders, "run/config", "run/pki", "run/capture"],
-                                  role_made("broker", scenario, pki, roles.runtime)),
-            p.name: stage_archive(p, roles, role_files("publisher", lay, scenario, roles.runtime), pub_folders,
-                                  role_made("publisher", scenario, pki, roles.runtime))}
+                                  role_made("broker", scenario, pki)),
+            p.name: stage_archive(p, roles, role_files("publisher", lay, scenario), pub_folders,
+                                  role_made("publisher", scenario, pki))}
 
 
 def cell_vars(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, roles: LabRoles,
