@@ -7,6 +7,7 @@ import json
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -32,11 +33,15 @@ def negotiated(text: str) -> str:
     return "(none)"
 
 
-@pytest.fixture
-def tls_up(clean_testbed):
+@pytest.fixture(scope="module")
+def tls_up() -> Iterator[subprocess.CompletedProcess[str]]:
+    """One TLS lab for the three tests below that use it, in this order: two only look at it, the third takes it
+    down (so they come first in the file, before any test that brings the lab down or up on its own)."""
+    run_testbed("down")
     proc = run_testbed("up", "--scenario", "tls", "--host-port", str(HOST_PORT))
     assert proc.returncode == 0, proc.stderr
     yield proc
+    run_testbed("down")
 
 
 def test_tls_up_only_chacha20_poly1305(tls_up):
@@ -65,6 +70,25 @@ def test_tls_up_only_chacha20_poly1305(tls_up):
     assert "healthy" in status.stdout
 
 
+def test_client_without_credentials_is_refused(tls_up):
+    ca = state_dir() / "session" / "pki" / "ca.crt"
+    proc = subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(HOST_PORT), "--cafile", str(ca),
+                           "--insecure", "-t", "testbed/sensors", "-m", "x", "-d"],
+                          capture_output=True, text=True, timeout=20, check=False)
+    assert proc.returncode != 0
+    assert "not authorised" in (proc.stdout + proc.stderr).lower() or "connection refused" in \
+        (proc.stdout + proc.stderr).lower()
+
+
+def test_down_removes_everything_and_is_safe_twice(tls_up):
+    assert owned("container")
+    first = run_testbed("down")
+    assert first.returncode == 0, first.stderr
+    assert owned("container") == [] and owned("network") == [] and owned("volume") == []
+    second = run_testbed("down")
+    assert second.returncode == 0 and "testbed is down" in second.stdout
+
+
 def test_plain_up_delivers_a_message_to_the_subscriber(clean_testbed):
     proc = run_testbed("up", "--scenario", "plain", "--host-port", str(HOST_PORT))
     assert proc.returncode == 0, proc.stderr
@@ -78,15 +102,6 @@ def test_plain_up_delivers_a_message_to_the_subscriber(clean_testbed):
     rows = log.read_text().splitlines()
     assert rows[0] == "seq,t_recv_us,bytes,dup,device"
     assert rows[1].startswith("7,") and rows[1].endswith(f",{len(payload)},0,t")
-
-
-def test_down_removes_everything_and_is_safe_twice(tls_up):
-    assert owned("container")
-    first = run_testbed("down")
-    assert first.returncode == 0, first.stderr
-    assert owned("container") == [] and owned("network") == [] and owned("volume") == []
-    second = run_testbed("down")
-    assert second.returncode == 0 and "testbed is down" in second.stdout
 
 
 def test_port_in_use_is_named(clean_testbed):
@@ -121,16 +136,6 @@ def test_doctor_names_the_fix_when_the_engine_is_down():
     assert proc.returncode == 1
     assert "MISSING" in proc.stdout and "dockerd" in proc.stdout
     assert "required check(s) failed" in proc.stderr
-
-
-def test_client_without_credentials_is_refused(tls_up):
-    ca = state_dir() / "session" / "pki" / "ca.crt"
-    proc = subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(HOST_PORT), "--cafile", str(ca),
-                           "--insecure", "-t", "testbed/sensors", "-m", "x", "-d"],
-                          capture_output=True, text=True, timeout=20, check=False)
-    assert proc.returncode != 0
-    assert "not authorised" in (proc.stdout + proc.stderr).lower() or "connection refused" in \
-        (proc.stdout + proc.stderr).lower()
 
 
 def test_tls13_scenario_negotiates_tls13_chacha20_only(clean_testbed):
