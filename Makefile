@@ -51,8 +51,15 @@ demo: images
 test: venv system docker images
 	$(BIN)/pytest $(PYTEST_ARGS)
 
+# two pytest processes, one per core: tests/firmware (mostly C++ builds) in the background, its output shown after
+# tests/unit's; the target fails when either does
 check: lint system-check
-	$(BIN)/pytest -q -m "$(CHECK_MARKERS)" tests/unit tests/firmware $(CHECK_ARGS)
+	@mkdir -p build
+	@echo "pytest -m '$(CHECK_MARKERS)' tests/unit, and tests/firmware beside it (log: build/check-firmware.log)"
+	@$(BIN)/pytest -q -m "$(CHECK_MARKERS)" tests/firmware $(CHECK_ARGS) > build/check-firmware.log 2>&1 & fw=$$!; \
+	$(BIN)/pytest -q -m "$(CHECK_MARKERS)" tests/unit $(CHECK_ARGS); unit=$$?; \
+	wait $$fw; firmware=$$?; echo "== tests/firmware (build/check-firmware.log)"; cat build/check-firmware.log; \
+	echo "make check: tests/unit exit $$unit, tests/firmware exit $$firmware"; exit $$(( unit || firmware ))
 
 lint: venv
 	$(BIN)/ruff check orchestrator tests bench scripts
