@@ -1,5 +1,5 @@
-"""bench/'s scripts import each other by bare name (python bench/x.py puts bench/ on the path); no cycle among
-them (fleet_loader and paho_loader had one: what both need is in loader_common)."""
+"""bench/'s scripts import each other by bare name (running a script puts its folder, bench/, on the
+path); no cycle among them (fleet_loader and paho_loader had one: what both need is in loader_common)."""
 
 from __future__ import annotations
 
