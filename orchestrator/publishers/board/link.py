@@ -78,11 +78,14 @@ def port_error(port: str, baud: int, exc: OSError) -> BoardLinkError:
 class BoardLink:
     def __init__(self, port: str, *, baud: int = DEFAULT_BAUD,
                  opener: Callable[[str, int], SerialPort] = open_serial, clock: Clock = REAL_CLOCK,
-                 transcript_lines: int = 5000) -> None:
+                 transcript_lines: int = 5000, wire: list[str] | None = None) -> None:
         self.port = port
         self.baud = baud
         self.banner: Banner | None = None
         self.transcript: deque[str] = deque(maxlen=transcript_lines)  # "> sent" / "< received", redacted
+        # ``wire``: every line both ways UNREDACTED, for the protocol's own tests (a golden transcript pins the
+        # RUN chunks byte for byte). It holds secrets, so the product never passes one and nothing writes it.
+        self._wire = wire
         self._opener = opener
         self._clock = clock
         self._ser: SerialPort | None = None
@@ -120,8 +123,13 @@ class BoardLink:
             raise BoardLinkError(f"serial port {self.port} is not open")
         return self._ser
 
+    def _record(self, line: str) -> None:
+        self.transcript.append(redact(line))
+        if self._wire is not None:
+            self._wire.append(line)
+
     def write_line(self, text: str) -> None:
-        self.transcript.append(redact(f"> {text}"))
+        self._record(f"> {text}")
         try:
             self._port().write(text.encode("ascii") + b"\n")
             self._port().flush()
@@ -144,7 +152,7 @@ class BoardLink:
         raw, _, rest = self._buf.partition(b"\n")
         self._buf = bytearray(rest)
         text = raw.decode("utf-8", errors="replace").rstrip("\r")
-        self.transcript.append(redact(f"< {text}"))
+        self._record(f"< {text}")
         self.last_text = text
         return text
 
@@ -162,7 +170,7 @@ class BoardLink:
         """Reset the board as esptool's hard reset does: RTS pulls EN low for ``hold_s`` with DTR (GPIO0)
         released, so it boots the flashed firmware; a fresh BANNER and READY follow (wait_ready)."""
         ser = self._port()
-        self.transcript.append("> (reset: RTS low-high)")
+        self._record("> (reset: RTS low-high)")
         try:
             ser.dtr = False  # type: ignore[attr-defined]
             ser.rts = True  # type: ignore[attr-defined]
