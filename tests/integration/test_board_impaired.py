@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pandas as pd
 
@@ -35,7 +36,9 @@ def test_a_boards_path_loses_and_delays_at_the_brokers_ingress_as_recorded(docke
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     record = json.loads((out / "impairment.json").read_text())
     assert record["applied"] and record["delay_mechanism"] == "queue", record
-    assert "do NOT include the injected delay" in record["board_path"] and "outside 172." in record["board_path"]
+    assert "do NOT include the injected delay" in record["board_path"]
+    # the lab network Docker gave this run (172.x or, once those pools are used, 192.168.x)
+    assert re.search(r"outside \d+\.\d+\.\d+\.\d+/\d+", record["board_path"]), record["board_path"]
     assert "testbed_impair {" not in record["after_clear"] and "TESTBED_Q" not in record["after_clear"]
     metrics = json.loads((out / "metrics.json").read_text())
     loss = metrics["loss"]
