@@ -48,8 +48,9 @@ images: venv system-demo docker
 demo: images
 	$(TESTBED) sweep $(DEMO_ARGS)
 
+# --durations=25: every run (CI's too) ends with its 25 slowest tests, where CI's minutes go
 test: venv system docker images
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest --durations=25 $(PYTEST_ARGS)
 
 # two pytest processes, one per core: tests/firmware (mostly C++ builds) in the background, its output shown after
 # tests/unit's; the target fails when either does
