@@ -18,10 +18,10 @@ unit per row (the ``unit`` column).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 import numpy as np
 import pandas as pd
@@ -78,6 +78,8 @@ def _as_bool(series: pd.Series) -> pd.Series | None:
 def _as_int(series: pd.Series) -> pd.Series | None:
     """A numeric column whose every value is a whole number as ``Int64``; None when one is not (then it stays
     float: never rounded)."""
+    if series.dtype == object and series.isna().all():
+        return None  # nothing says what it would hold (a spec's serial_port that no cell set)
     numbers = pd.to_numeric(series, errors="coerce")
     if (numbers.isna() & series.notna()).any():
         return None
@@ -109,9 +111,12 @@ def _typed_column(name: str, series: pd.Series) -> pd.Series:
     return series.astype("category")
 
 
-def typed(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with every column given its type (see the module's doc) and ``attrs["units"]`` set."""
-    out = pd.DataFrame({name: _typed_column(str(name), df[name]) for name in df.columns}, index=df.index)
+def typed(df: pd.DataFrame, known: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """``df`` with every column given its type (``known``: column -> dtype where the model says it, else from
+    the column's name and values, see the module's doc) and ``attrs["units"]`` set."""
+    known = known or {}
+    out = pd.DataFrame({name: df[name].astype(known[str(name)]) if str(name) in known
+                        else _typed_column(str(name), df[name]) for name in df.columns}, index=df.index)
     out.attrs[UNITS] = {str(c): u for c in out.columns if (u := unit_of(str(c))) is not None}
     return out
 
@@ -136,6 +141,20 @@ def _concat(frames: Iterable[tuple[str, pd.DataFrame]], cell_order: list[str]) -
     whole = pd.concat(parts, ignore_index=True)
     whole.insert(0, CELL, pd.Categorical(whole.pop(CELL), categories=cell_order))
     return whole
+
+
+def axis_dtype(kind: Any) -> str:
+    """The dtype of an axis's values, from its Python type (a Literal of numbers: Int64; of names: category)."""
+    choices = [a for a in get_args(kind) if a is not type(None)]
+    if get_origin(kind) is Literal:
+        return "Int64" if all(isinstance(c, int) and not isinstance(c, bool) for c in choices) else "category"
+    if len(choices) == 1:
+        return axis_dtype(choices[0])
+    return {int: "Int64", float: "float64", bool: "boolean"}.get(kind, "category")
+
+
+AXIS_DTYPES = {a.name: axis_dtype(a.type) for a in AXES}
+RECORD_DTYPES = {"received": "Int64", "publisher_exit_code": "Int64", "devices": "Int64", "error": "string"}
 
 
 def _spec_values(cell: Cell, taken: set[str]) -> dict[str, Any]:
@@ -189,7 +208,8 @@ class ResultsBundle:
     def cells(self) -> pd.DataFrame:
         """One row per cell (failed and interrupted ones too, with their status and error): its id, its axis
         values, its condition as the report groups cells, its status and times."""
-        frame = typed(pd.DataFrame([cell_row(c) for c in self.raw.cells]))
+        rows = pd.DataFrame([cell_row(c) for c in self.raw.cells])
+        frame = typed(rows, {**AXIS_DTYPES, **RECORD_DTYPES})
         frame[CELL] = pd.Categorical(frame[CELL].astype(str), categories=self._order)
         return frame
 

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.errors import TestbedError
+from orchestrator.model.run import RunSpec
 from orchestrator.report.loader import load_bundle as report_load_bundle
 from orchestrator.results import ResultsBundle, load
 from orchestrator.results.bundle import load_bundle
@@ -168,3 +169,22 @@ def test_one_reader_for_the_report_and_the_notebook(tmp_path: Path) -> None:
     (root / "runs" / "plain-65B-none-r1" / "per_message.csv").write_text("seq,delay_ms\n0,zero\n", encoding="utf-8")
     with pytest.raises(TestbedError, match=r"per_message.csv:2: delay_ms: not a number"):
         load(root)
+
+
+def test_the_cells_axis_values_are_typed_as_their_axes(tmp_path: Path) -> None:
+    root = tmp_path / "bundle"
+    make_bundle(root, payloads=(65,), samples=20)
+    path = root / "runs" / "tls-65B-none-r1" / "cell.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    spec = RunSpec(scenario="tls", payload=65, samples=20, interval_ms=100.0).model_dump(mode="json")
+    path.write_text(json.dumps({**record, "spec": spec, "started_utc": "2026-11-30T02:00:05+00:00"}), encoding="utf-8")
+    cells = load(root).cells
+    assert {c: str(cells[c].dtype) for c in ("samples", "interval_ms", "qos", "reset_board", "serial_port",
+                                                  "publisher", "received")} == {
+        "samples": "Int64", "interval_ms": "float64", "qos": "Int64", "reset_board": "boolean",
+        "serial_port": "category", "publisher": "category", "received": "Int64"}
+    tls = cells.set_index("cell_id").loc["tls-65B-none-r1"]
+    assert tls["samples"] == 20 and tls["interval_ms"] == 100.0 and not tls["reset_board"]
+    assert tls["started_utc"] == pd.Timestamp("2026-11-30T02:00:05Z") and pd.isna(tls["serial_port"])
+    assert pd.isna(cells.set_index("cell_id").loc["plain-65B-none-r1", "samples"])  # no spec kept: missing
+    assert cells.attrs["units"] == {"payload": "B", "interval_ms": "ms"}
