@@ -55,6 +55,7 @@ struct WiFiUDP { uint8_t begin(uint16_t); int beginPacket(const char*, uint16_t)
     "esp_arduino_version.h": "#pragma once\n#define ESP_ARDUINO_VERSION_MAJOR 2\n#define ESP_ARDUINO_VERSION_MINOR 0\n"
     "#define ESP_ARDUINO_VERSION_PATCH 14\n",
     "esp_sntp.h": "#pragma once\nvoid sntp_stop();\n",
+    "esp_idf_version.h": "#pragma once\n#define ESP_IDF_VERSION_MAJOR 4\n",
     "esp_system.h": "#pragma once\n#include <cstdint>\nconst char* esp_get_idf_version();\n"
     "typedef enum { ESP_MAC_WIFI_STA = 0 } esp_mac_type_t;\nint esp_read_mac(uint8_t*, esp_mac_type_t);\n",
 }
@@ -235,3 +236,105 @@ def test_wifi_udp_datagram_compiles_and_runs_against_a_wifiudp_fake(tmp_path: Pa
     assert proc.returncode == 0, proc.stderr[-4000:]
     run = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=30)
     assert run.returncode == 0 and run.stdout.strip() == "OK", run.stdout + run.stderr
+
+
+# ---------------------------------------------------------------------------------------------------
+# Every board env of platformio.ini, as far as the board sources go: src/main.cpp (and, in the env
+# esp32dev-wificlientsecure, src/arduino_client_adapter.h: the core's ClientTransport over WiFiClientSecure)
+# against stand-ins of Arduino-ESP32 2.x / ESP-IDF 4.4 or Arduino-ESP32 3.x / ESP-IDF 5. The stand-ins of
+# one version declare only that version's API (3.x: esp_sntp_stop, esp_read_mac in esp_mac.h,
+# NetworkClientSecure's shared_ptr context; 2.x: sntp_stop, esp_read_mac in esp_system.h, a raw pointer),
+# so a call that is not guarded by ESP_IDF_VERSION_MAJOR / ESP_ARDUINO_VERSION_MAJOR fails to compile.
+# mbedTLS is Debian's 2.28 in every case: the core's TlsTransport is not ported to mbedTLS 3 (see
+# firmware/platformio/README.md), so the 3.x rows check the board code, not a 3.x link.
+def _versioned_stubs(arduino_major: int, idf_major: int) -> dict[str, str]:
+    stubs = dict(STUBS)
+    stubs["esp_arduino_version.h"] = (f"#pragma once\n#define ESP_ARDUINO_VERSION_MAJOR {arduino_major}\n"
+                                      "#define ESP_ARDUINO_VERSION_MINOR 0\n#define ESP_ARDUINO_VERSION_PATCH 5\n")
+    stubs["esp_idf_version.h"] = f"#pragma once\n#define ESP_IDF_VERSION_MAJOR {idf_major}\n"
+    stubs["IPAddress.h"] = ("#pragma once\n#include <cstdint>\n"
+                            "struct IPAddress { IPAddress(); IPAddress(uint32_t); bool fromString(const char*);"
+                            " uint32_t raw; };\n")
+    stubs["WiFiUdp.h"] = stubs["WiFiUdp.h"].replace(
+        "struct IPAddress { IPAddress(); IPAddress(uint32_t); uint32_t raw; };", '#include "IPAddress.h"')
+    stubs["WiFi.h"] = stubs["WiFi.h"].replace(
+        "extern WiFiClass WiFi;", "int hostByName(const char*, IPAddress&); };\nextern WiFiClass WiFi;"
+    ).replace("IPAddressStub localIP(); int getSleep(); };", "IPAddressStub localIP(); int getSleep();").replace(
+        "#include <cstdint>", '#include <cstdint>\n#include "IPAddress.h"', 1)
+    mac = "typedef enum { ESP_MAC_WIFI_STA = 0 } esp_mac_type_t;\nint esp_read_mac(uint8_t*, esp_mac_type_t);\n"
+    system = "#pragma once\n#include <cstdint>\nconst char* esp_get_idf_version();\n"
+    if idf_major >= 5:
+        stubs["esp_system.h"] = system
+        stubs["esp_mac.h"] = "#pragma once\n#include <cstdint>\n" + mac
+        stubs["esp_sntp.h"] = "#pragma once\nvoid esp_sntp_stop();\n"
+    else:
+        stubs["esp_system.h"] = system + mac
+    pointer = "std::shared_ptr<sslclient_context>" if arduino_major >= 3 else "sslclient_context*"
+    stubs["Client.h"] = """#pragma once
+#include <cstddef>
+#include <cstdint>
+class Client { public: virtual ~Client() = default; virtual int connect(const char*, uint16_t) = 0;
+  virtual size_t write(const uint8_t*, size_t) = 0; virtual int available() = 0;
+  virtual int read(uint8_t*, size_t) = 0; virtual void stop() = 0; virtual uint8_t connected() = 0; };
+"""
+    stubs["WiFiClientSecure.h"] = f"""#pragma once
+#include <memory>
+#include <mbedtls/ssl.h>
+#include "Client.h"
+#include "IPAddress.h"
+struct sslclient_context {{ int socket; mbedtls_ssl_context ssl_ctx; }};
+class WiFiClientSecure : public Client {{ public:
+  int connect(const char*, uint16_t) override; size_t write(const uint8_t*, size_t) override;
+  int available() override; int read(uint8_t*, size_t) override; void stop() override; uint8_t connected() override;
+  int connect(IPAddress, uint16_t, const char*, const char*, const char*, const char*);
+  void setHandshakeTimeout(unsigned long); int lastError(char*, size_t);
+ protected: {pointer} sslclient; }};
+"""
+    return stubs
+
+
+ENV_ROWS = [
+    ("esp32dev", 2, 4, []),
+    ("esp32dev-chacha-only", 2, 4, ["-DTESTBED_CHACHA_ONLY=1"]),
+    ("esp32dev-wificlientsecure", 2, 4, ["-DTESTBED_CHACHA_ONLY=1", "-DTESTBED_WIFICLIENTSECURE=1"]),
+    ("esp32dev-arduino3", 3, 5, []),
+    ("esp32dev-idf5-tls13", 3, 5, ["-DTESTBED_CHACHA_TLS13=1"]),
+]
+
+
+@pytest.mark.parametrize(("env", "arduino_major", "idf_major", "defines"), ENV_ROWS, ids=[r[0] for r in ENV_ROWS])
+def test_board_sources_compile_for_each_env(
+    tmp_path: Path, env: str, arduino_major: int, idf_major: int, defines: list[str]
+) -> None:
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ not installed (apt-get install -y g++)")
+    for name, text in _versioned_stubs(arduino_major, idf_major).items():
+        (tmp_path / name).write_text(text)
+    settings = settings_for_scenario("tls", tmp_path / "pki", payload=65, samples=200, interval_ms=1000, qos=0)
+    (tmp_path / "testbed_generated.h").write_text(pio.render_header(settings))
+    # main.cpp, then a check that the BANNER names this env (board=)
+    (tmp_path / "env_main.cpp").write_text(
+        f'#include "{PROJECT / "src" / "main.cpp"}"\n'
+        "constexpr bool same(const char* a, const char* b) { return *a == *b && (*a == 0 || same(a + 1, b + 1)); }\n"
+        f'static_assert(same(TESTBED_BOARD_ENV, "{env}"), "BANNER board= is not the env");\n')
+    argv = [gxx, "-std=gnu++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-DTESTBED_REQUIRE_CHACHAPOLY=1",
+            *defines, '-DTESTBED_WIFI_SSID="lab"', '-DTESTBED_WIFI_PASSWORD="pw"',
+            '-DTESTBED_BROKER_HOST="192.0.2.10"', '-DTESTBED_SNTP_SERVER=""', f"-I{tmp_path}",
+            f"-I{PROJECT / 'src'}", f"-I{PROJECT / 'include'}", f"-I{PROJECT / 'lib' / 'testbed_core' / 'src'}",
+            str(tmp_path / "env_main.cpp")]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+def test_an_unguarded_idf4_call_fails_against_the_idf5_stand_ins(tmp_path: Path) -> None:
+    """The control: the 3.x stand-ins really lack the 2.x API (else the rows above would prove nothing)."""
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ not installed (apt-get install -y g++)")
+    for name, text in _versioned_stubs(3, 5).items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "old.cpp").write_text('#include "esp_sntp.h"\nvoid f() { sntp_stop(); }\n')
+    proc = subprocess.run([gxx, "-std=gnu++17", "-fsyntax-only", f"-I{tmp_path}", str(tmp_path / "old.cpp")],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode != 0 and "sntp_stop" in proc.stderr

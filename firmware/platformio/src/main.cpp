@@ -8,8 +8,12 @@
 #include <WiFiUdp.h>
 #include <esp_arduino_version.h>
 #include <esp_heap_caps.h>
+#include <esp_idf_version.h>
 #include <esp_sntp.h>
 #include <esp_system.h>
+#if ESP_IDF_VERSION_MAJOR >= 5
+#include <esp_mac.h>  // esp_read_mac moved out of esp_system.h in ESP-IDF 5 (Arduino-ESP32 3.x)
+#endif
 #include <esp_timer.h>
 #include <sys/time.h>
 #include <time.h>
@@ -21,6 +25,9 @@
 #include "board_session.h"
 #include "testbed_core.h"
 #include "wifi_udp_datagram.h"  // the clock exchanges over WiFiUDP (resolves once, flushes, spins for t4)
+#if defined(TESTBED_WIFICLIENTSECURE)
+#include "arduino_client_adapter.h"  // env esp32dev-wificlientsecure: TLS RUNs through WiFiClientSecure
+#endif
 #include "testbed_generated.h"  // written by `testbed firmware build` (device id, topic; the cell comes with RUN)
 
 #if !defined(TESTBED_WIFI_SSID) || !defined(TESTBED_WIFI_PASSWORD) || !defined(TESTBED_BROKER_HOST)
@@ -28,6 +35,18 @@
 #endif
 static_assert(sizeof(TESTBED_WIFI_SSID) > 1, "TESTBED_WIFI_SSID is empty: export it before `pio run`");
 static_assert(sizeof(TESTBED_BROKER_HOST) > 1, "TESTBED_BROKER_HOST is empty: export it before `pio run`");
+// The BANNER's board=: the PlatformIO env, so a cell's record says which stack published (platformio.ini).
+#if defined(TESTBED_WIFICLIENTSECURE)
+#define TESTBED_BOARD_ENV "esp32dev-wificlientsecure"
+#elif defined(TESTBED_CHACHA_TLS13)
+#define TESTBED_BOARD_ENV "esp32dev-idf5-tls13"
+#elif defined(TESTBED_CHACHA_ONLY)
+#define TESTBED_BOARD_ENV "esp32dev-chacha-only"
+#elif ESP_ARDUINO_VERSION_MAJOR >= 3
+#define TESTBED_BOARD_ENV "esp32dev-arduino3"
+#else
+#define TESTBED_BOARD_ENV "esp32dev"
+#endif
 #ifndef TESTBED_FW_BUILD
 #define TESTBED_FW_BUILD __DATE__ "-" __TIME__  // the BANNER's fw=; spaces become '_'
 #endif
@@ -155,7 +174,11 @@ void sync_time() {
   }
   Serial.printf("SNTP server=%s synced_after_ms=%lu\n", server, static_cast<unsigned long>(millis() - start));
   // No SNTP slews from here on: each cell's clock exchanges (before and after) assume a constant drift.
+#if ESP_IDF_VERSION_MAJOR >= 5
+  esp_sntp_stop();  // ESP-IDF 5 deprecates the lwIP-named sntp_* API
+#else
   sntp_stop();
+#endif
 }
 
 // The BANNER's facts (static storage: the session keeps the pointers).
@@ -168,7 +191,7 @@ const tb::BoardInfo& board_info() {
   snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
   snprintf(arduino, sizeof(arduino), "%d.%d.%d", ESP_ARDUINO_VERSION_MAJOR, ESP_ARDUINO_VERSION_MINOR,
            ESP_ARDUINO_VERSION_PATCH);
-  info.board = "esp32dev";
+  info.board = TESTBED_BOARD_ENV;
   info.chip = chip;
   info.mac = mac;
   info.fw = TESTBED_FW_BUILD;
@@ -203,6 +226,10 @@ void setup() {
   WiFi.setSleep(false);  // modem sleep adds tens of ms of latency
   static tb::BoardSession session(g_serial, g_clock, g_sensors, g_port, board_info(), &g_udp);  // ~20 KB: static
   g_session = &session;
+#if defined(TESTBED_WIFICLIENTSECURE)
+  static WifiClientSecureFilter secure_client(g_clock);
+  session.set_transport_filter(&secure_client);
+#endif
   session.banner();
   connect_wifi();
   sync_time();

@@ -53,6 +53,7 @@ class TlsTransport : public Transport {
   void set_resumption(SessionResumption r) override;
   const char* error_text() const override { return err_.c_str(); }
   const TransportStats& stats() const override { return stats_; }
+  const TlsOptions* tls_options() const override { return &opt_; }
 
  private:
   Err configure(const char* host);

@@ -9,6 +9,8 @@
 
 namespace tb {
 
+struct TlsOptions;  // tls_transport.h
+
 struct TransportStats {
   int64_t tcp_connect_us = -1;  // connect() of the attempt that succeeded
   int64_t handshake_us = -1;    // TLS: ClientHello to both Finished; -1 for plain TCP
@@ -38,6 +40,9 @@ class Transport {
   virtual void set_resumption(SessionResumption) {}
   virtual const char* error_text() const = 0;
   virtual const TransportStats& stats() const = 0;
+  // A TLS transport's configuration (CA, server name, suites), nullptr for plain TCP: lets a
+  // TransportFilter build another TLS client for the same RUN (the board's WiFiClientSecure env).
+  virtual const TlsOptions* tls_options() const { return nullptr; }
 
   // Reads exactly len bytes (each wait bounded by timeout_ms).
   Err read_exact(uint8_t* buf, size_t len, uint32_t timeout_ms) {
