@@ -44,13 +44,15 @@ INT_NAMES = frozenset({
     "per_connection", "baud", "index",
 })
 INT_SUFFIXES = ("_us", "_len", "_bytes", "_count", "_port", "_n", "_c2s", "_s2c", "_seed", "_resamples")
-INT_PREFIXES = ("n_", "repeats_", "samples_", "received_")
+INT_PREFIXES = ("n_", "repeats_", "samples_", "received_", "wire_", "payload_", "retransmitted_", "alert_records_")
 FLOAT_SUFFIXES = ("_ms", "_s", "_pct", "_bps", "_p")
-TEXT_NAMES = frozenset({"error", "warnings", "note", "lost_seqs", "lost_at", "samples_note"})
+TEXT_NAMES = frozenset({"error", "warnings", "note", "lost_seqs", "lost_at", "samples_note", "evidence", "verdict",
+                        "end_evidence", "alerts_client", "alerts_server"})
 ISO_TIMES = frozenset({"started_utc", "finished_utc", "created_utc"})
-EPOCH_SECONDS = frozenset({"time"})  # packets.csv: the capture's time of each frame
+EPOCH_SECONDS = frozenset({"time", "syn_time"})  # the capture's time of a frame (packets.csv), of a SYN
 UNIT_SUFFIXES = (("_ms", "ms"), ("_us", "us"), ("_s", "s"), ("_bps", "bit/s"), ("_pct", "%"), ("_len", "B"),
                  ("_bytes", "B"), ("_c2s", "B"), ("_s2c", "B"))
+UNIT_PREFIXES = (("wire_", "B"), ("payload_", "B"), ("retransmitted_", "B"))  # connections.csv: bytes per side
 UNIT_NAMES = {"tls_overhead": "B", "payload": "B", **{a.name: a.unit for a in AXES if a.unit}}
 
 
@@ -64,7 +66,8 @@ def unit_of(name: str) -> str | None:
     """The unit of a column, from its name (None: a count, a name or a flag)."""
     if name in UNIT_NAMES:
         return UNIT_NAMES[name]
-    return next((unit for suffix, unit in UNIT_SUFFIXES if name.endswith(suffix)), None)
+    by_suffix = next((unit for suffix, unit in UNIT_SUFFIXES if name.endswith(suffix)), None)
+    return by_suffix or next((unit for prefix, unit in UNIT_PREFIXES if name.startswith(prefix)), None)
 
 
 def _as_bool(series: pd.Series) -> pd.Series | None:

@@ -188,3 +188,31 @@ def test_the_cells_axis_values_are_typed_as_their_axes(tmp_path: Path) -> None:
     assert tls["started_utc"] == pd.Timestamp("2026-11-30T02:00:05Z") and pd.isna(tls["serial_port"])
     assert pd.isna(cells.set_index("cell_id").loc["plain-65B-none-r1", "samples"])  # no spec kept: missing
     assert cells.attrs["units"] == {"payload": "B", "interval_ms": "ms"}
+
+
+def test_connections_and_devices_of_the_cells_that_have_them(tmp_path: Path) -> None:
+    root = tmp_path / "bundle"
+    make_bundle(root, payloads=(65,), samples=20)
+    (root / "runs" / "tls-65B-none-r1" / "connections.csv").write_text(
+        "stream,client_ip,client_port,syn_time,tcp_connect_ms,handshake,tls_handshake_ms,payload_client_to_server,"
+        "wire_client_to_server,disconnect_seen,close_notify_client,alerts_client,claimed_resumed\n"
+        "0,172.18.0.3,40001,1796004407.5865,0.11,full,3.2,2100,3500,True,True,close_notify,\n"
+        "1,172.18.0.3,40002,1796004410.25,0.12,resumed-id,1.5,1700,2300,True,,,True\n", encoding="utf-8")
+    (root / "runs" / "plain-65B-none-r1" / "devices.csv").write_text(
+        "device,sent,received,lost,lost_seqs,lost_at,connected,error,t_start_us,tcp_connect_ms,lag_p99_us\n"
+        "0001,20,19,1,7,not on capture,True,,1796004407586500,0.2,310.5\n", encoding="utf-8")
+    bundle = load(root)
+    conns, devices = bundle.connections, bundle.devices
+    assert conns is not None and devices is not None
+    assert list(conns["cell_id"].astype(str)) == ["tls-65B-none-r1"] * 2
+    assert {c: str(conns[c].dtype) for c in ("client_port", "syn_time", "tcp_connect_ms", "handshake",
+                                                 "wire_client_to_server", "disconnect_seen", "claimed_resumed")} \
+        == {"client_port": "Int64", "syn_time": "datetime64[ns, UTC]", "tcp_connect_ms": "float64",
+            "handshake": "category", "wire_client_to_server": "Int64", "disconnect_seen": "boolean",
+            "claimed_resumed": "boolean"}
+    assert pd.isna(conns["claimed_resumed"][0]) and bool(conns["claimed_resumed"][1])  # no claim: missing
+    assert conns.attrs["units"]["wire_client_to_server"] == "B" and conns.attrs["units"]["tcp_connect_ms"] == "ms"
+    assert devices["device"][0] == "0001"  # an id, not the number 1
+    assert str(devices["lag_p99_us"].dtype) == "float64" and devices["lag_p99_us"][0] == 310.5  # not rounded
+    assert str(devices["t_start_us"].dtype) == "Int64" and devices["t_start_us"][0] == 1796004407586500
+    assert bool(devices["connected"][0]) and pd.isna(devices["error"][0])
