@@ -9,6 +9,7 @@ build flags: they are checked for presence here, never read into files or printe
 from __future__ import annotations
 
 import configparser
+import json
 import os
 import re
 import subprocess
@@ -87,6 +88,37 @@ def project_envs(ini_text: str) -> list[str]:
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     parser.read_string(ini_text)
     return [s.split(":", 1)[1] for s in parser.sections() if s.startswith("env:")]
+
+
+@dataclass(frozen=True)
+class BoardEnv:
+    """One board env as PlatformIO computes it (extends and ${...} resolved)."""
+
+    name: str
+    platform: str
+    framework: tuple[str, ...]
+    build_flags: tuple[str, ...]
+    measures: str  # the env's `custom_measures`: what a cell built with it can and cannot measure
+
+
+def board_envs(config_json: str) -> list[BoardEnv]:
+    """The board envs (not `native`) of `pio project config --json-output`."""
+    envs = []
+    for section, options in json.loads(config_json):
+        if not section.startswith("env:") or section == "env:native":
+            continue
+        values = dict(options)
+        framework = values.get("framework", [])
+        envs.append(BoardEnv(section.split(":", 1)[1], str(values.get("platform", "")),
+                             tuple(framework if isinstance(framework, list) else [framework]),
+                             tuple(values.get("build_flags", [])), str(values.get("custom_measures", ""))))
+    return envs
+
+
+def list_board_envs(project: Path | None = None, timeout: float = 120) -> list[BoardEnv]:
+    """`pio project config --json-output`, offline: every board env with its platform and framework."""
+    argv = [*config_argv(find_pio(), project or project_dir()), "--json-output"]
+    return board_envs(_run_pio(argv, timeout=timeout))
 
 
 def check_board(board: str, ini_text: str) -> str:

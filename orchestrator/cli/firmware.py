@@ -14,8 +14,17 @@ from orchestrator.lab.firmware import settings_for_scenario
 app = typer.Typer(no_args_is_help=True,
                   help="Build, flash and watch the ESP32 firmware (PlatformIO, framework arduino + espidf).")
 
-Board = Annotated[str, typer.Option("--board",
-                                     help="PlatformIO environment in firmware/platformio/platformio.ini")]
+def _board_env_names() -> str:
+    try:
+        ini = (platformio.project_dir() / "platformio.ini").read_text()
+    except OSError:
+        return "see firmware/platformio/platformio.ini"
+    return ", ".join(e for e in platformio.project_envs(ini) if e != "native")
+
+
+Board = Annotated[str, typer.Option("--board", "--env",
+                                     help=f"PlatformIO environment of firmware/platformio/platformio.ini: "
+                                          f"{_board_env_names()} (`testbed firmware envs`: what each measures)")]
 
 
 def default_pki_dir() -> Path:
@@ -68,3 +77,11 @@ def monitor(
     argv = platformio.monitor_command(board=board, port=port, baud=baud)
     err.print(f"[dim]{' '.join(argv)}[/]")
     platformio.run_attached(argv)
+
+
+@app.command()
+def envs() -> None:
+    """List the board environments (offline, `pio project config`): platform, framework, what each measures."""
+    for env in platformio.list_board_envs():
+        out.print(f"[bold]{env.name}[/]\n  platform:  {env.platform}\n  framework: {', '.join(env.framework)}\n"
+                  f"  measures:  {env.measures or '-'}")

@@ -44,10 +44,12 @@ def test_argv_builders_are_exact() -> None:
 
 
 def test_board_environments_come_from_platformio_ini() -> None:
-    assert pio.project_envs(INI) == ["esp32dev", "esp32dev-chacha-only", "native"]
+    assert pio.project_envs(INI) == ["esp32dev", "esp32dev-chacha-only", "esp32dev-arduino3", "esp32dev-idf5-tls13",
+                                     "esp32dev-wificlientsecure", "native"]
     assert pio.check_board("esp32dev", INI) == "esp32dev"
     assert pio.check_board("esp32dev-chacha-only", INI) == "esp32dev-chacha-only"
-    with pytest.raises(TestbedError, match="unknown board environment 'native'.*known: esp32dev, esp32dev-chacha-only"):
+    with pytest.raises(TestbedError, match="unknown board environment 'native'.*known: esp32dev, esp32dev-chacha-only, "
+                                           "esp32dev-arduino3, esp32dev-idf5-tls13, esp32dev-wificlientsecure"):
         pio.check_board("native", INI)
     with pytest.raises(TestbedError, match="'esp32s3'"):
         pio.check_board("esp32s3", INI)
