@@ -293,6 +293,16 @@ class WiFiClientSecure : public Client {{ public:
     return stubs
 
 
+def _gxx_with_stubs(tmp_path: Path, stubs: dict[str, str]) -> str:
+    """g++ (or a skip), with the stand-ins written into tmp_path."""
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ not installed (apt-get install -y g++)")
+    for name, text in stubs.items():
+        (tmp_path / name).write_text(text)
+    return gxx
+
+
 ENV_ROWS = [
     ("esp32dev", 2, 4, []),
     ("esp32dev-chacha-only", 2, 4, ["-DTESTBED_CHACHA_ONLY=1"]),
@@ -306,11 +316,7 @@ ENV_ROWS = [
 def test_board_sources_compile_for_each_env(
     tmp_path: Path, env: str, arduino_major: int, idf_major: int, defines: list[str]
 ) -> None:
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("g++ not installed (apt-get install -y g++)")
-    for name, text in _versioned_stubs(arduino_major, idf_major).items():
-        (tmp_path / name).write_text(text)
+    gxx = _gxx_with_stubs(tmp_path, _versioned_stubs(arduino_major, idf_major))
     settings = settings_for_scenario("tls", tmp_path / "pki", payload=65, samples=200, interval_ms=1000, qos=0)
     (tmp_path / "testbed_generated.h").write_text(pio.render_header(settings))
     # main.cpp, then a check that the BANNER names this env (board=)
@@ -329,11 +335,7 @@ def test_board_sources_compile_for_each_env(
 
 def test_an_unguarded_idf4_call_fails_against_the_idf5_stand_ins(tmp_path: Path) -> None:
     """The control: the 3.x stand-ins really lack the 2.x API (else the rows above would prove nothing)."""
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("g++ not installed (apt-get install -y g++)")
-    for name, text in _versioned_stubs(3, 5).items():
-        (tmp_path / name).write_text(text)
+    gxx = _gxx_with_stubs(tmp_path, _versioned_stubs(3, 5))
     (tmp_path / "old.cpp").write_text('#include "esp_sntp.h"\nvoid f() { sntp_stop(); }\n')
     proc = subprocess.run([gxx, "-std=gnu++17", "-fsyntax-only", f"-I{tmp_path}", str(tmp_path / "old.cpp")],
                           capture_output=True, text=True, check=False)
