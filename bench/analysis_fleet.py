@@ -14,6 +14,7 @@ from analysis_fleet_record import stop
 from analysis_timing import Case, print_times, time_bare_tshark, time_pyshark
 
 from orchestrator.analysis import RunInputs, analyse_run, write_run_outputs
+from orchestrator.analysis.keying import keying_for
 from orchestrator.analysis.pcapfile import scan_capture
 from orchestrator.backends.tshark import export_chunks
 
@@ -58,7 +59,7 @@ def analysis_child(raw: str) -> int:
                        publisher_log=Path(d["publisher_log"]) if d["publisher_log"] else None,
                        subscriber_log=Path(d["subscriber_log"]) if d["subscriber_log"] else None,
                        expected_tls=tuple(d["expected_tls"]) if d["expected_tls"] else None,
-                       devices=d["devices"], fleet_dir=Path(d["fleet_dir"]) if d["fleet_dir"] else None)
+                       keying=keying_for(d["devices"], Path(d["fleet_dir"]) if d["fleet_dir"] else None))
     start_kb = _status_kb("self", "VmHWM")
     t0 = time.perf_counter()
     result = analyse_run(inputs, export_chunks)

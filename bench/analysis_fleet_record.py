@@ -15,6 +15,7 @@ from analysis_record import RECORD_SUITE, Subscriber, broker_config, start_captu
 from analysis_timing import REPO, Case
 
 from orchestrator.analysis import RunInputs
+from orchestrator.analysis.keying import DeviceFleet
 from orchestrator.backends.process import run
 
 FLEET_CACHE = Path.home() / ".cache" / "testbed-bench" / "fleet"
@@ -175,5 +176,5 @@ def fleet_case(args: argparse.Namespace) -> Case:
                        samples_expected=meta["samples"], payload_bytes=meta["payload"],
                        keylogs=[folder / "fleet.keys.log", folder / "subscriber.keys.log"],
                        subscriber_log=folder / "subscriber.csv", expected_tls=RECORD_SUITE,
-                       devices=meta["devices"], fleet_dir=folder / "devices")
+                       keying=DeviceFleet(meta["devices"], folder / "devices"))
     return Case(f"fleet capture ({meta['devices']} TLS devices, one subscriber)", inputs)

@@ -23,8 +23,9 @@ from orchestrator.analysis.fields import (
     concat_tables,
     parse_fields,
 )
-from orchestrator.analysis.logs import read_fleet_logs, read_publisher_log, read_subscriber_log
-from orchestrator.analysis.messages import FLEET_KEY, PUBLISH, SEQ_KEY, explode_mqtt, per_message_table
+from orchestrator.analysis.keying import ONE_DEVICE, Keying
+from orchestrator.analysis.logs import read_subscriber_log
+from orchestrator.analysis.messages import PUBLISH, explode_mqtt, per_message_table
 from orchestrator.analysis.nokeys import order_matched_publish
 from orchestrator.analysis.pcapfile import capture_format, scan_capture
 from orchestrator.errors import TestbedError
@@ -39,8 +40,9 @@ ANALYSIS_VERSION = "1.0"
 class RunInputs:
     """Everything one run's analysis reads. Logs are optional (a real ESP32 keeps no send log).
 
-    A fleet (``devices`` > 1, or ``fleet_dir`` given): ``samples_expected`` is per device, messages are
-    keyed by (device, seq), and the send logs are the per-device CSVs in ``fleet_dir`` (logs/fleet).
+    ``keying`` (analysis/keying.py, from the run's publisher variant): how messages are keyed and which send
+    logs name them; a fleet's: ``samples_expected`` is per device, messages are keyed by (device, seq), and the
+    send logs are the per-device CSVs in its ``fleet_dir`` (logs/fleet).
     """
 
     pcap: Path
@@ -53,8 +55,7 @@ class RunInputs:
     subscriber_log: Path | None = None
     expected_tls: tuple[str, int] | None = None  # e.g. ("TLS 1.2", 0xCCA9)
     clocks_shared: bool = True  # False: publisher and subscriber clocks unrelated -> no delay figures
-    devices: int = 1  # a fleet's size (1: the classic single device)
-    fleet_dir: Path | None = None  # a fleet's send logs, <device>.csv (read instead of publisher_log)
+    keying: Keying = ONE_DEVICE  # one device (by seq) or a fleet (by device and seq; its send-log folder)
 
     def __post_init__(self) -> None:
         if not 0 < self.broker_port < 65536:
@@ -67,13 +68,19 @@ class RunInputs:
             raise TestbedError(f"devices: must be >= 1, got {self.devices}")
 
     @property
-    def is_fleet(self) -> bool:
-        return self.devices > 1 or self.fleet_dir is not None
+    def devices(self) -> int:
+        """A fleet's size (1: the classic single device)."""
+        return self.keying.devices
+
+    @property
+    def fleet_dir(self) -> Path | None:
+        """A fleet's send logs, <device>.csv (read instead of publisher_log)."""
+        return self.keying.fleet_dir
 
     @property
     def keys(self) -> tuple[str, ...]:
         """A message's key: seq, or (device, seq) in a fleet."""
-        return FLEET_KEY if self.is_fleet else SEQ_KEY
+        return self.keying.keys
 
     @property
     def messages_expected(self) -> int:
@@ -245,12 +252,9 @@ def _match_publish(msgs: pd.DataFrame, packets: pd.DataFrame, inputs: RunInputs,
                    warnings: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """The run's PUBLISH on each leg of the broker, and how they were matched."""
     inbound, outbound = _select_publish(msgs, inputs, warnings)
-    matched_by = "decoded sequence number" if not inputs.is_fleet else "decoded device id and sequence number"
+    matched_by = inputs.keying.matched_by
     if inbound.empty and outbound.empty and inputs.tls and not _mqtt_on_port(msgs, inputs.broker_port):
-        if inputs.is_fleet:
-            raise TestbedError(f"no key log decrypts {inputs.pcap.name}: a fleet's messages are matched by the "
-                               "device id inside their payload", hint="the fleet's key log (keylogs/) is missing "
-                                                                      "or from another run")
+        inputs.keying.without_keylog(inputs.pcap)
         inbound, outbound = order_matched_publish(packets, inputs.broker_port, inputs.payload_bytes,
                                                   inputs.samples_expected)
         if not inbound.empty:
@@ -269,19 +273,16 @@ def _read_logs(inputs: RunInputs, warnings: list[str]) -> tuple[pd.DataFrame | N
     """The send log(s) and the receive log; a fleet's send logs from ``fleet_dir``, and its receive log
     only when it names the device of each message."""
     pub_log = sub_log = None
-    if inputs.fleet_dir is not None:
-        t = read_fleet_logs(inputs.fleet_dir)
-        pub_log, warnings = t.frame, warnings + t.warnings
-    elif inputs.publisher_log is not None:
-        t = read_publisher_log(inputs.publisher_log)
-        pub_log, warnings = t.frame, warnings + t.warnings
+    sent = inputs.keying.read_send_log(inputs.publisher_log)
+    if sent is not None:
+        pub_log, warnings = sent.frame, warnings + sent.warnings
     if inputs.subscriber_log is not None:
         t = read_subscriber_log(inputs.subscriber_log)
         sub_log, warnings = t.frame, warnings + t.warnings
     for name, log in (("send", pub_log), ("receive", sub_log)):
-        if inputs.is_fleet and log is not None and "device" not in log.columns:
-            warnings = [*warnings, f"the {name} log of this fleet run names no device: not used (a fleet's "
-                                   "messages are keyed by device and seq)"]
+        refused = inputs.keying.refused(name, log)
+        if refused is not None:
+            warnings = [*warnings, refused]
             pub_log, sub_log = (None, sub_log) if name == "send" else (pub_log, None)
     return pub_log, sub_log, warnings
 
@@ -302,8 +303,7 @@ def _timing(inputs: RunInputs, pm: pd.DataFrame, pub_log: pd.DataFrame | None,
     transit = metrics.describe(pm["broker_transit_ms"])
     if not transit["available"]:
         transit["reason"] = "no PUBLISH seen on both legs of the broker"
-    jit = ((metrics.jitter(pm, by="device") if inputs.is_fleet else metrics.jitter(pm)) if delay["available"]
-           else {"mean_abs_diff": None, "std": None, "n": 0})
+    jit = inputs.keying.jitter(pm) if delay["available"] else {"mean_abs_diff": None, "std": None, "n": 0}
     return {"delay_ms": delay, "broker_transit_ms": transit, "uplink_ms": _uplink(inputs, pm), "jitter_ms": jit}
 
 
@@ -319,26 +319,13 @@ def _uplink(inputs: RunInputs, pm: pd.DataFrame) -> dict[str, Any]:
 
 def _loss(inputs: RunInputs, packets: pd.DataFrame, inbound: pd.DataFrame, outbound: pd.DataFrame,
           pub_log: pd.DataFrame | None, sub_log: pd.DataFrame | None, streams: set[int]) -> dict[str, Any]:
-    if inputs.is_fleet:
-        loss = metrics.fleet_loss(sub_log, inputs.samples_expected, inputs.devices,
-                                  out_keys=outbound[list(FLEET_KEY)])
-    else:
-        loss = metrics.loss(sub_log, inputs.samples_expected, out_seqs=outbound["seq"])
+    keying = inputs.keying
+    loss = keying.loss(sub_log, inputs.samples_expected, outbound)
     loss.update(metrics.retransmissions(packets, streams, inputs.broker_port))
-    loss["publisher_logged"] = int(len(pub_log)) if pub_log is not None else None
-    loss["captured_publisher_to_broker"] = _unique_keys(inbound, inputs.keys)
-    loss["captured_broker_to_subscriber"] = _unique_keys(outbound, inputs.keys)
-    if inputs.is_fleet and pub_log is not None:
-        loss["publisher_logged"] = _unique_keys(pub_log, inputs.keys)
+    loss["publisher_logged"] = keying.logged(pub_log)
+    loss["captured_publisher_to_broker"] = keying.unique(inbound)
+    loss["captured_broker_to_subscriber"] = keying.unique(outbound)
     return loss
-
-
-def _unique_keys(frame: pd.DataFrame, keys: tuple[str, ...]) -> int:
-    if not len(frame):
-        return 0
-    if keys == SEQ_KEY:
-        return int(frame["seq"].nunique())
-    return int(len(frame[list(keys)].dropna().drop_duplicates()))
 
 
 def _inputs_block(inputs: RunInputs) -> dict[str, Any]:
@@ -351,8 +338,7 @@ def _inputs_block(inputs: RunInputs) -> dict[str, Any]:
                               "cipher_suite_id": f"0x{inputs.expected_tls[1]:04x}"}
                              if inputs.expected_tls else None),
             "clocks_shared": inputs.clocks_shared,
-            **({"devices": inputs.devices, "messages_expected": inputs.messages_expected,
-                "fleet_dir": inputs.fleet_dir.name if inputs.fleet_dir else None} if inputs.is_fleet else {})}
+            **inputs.keying.inputs_block(inputs.samples_expected)}
 
 
 def _sessions_with_roles(packets: pd.DataFrame, msgs: pd.DataFrame, port: int, pub_streams: set[int],

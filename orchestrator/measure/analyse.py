@@ -8,19 +8,18 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.analysis import brokercpu, fleet, fleetbroker, lifecycle
+from orchestrator.analysis import brokercpu, lifecycle
 from orchestrator.analysis import metrics as run_metrics
 from orchestrator.analysis.clock import one_way_delay_available
 from orchestrator.analysis.connections import connections_table
+from orchestrator.analysis.keying import Keying
 from orchestrator.analysis.pipeline import RunAnalysis, RunInputs, analyse_run, write_run_outputs
 from orchestrator.backends.tshark import export_chunks
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
-from orchestrator.results.atomic import read_json, write_json_atomic, write_text_atomic
-
-Series = list[list[float]]
-
+from orchestrator.publishers.variants import variant_for
+from orchestrator.results.atomic import read_json, write_json_atomic
 
 MoreMetrics = Callable[[dict[str, Any], pd.DataFrame, Layout], None]
 
@@ -33,7 +32,8 @@ def analyse_run_folder(run_dir: Path, scenario: Scenario, spec: RunSpec, resourc
     summary = read_json(lay.publisher_summary)
     board_clock = summary.get("clock") if summary and summary.get("simulated") is False else None
     keylogs = sorted(p for p in lay.keylogs.glob("*.keys") if p.stat().st_size > 0)
-    analysis = analyse_run(run_inputs(lay, scenario, spec, keylogs, board_clock), export_chunks)
+    keying = variant_for(spec).keying(spec, lay)
+    analysis = analyse_run(run_inputs(lay, scenario, spec, keylogs, board_clock, keying), export_chunks)
     if spec.connection != "persistent":
         add_connections(analysis, lay, scenario, spec, keylogs)
     if board_clock is not None:
@@ -48,8 +48,7 @@ def analyse_run_folder(run_dir: Path, scenario: Scenario, spec: RunSpec, resourc
     memory = {"cgroup": res.pop("broker_mem_series", None), "process": res.pop("broker_process_rss_series", None)}
     if series["cgroup"] or series["process"]:
         analysis.metrics["broker_cpu"] = broker_cpu(series, analysis, lay, spec)
-    if spec.is_fleet:
-        summary = add_fleet(analysis, lay, spec, res, series, memory)
+    summary = keying.add_tables(analysis, lay, spec.samples, res, series, memory, summary)
     if summary:
         res["publisher_cpu_s"] = (summary.get("cpu_user_s") or 0) + (summary.get("cpu_sys_s") or 0)
         res["publisher_max_rss_kb"] = summary.get("max_rss_kb")
@@ -65,47 +64,18 @@ def analyse_run_folder(run_dir: Path, scenario: Scenario, spec: RunSpec, resourc
 
 
 def run_inputs(lay: Layout, scenario: Scenario, spec: RunSpec, keylogs: list[Path],
-               board_clock: dict[str, Any] | None) -> RunInputs:
-    """What the analysis reads of a run folder. A fleet: its send logs in logs/fleet (no publisher.csv),
-    samples per device, messages keyed by (device, seq)."""
+               board_clock: dict[str, Any] | None, keying: Keying) -> RunInputs:
+    """What the analysis reads of a run folder, its messages keyed as its publisher variant says (a fleet: its
+    send logs in logs/fleet, no publisher.csv, samples per device, messages keyed by (device, seq))."""
     suite = scenario.expected_suite()
     return RunInputs(
         pcap=lay.capture, broker_port=scenario.port, tls=scenario.is_tls, samples_expected=spec.samples,
         payload_bytes=spec.payload, keylogs=keylogs,
-        publisher_log=lay.publisher_log if lay.publisher_log.exists() and not spec.is_fleet else None,
+        publisher_log=keying.classic_log(lay.publisher_log),
         subscriber_log=lay.subscriber_log if lay.subscriber_log.exists() else None,
         expected_tls=(f"TLS {suite.version}", suite.code) if suite else None,
         clocks_shared=board_clock is None or bool(board_clock.get("available")),
-        devices=spec.devices, fleet_dir=lay.fleet_dir if spec.is_fleet and lay.fleet_dir.is_dir() else None)
-
-
-def add_fleet(analysis: RunAnalysis, lay: Layout, spec: RunSpec, res: dict[str, Any],
-              cpu: dict[str, Series | None], memory: dict[str, Series | None]) -> dict[str, Any]:
-    """devices.csv and metrics.json ``fleet`` (analysis/fleet.py; the broker's cost: analysis/fleetbroker.py).
-    Returns the loader's own summary (logs/fleet/summary.json) for the resources block."""
-    connections = fleet.read_connections(lay.fleet_dir / fleet.CONNECTIONS)
-    loader = read_json(lay.fleet_dir / fleet.SUMMARY)
-    pm = analysis.per_message
-    block = fleet.fleet_block(pm, analysis.send_log, connections, loader, devices=spec.devices,
-                              samples=spec.samples,
-                              delay_available=bool((analysis.metrics.get("delay_ms") or {}).get("available")))
-    ph = fleetbroker.phases(analysis.per_packet, pm, connections)
-    arrivals = pm["broker_in_us"].dropna().to_numpy(dtype=float) / 1e6
-    block["broker"] = fleetbroker.broker_block(cpu, memory, ph, arrivals, int(block["connected"] or 0),
-                                               res.get("host_cpus"))
-    per_msg = block["broker"]["per_message"].get("cpu_ms_per_event")
-    block["cpu"] = {"loader_cpu_s": block["loader"]["cpu_s"],
-                    "loader_us_per_message": loader.get("cpu_us_per_message"),
-                    "broker_cpu_s": res.get("broker_cpu_s"), "broker_cpu_source": block["broker"]["cpu_source"],
-                    "broker_us_per_message": round(per_msg * 1000, 3) if per_msg is not None else None,
-                    "host_cpus": res.get("host_cpus")}
-    write_text_atomic(lay.devices, fleet.device_table(pm, analysis.send_log, connections).to_csv(index=False))
-    analysis.metrics["fleet"] = block
-    warnings = fleet.warnings(block)
-    analysis.warnings.extend(warnings)
-    if analysis.metrics.get("warnings") is not analysis.warnings:
-        analysis.metrics.setdefault("warnings", []).extend(warnings)
-    return loader
+        keying=keying)
 
 
 def add_connections(analysis: RunAnalysis, lay: Layout, scenario: Scenario, spec: RunSpec,

@@ -96,7 +96,7 @@ class RunSpecBase(OneValueAxes):
     @property
     def expected_duration_s(self) -> float:
         """The schedule: a fleet's last device starts (devices - 1) / connect_rate seconds after the first."""
-        start = (self.devices - 1) / self.connect_rate if self.is_fleet else 0.0
+        start = (self.devices - 1) / self.connect_rate
         return start + self.samples * self.interval_ms / 1000.0
 
     def timeout_s(self) -> float:

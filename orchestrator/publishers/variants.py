@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from orchestrator.analysis.keying import ONE_DEVICE, DeviceFleet, Keying
 from orchestrator.backends import compose
 from orchestrator.backends.compose import Topology
 from orchestrator.backends.impairment import resolve_mechanism, router
@@ -47,6 +48,7 @@ class Variant(Protocol):
     def what(self, spec: RunSpec, rate: bool = True) -> str: ...  # "" or how many publish ("from each of N devices")
     def recorded(self, lay: Layout) -> dict[str, Any]: ...  # cell.json fields once the cell ran
     def ended_early(self, publisher: Publisher) -> bool: ...  # its run ended before every message was counted
+    def keying(self, spec: RunSpec, lay: Layout) -> Keying: ...  # how the analysis keys its messages
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,9 @@ class VirtualDevice:
     def ended_early(self, publisher: Publisher) -> bool:
         return False
 
+    def keying(self, spec: RunSpec, lay: Layout) -> Keying:
+        return ONE_DEVICE
+
 
 @dataclass(frozen=True)
 class Fleet(VirtualDevice):
@@ -101,6 +106,10 @@ class Fleet(VirtualDevice):
 
     def what(self, spec: RunSpec, rate: bool = True) -> str:
         return f" from each of {spec.devices} devices" + (f" at {spec.connect_rate:g}/s" if rate else "")
+
+    def keying(self, spec: RunSpec, lay: Layout) -> Keying:
+        """(device, seq), the send logs in logs/fleet (when the run wrote them), devices.csv, the fleet block."""
+        return DeviceFleet(spec.devices, lay.fleet_dir if lay.fleet_dir.is_dir() else None)
 
 
 @dataclass(frozen=True)
@@ -141,6 +150,9 @@ class Board:
 
     def ended_early(self, publisher: Publisher) -> bool:
         return publisher.wait_exit(0) == 1
+
+    def keying(self, spec: RunSpec, lay: Layout) -> Keying:
+        return ONE_DEVICE
 
 
 VIRTUAL, FLEET, BOARD = VirtualDevice(), Fleet(), Board()

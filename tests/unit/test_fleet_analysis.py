@@ -201,6 +201,7 @@ def test_the_fleets_send_logs_are_read_into_one_table_with_the_device_from_the_f
 
 
 def test_a_fleets_inputs_read_the_send_logs_folder_and_refuse_a_receive_log_without_devices(tmp_path: Path) -> None:
+    from orchestrator.analysis.keying import DeviceFleet, keying_for
     from orchestrator.analysis.pipeline import RunInputs, _read_logs
 
     folder = tmp_path / "fleet"
@@ -209,11 +210,12 @@ def test_a_fleets_inputs_read_the_send_logs_folder_and_refuse_a_receive_log_with
     old_sub = tmp_path / "subscriber.csv"
     old_sub.write_text("seq,t_recv_us,bytes,dup\n0,300,65,0\n")
     inputs = RunInputs(pcap=tmp_path / "c.pcapng", broker_port=8883, tls=True, samples_expected=20, payload_bytes=65,
-                       subscriber_log=old_sub, publisher_log=tmp_path / "absent.csv", devices=1000, fleet_dir=folder)
-    assert inputs.is_fleet and inputs.keys == FLEET_KEY and inputs.messages_expected == 20_000
+                       subscriber_log=old_sub, publisher_log=tmp_path / "absent.csv",
+                       keying=keying_for(1000, fleet_dir=folder))
+    assert isinstance(inputs.keying, DeviceFleet) and inputs.keys == FLEET_KEY and inputs.messages_expected == 20_000
     pub, sub, warnings = _read_logs(inputs, [])
     assert pub is not None and list(pub["device"]) == ["f0000"] and sub is None
     assert warnings == ["the receive log of this fleet run names no device: not used (a fleet's messages are "
                         "keyed by device and seq)"]
     single = RunInputs(pcap=tmp_path / "c.pcapng", broker_port=8883, tls=True, samples_expected=20, payload_bytes=65)
-    assert not single.is_fleet and single.keys == ("seq",) and single.messages_expected == 20
+    assert not isinstance(single.keying, DeviceFleet) and single.keys == ("seq",) and single.messages_expected == 20

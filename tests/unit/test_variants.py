@@ -1,7 +1,9 @@
 """A cell's variants sit behind two interfaces chosen once from the spec: the publisher variant
 (orchestrator/publishers/variants.py: virtual device, fleet, board) and the site (orchestrator/measure/site.py:
-this host, a lab inventory). The cell's lifecycle in orchestrator/measure/ never asks which one it has: no
-``.is_fleet``, no ``inventory is (not) None``, no ``"esp32"`` outside the two factories (read with ``ast``).
+this host, a lab inventory). The cell's lifecycle in orchestrator/measure/ and the analysis in
+orchestrator/analysis/ never ask which one they have: no ``.is_fleet``, no ``inventory is (not) None``, no
+``"esp32"`` outside the two factories (read with ``ast``). The analysis asks the keying the publisher variant
+hands it (orchestrator/analysis/keying.py) instead.
 """
 
 from __future__ import annotations
@@ -11,20 +13,21 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.analysis.keying import ONE_DEVICE, DeviceFleet
 from orchestrator.measure.local import ThisHost
 from orchestrator.measure.multihost import LabSite
 from orchestrator.measure.site import site_for
+from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.publishers.variants import BOARD, FLEET, VIRTUAL, variant_for
 
 REPO = Path(__file__).resolve().parents[2]
 MEASURE = REPO / "orchestrator" / "measure"
+ANALYSIS = REPO / "orchestrator" / "analysis"
 FACTORIES = {"site_for", "variant_for"}  # the one place each choice is made
-# Branches still in the cell's modules: {"file:line text": why}. Keep it EMPTY; say why for each entry.
-STILL_BRANCHING = {
-    "analyse.py": "the analysis of a fleet's run folder (its send logs in logs/fleet, devices.csv) asks is_fleet: "
-                  "next to move behind the publisher variant",
-}
+# Modules of measure/ or analysis/ still branching on a variant: {"file name": why}. Keep it EMPTY; say why for
+# each entry.
+STILL_BRANCHING: dict[str, str] = {}
 
 
 def _branches(path: Path) -> list[str]:
@@ -49,12 +52,15 @@ def _branches(path: Path) -> list[str]:
     return found
 
 
-def test_the_cells_lifecycle_asks_no_variant() -> None:
-    found = [b for path in sorted(MEASURE.glob("*.py")) if path.name not in STILL_BRANCHING
-             for b in _branches(path)]
-    assert found == [], "a variant's branch in the cell's lifecycle (move it behind publishers/variants.py or " \
-                        "measure/site.py):\n" + "\n".join(found)
-    stale = [name for name in STILL_BRANCHING if not _branches(MEASURE / name)]
+def _modules() -> list[Path]:
+    return sorted([*MEASURE.glob("*.py"), *ANALYSIS.rglob("*.py")])
+
+
+def test_the_cells_lifecycle_and_the_analysis_ask_no_variant() -> None:
+    found = [b for path in _modules() if path.name not in STILL_BRANCHING for b in _branches(path)]
+    assert found == [], "a variant's branch in the cell's lifecycle or the analysis (move it behind " \
+                        "publishers/variants.py, measure/site.py or analysis/keying.py):\n" + "\n".join(found)
+    stale = [name for name in STILL_BRANCHING if not any(_branches(p) for p in _modules() if p.name == name)]
     assert stale == [], f"STILL_BRANCHING names modules that no longer branch (remove them): {stale}"
 
 
@@ -79,3 +85,13 @@ def test_the_site_is_chosen_from_the_inventory(tmp_path: Path) -> None:
     lab = site_for(str(tmp_path / "lab.yml"))
     assert isinstance(lab, LabSite) and lab.inventory == tmp_path / "lab.yml"
     assert ThisHost().more_metrics is None and lab.more_metrics is not None  # a lab adds its host clock
+
+
+def test_the_publisher_variant_hands_the_analysis_its_keying(tmp_path: Path) -> None:
+    lay = Layout(tmp_path)
+    fleet_spec = RunSpec(scenario="tls", devices=20)
+    assert VIRTUAL.keying(RunSpec(scenario="tls"), lay) is ONE_DEVICE
+    assert BOARD.keying(RunSpec(scenario="tls", publisher="esp32", serial_port="/dev/ttyUSB0"), lay) is ONE_DEVICE
+    assert FLEET.keying(fleet_spec, lay) == DeviceFleet(20, None)  # no send-log folder written yet
+    lay.fleet_dir.mkdir(parents=True)
+    assert FLEET.keying(fleet_spec, lay) == DeviceFleet(20, lay.fleet_dir)
