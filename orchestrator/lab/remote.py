@@ -17,6 +17,7 @@ import base64
 import io
 import shlex
 import tarfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +80,8 @@ def subscriber_command(scenario: Scenario, lay: Layout, spec: RunSpec, roles: La
 
 def publisher_command(device_argv: list[str], spec: RunSpec, roles: LabRoles) -> list[str]:
     """vdevice (or the fleet) on the publisher host: ``device_argv`` (publishers/virtual.py publisher_args with
-    ``host`` = the broker host's address) with the host's program and paths."""
-    program = host_var(roles, roles.publisher, "testbed_fleet" if spec.is_fleet else "testbed_vdevice")
+    ``host`` = the broker host's address) with the host's program (``testbed_<argv[0]>``) and paths."""
+    program = host_var(roles, roles.publisher, f"testbed_{device_argv[0]}")
     return on_host([program, *device_argv[1:]], f"{roles.publisher.lab_dir}/run")
 
 
@@ -177,15 +178,18 @@ def role_made(role: str, scenario: Scenario, pki: Pki | None) -> dict[str, bytes
     return {f"run/{rel}": data for rel, data in credentials.made_files(role, scenario, pki).items()}
 
 
-def stage(lay: Layout, scenario: Scenario, spec: RunSpec, roles: LabRoles, pki: Pki | None) -> dict[str, str]:
-    """host -> the archive it is sent."""
+def stage(lay: Layout, scenario: Scenario, spec: RunSpec, roles: LabRoles, pki: Pki | None,
+          device_folders: Sequence[Path] = ()) -> dict[str, str]:
+    """host -> the archive it is sent (``device_folders``: where in the run folder the publisher variant's program
+    writes beyond logs/, made on the publisher host; a fleet's logs/fleet)."""
     broker_files = role_files("broker", lay, scenario)
     if roles.runtime == "compose":
         root = repo_root()
         broker_files += [(p.relative_to(root).as_posix(), p) for sub in ("compose", "images")
                          for p in sorted((root / sub).rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
     run_folders = ["run", "run/logs", "run/keylogs"]
-    pub_folders = [*run_folders, "run/pki", "clock", *(["run/logs/fleet"] if spec.is_fleet else [])]
+    pub_folders = [*run_folders, "run/pki", "clock", *(f"run/{p.relative_to(lay.root).as_posix()}"
+                                                       for p in device_folders)]
     b, p = roles.broker, roles.publisher
     return {b.name: stage_archive(b, roles, broker_files, [*run_folders, "run/config", "run/pki", "run/capture"],
                                   role_made("broker", scenario, pki)),

@@ -104,7 +104,8 @@ def measure_lab(scenario: Scenario, spec: RunSpec, variant: Variant, impairment:
     seen = Observed()
     with tempfile.TemporaryDirectory(prefix="testbed-lab-") as tmp:
         folder = Path(tmp)
-        labvars = cell_vars(scenario, lay, pki, spec, roles, stage(lay, scenario, spec, roles, pki), folder,
+        staged = stage(lay, scenario, spec, roles, pki, variant.device_folders(lay))
+        labvars = cell_vars(scenario, lay, pki, spec, roles, staged, folder,
                             device_argv=publisher_args(scenario, lay, pki, spec, host=roles.broker_address))
         status(f"{record.cell_id}: up on {roles.broker.name} ({roles.runtime}) and {roles.publisher.name}")
         state: dict[str, Any] = {}

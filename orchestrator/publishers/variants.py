@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.analysis.keying import ONE_DEVICE, DeviceFleet, Keying
@@ -49,6 +50,7 @@ class Variant(Protocol):
     def recorded(self, lay: Layout) -> dict[str, Any]: ...  # cell.json fields once the cell ran
     def ended_early(self, publisher: Publisher) -> bool: ...  # its run ended before every message was counted
     def keying(self, spec: RunSpec, lay: Layout) -> Keying: ...  # how the analysis keys its messages
+    def device_folders(self, lay: Layout) -> tuple[Path, ...]: ...  # where its program writes beyond logs/
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,9 @@ class VirtualDevice:
     def keying(self, spec: RunSpec, lay: Layout) -> Keying:
         return ONE_DEVICE
 
+    def device_folders(self, lay: Layout) -> tuple[Path, ...]:
+        return ()
+
 
 @dataclass(frozen=True)
 class Fleet(VirtualDevice):
@@ -110,6 +115,9 @@ class Fleet(VirtualDevice):
     def keying(self, spec: RunSpec, lay: Layout) -> Keying:
         """(device, seq), the send logs in logs/fleet (when the run wrote them), devices.csv, the fleet block."""
         return DeviceFleet(spec.devices, lay.fleet_dir if lay.fleet_dir.is_dir() else None)
+
+    def device_folders(self, lay: Layout) -> tuple[Path, ...]:
+        return (lay.fleet_dir,)  # its device logs (on a lab host: made before the fleet starts)
 
 
 @dataclass(frozen=True)
@@ -153,6 +161,9 @@ class Board:
 
     def keying(self, spec: RunSpec, lay: Layout) -> Keying:
         return ONE_DEVICE
+
+    def device_folders(self, lay: Layout) -> tuple[Path, ...]:
+        return ()
 
 
 VIRTUAL, FLEET, BOARD = VirtualDevice(), Fleet(), Board()

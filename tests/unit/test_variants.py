@@ -1,9 +1,9 @@
 """A cell's variants sit behind two interfaces chosen once from the spec: the publisher variant
 (orchestrator/publishers/variants.py: virtual device, fleet, board) and the site (orchestrator/measure/site.py:
-this host, a lab inventory). The cell's lifecycle in orchestrator/measure/ and the analysis in
-orchestrator/analysis/ never ask which one they have: no ``.is_fleet``, no ``inventory is (not) None``, no
-``"esp32"`` outside the two factories (read with ``ast``). The analysis asks the keying the publisher variant
-hands it (orchestrator/analysis/keying.py) instead.
+this host, a lab inventory). The cell's lifecycle in orchestrator/measure/, the analysis in orchestrator/analysis/
+and the lab's hosts (orchestrator/lab/) never ask which one they have: no ``.is_fleet``, no ``inventory is (not)
+None``, no ``"esp32"`` outside the two factories (read with ``ast``). The analysis asks the keying the publisher
+variant hands it (orchestrator/analysis/keying.py) instead; the lab is handed the variant's program and folders.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from orchestrator.publishers.variants import BOARD, FLEET, VIRTUAL, variant_for
 REPO = Path(__file__).resolve().parents[2]
 MEASURE = REPO / "orchestrator" / "measure"
 ANALYSIS = REPO / "orchestrator" / "analysis"
+LAB = REPO / "orchestrator" / "lab"
 FACTORIES = {"site_for", "variant_for"}  # the one place each choice is made
 # Modules of measure/ or analysis/ still branching on a variant: {"file name": why}. Keep it EMPTY; say why for
 # each entry.
@@ -53,12 +54,12 @@ def _branches(path: Path) -> list[str]:
 
 
 def _modules() -> list[Path]:
-    return sorted([*MEASURE.glob("*.py"), *ANALYSIS.rglob("*.py")])
+    return sorted([*MEASURE.glob("*.py"), *ANALYSIS.rglob("*.py"), *LAB.rglob("*.py")])
 
 
-def test_the_cells_lifecycle_and_the_analysis_ask_no_variant() -> None:
+def test_the_cells_lifecycle_the_analysis_and_the_lab_ask_no_variant() -> None:
     found = [b for path in _modules() if path.name not in STILL_BRANCHING for b in _branches(path)]
-    assert found == [], "a variant's branch in the cell's lifecycle or the analysis (move it behind " \
+    assert found == [], "a variant's branch in the cell's lifecycle, the analysis or the lab (move it behind " \
                         "publishers/variants.py, measure/site.py or analysis/keying.py):\n" + "\n".join(found)
     stale = [name for name in STILL_BRANCHING if not any(_branches(p) for p in _modules() if p.name == name)]
     assert stale == [], f"STILL_BRANCHING names modules that no longer branch (remove them): {stale}"
@@ -95,3 +96,21 @@ def test_the_publisher_variant_hands_the_analysis_its_keying(tmp_path: Path) -> 
     assert FLEET.keying(fleet_spec, lay) == DeviceFleet(20, None)  # no send-log folder written yet
     lay.fleet_dir.mkdir(parents=True)
     assert FLEET.keying(fleet_spec, lay) == DeviceFleet(20, lay.fleet_dir)
+
+
+def test_a_lab_host_makes_the_folders_the_variants_program_writes(tmp_path: Path) -> None:
+    lay = Layout(tmp_path)
+    assert VIRTUAL.device_folders(lay) == () and BOARD.device_folders(lay) == ()
+    assert FLEET.device_folders(lay) == (lay.fleet_dir,)
+
+
+def test_the_fleets_publisher_host_gets_its_device_log_folder_and_a_single_devices_does_not(tmp_path: Path) -> None:
+    from orchestrator.lab import remote
+    from tests.unit.test_multihost import _cell, _members
+
+    lab, sc, lay, pki, spec = _cell(tmp_path, "tls")
+    fleet_spec = spec.model_copy(update={"devices": 20})
+    single = _members(remote.stage(lay, sc, spec, lab, pki, VIRTUAL.device_folders(lay))["p1"])
+    fleet = _members(remote.stage(lay, sc, fleet_spec, lab, pki, FLEET.device_folders(lay))["p1"])
+    assert "run/logs/fleet" in fleet and "run/logs/fleet" not in single
+    assert set(fleet) - set(single) == {"run/logs/fleet"}
