@@ -79,7 +79,7 @@ def test_each_env_has_its_platform_framework_and_flags() -> None:
     assert tls13["board_build.cmake_extra_args"] == "-DSDKCONFIG_DEFAULTS=sdkconfig.idf5.defaults"
     defaults = (PROJECT / "sdkconfig.idf5.defaults").read_text().splitlines()
     for option in ("CONFIG_MBEDTLS_SSL_PROTO_TLS1_3=y", "CONFIG_MBEDTLS_CHACHA20_C=y", "CONFIG_MBEDTLS_POLY1305_C=y",
-                   "CONFIG_MBEDTLS_CHACHAPOLY_C=y", "CONFIG_MBEDTLS_SSL_CID_PADDING_GRANULARITY=1"):
+                   "CONFIG_MBEDTLS_CHACHAPOLY_C=y", "CONFIG_MBEDTLS_SSL_CID_PADDING_GRANULARITY=16"):
         assert option in defaults
 
 
