@@ -16,7 +16,8 @@ from orchestrator.backends.impairment import (
     targets_for_containers,
 )
 from orchestrator.errors import TestbedError
-from orchestrator.lab.topology import prepare_run_dir, save_evidence, topology, wait_subscribed
+from orchestrator.lab.board_side import with_auth
+from orchestrator.lab.topology import TOPIC, prepare_run_dir, save_evidence, topology, wait_subscribed
 from orchestrator.model.impairment import Direction, Impairment, load_impairment
 from orchestrator.model.layout import Layout
 from orchestrator.model.scenario import load_scenario
@@ -45,7 +46,10 @@ def up(scenario_name: str, *, expose: bool = False, host_port: int | None = None
         raise TestbedError(f"images not built: {', '.join(missing)}", hint="testbed images build")
     if any(c.state.running for c in compose.containers()):
         raise TestbedError("a testbed is already running", hint="`testbed status` shows it; `testbed down` stops it")
-    lay, pki = prepare_run_dir(session_dir(), scenario)
+    baseline = scenario
+    if expose:  # reachable beyond loopback: no anonymous clients, only the publisher user writes the topic
+        scenario = with_auth(scenario)
+    lay, pki = prepare_run_dir(session_dir(), scenario, acl=expose)
     topo = topology(scenario, lay, host_port=host_port, expose=expose)
     compose.check_port_free(topo.bind, topo.host_port)
     progress(f"starting broker, capture and subscriber for scenario {scenario.name}")
@@ -72,9 +76,21 @@ def up(scenario_name: str, *, expose: bool = False, host_port: int | None = None
         lines.append(f"CA certificate for clients: {pki.ca_cert if pki else '-'}")
     if expose:
         lines.append(f"--expose: the broker port {topo.host_port} is published on ALL interfaces of this host")
+        lines.extend(_exposure_lines(baseline.anonymous, scenario.tls is not None
+                                     and scenario.tls.client_auth == "certificate", lay))
     if impairment_line:
         lines.append(impairment_line)
     lines.append(f"files: {lay.root}  (capture: {lay.capture})")
+    return lines
+
+
+def _exposure_lines(baseline_anonymous: bool, certificates: bool, lay: Layout) -> list[str]:
+    """What an exposed session demands of its clients (as a board's cell does, lab/board_side.py)."""
+    how = "client certificates" if certificates else f"user names and passwords ({lay.pki / 'passwords.txt'})"
+    lines = [f"  clients authenticate with {how}; only user 'publisher' may write {TOPIC}, 'subscriber' reads it"]
+    if baseline_anonymous:
+        lines.append("  (the study's scenario is anonymous: an exposed broker is not, so strangers on the LAN can "
+                     "neither publish into the measured topic nor take the publisher's client id)")
     return lines
 
 

@@ -174,3 +174,38 @@ def test_up_failing_half_way_leaves_nothing(clean_testbed):
     assert states["broker"]["exit_code"] == 137
     assert (record.parent / "broker.log").exists()
     assert owned("container") == [] and owned("network") == [] and owned("volume") == []
+
+
+def _mqtt(*args: str, timeout: float = 15) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def test_up_expose_demands_the_sessions_passwords_and_its_acl(clean_testbed):
+    """`up --expose` of the (anonymous) plain scenario: reachable beyond loopback, so nobody connects
+    anonymously and only the publisher user may write the measured topic (as a board's cell, issue 22)."""
+    port = "18884"
+    proc = run_testbed("up", "--scenario", "plain", "--expose", "--host-port", port)
+    try:
+        assert proc.returncode == 0, proc.stderr
+        assert "published on ALL interfaces" in proc.stdout and "only user 'publisher' may write" in proc.stdout
+        assert "the study's scenario is anonymous" in proc.stdout
+        passwords = dict(line.split(":", 1) for line in
+                         (state_dir() / "session" / "pki" / "passwords.txt").read_text().splitlines())
+        base = ["-h", "127.0.0.1", "-p", port, "-t", "testbed/sensors"]
+        anonymous = _mqtt("mosquitto_pub", *base, "-m", "anon")
+        assert anonymous.returncode != 0 and "not authorised" in (anonymous.stdout + anonymous.stderr).lower()
+        # the subscriber user reads the topic; what it publishes there is dropped by the ACL, the publisher's is not
+        sub = subprocess.Popen(["mosquitto_sub", *base, "-u", "subscriber", "-P", passwords["subscriber"],
+                                "-C", "1", "-W", "20", "-v"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        time.sleep(1.0)
+        intruder = _mqtt("mosquitto_pub", *base, "-u", "subscriber", "-P", passwords["subscriber"], "-m", "intruder")
+        assert intruder.returncode == 0, intruder.stderr  # MQTT 3.1.1: a denied publish is dropped silently
+        time.sleep(0.5)
+        publisher = _mqtt("mosquitto_pub", *base, "-u", "publisher", "-P", passwords["publisher"], "-m", "reading")
+        assert publisher.returncode == 0, publisher.stderr
+        out, _ = sub.communicate(timeout=30)
+        assert out.strip() == "testbed/sensors reading", out  # the first (and only) message is the publisher's
+    finally:
+        run_testbed("down")
+    assert owned("container") == [] and owned("network") == []
