@@ -7,6 +7,7 @@ one value for every cell. Every combination of the lists is checked by the rules
 
 from __future__ import annotations
 
+import collections
 import itertools
 import random
 from collections.abc import Callable
@@ -72,6 +73,11 @@ class SweepPlanBase(OneValueAxes):
         rules.check_sweep({"seed": self.seed, "repeat": self.repeat})
         for values in self._combinations():
             rules.check(self.axes, values)
+        twice = sorted(i for i, n in collections.Counter(c.cell_id for c in self.cells()).items() if n > 1)
+        if twice:  # e.g. `tls,./x/tls.yaml`: one run folder for two cells, the second deleting the first
+            raise rules.RuleViolation(
+                "cell-ids-unique", f"two cells would be named {twice[0]!r}: scenarios or impairment profiles whose "
+                "file names share a stem (e.g. tls and ./x/tls.yaml) write one run folder; rename one of the files")
         return self
 
     def cells(self) -> list[CellBase]:
