@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
-import orchestrator
 from orchestrator.cli.main import main
 
 
@@ -25,7 +25,7 @@ def test_a_sweep_whose_cells_would_share_a_folder_is_refused(capsys: pytest.Capt
                                                             tmp_path: Path) -> None:
     own = tmp_path / "x" / "tls.yaml"
     own.parent.mkdir()
-    own.write_text((Path(orchestrator.__file__).parent / "scenarios" / "tls.yaml").read_text())
+    own.write_text((resources.files("orchestrator.scenarios") / "tls.yaml").read_text())
     out = tmp_path / "out"
     code = main(["sweep", "--scenarios", f"tls,{own}", "--payloads", "65", "--samples", "5", "--out", str(out)])
     err = capsys.readouterr().err
