@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,6 +190,24 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: floa
     raise AssertionError(
         f"mosquitto did not listen on {port} within {timeout} s:\n{log.read_text(errors='replace')}"
     )
+
+
+@contextmanager
+def mosquitto_running(conf: Path, log: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
+    """Mosquitto with ``conf`` (its output in ``log``), listening on ``port`` for the block; stopped after it."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+    try:
+        wait_port(port, proc, log)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @dataclass

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from device_options_def import DEF, read_def
-from fwtest_support import MOSQUITTO, REPO, HostBuild, Pki, free_port, need_tool, wait_port
+from fwtest_support import MOSQUITTO, REPO, HostBuild, Pki, free_port, mosquitto_running, need_tool
 
 PLAIN_BODY = "id=c1\nhost=127.0.0.1\nport=1883\ntransport=plain\npayload=65\nsamples=3\ninterval_us=1000\nqos=0\n"
 
@@ -223,15 +223,10 @@ def password_broker(tmp_path: Path) -> Iterator[PasswordBroker]:
     conf.write_text(f"persistence false\nlog_dest stderr\nlog_type all\nlistener {port} 127.0.0.1\n"
                     f"allow_anonymous false\npassword_file {users}\n")
     conf.chmod(0o644)
-    with log.open("wb") as out:
-        proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
     try:
-        wait_port(port, proc, log)
-        yield PasswordBroker(port, log)
+        with mosquitto_running(conf, log, port):  # nothing of it is kept (persistence false)
+            yield PasswordBroker(port, log)
     finally:
-        proc.kill()  # nothing of it is kept (persistence false)
-        proc.wait()
         shutil.rmtree(readable, ignore_errors=True)
 
 

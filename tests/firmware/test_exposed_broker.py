@@ -14,7 +14,7 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pytest
-from fwtest_support import MOSQUITTO, broker_may_read, free_port, need_tool, wait_port
+from fwtest_support import MOSQUITTO, broker_may_read, free_port, mosquitto_running, need_tool
 
 from orchestrator.lab.board_side import with_auth
 from orchestrator.lab.brokerconf import CONTAINER_ACL, CONTAINER_PASSWORDS, render_acl, render_mosquitto_conf
@@ -43,15 +43,10 @@ def exposed_broker() -> Iterator[int]:
     conf.write_text(text.replace("listener 1883 0.0.0.0", f"listener {port} 127.0.0.1")
                     .replace(CONTAINER_PASSWORDS, str(passwords)).replace(CONTAINER_ACL, str(acl)))
     conf.chmod(0o644)
-    with log.open("wb") as out:
-        proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
     try:
-        wait_port(port, proc, log)
-        yield port
+        with mosquitto_running(conf, log, port):
+            yield port
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
         shutil.rmtree(folder, ignore_errors=True)
 
 
