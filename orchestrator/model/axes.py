@@ -131,6 +131,7 @@ class Axis:
     only: Only | None = None
     cell: Callable[[Any], str] | None = None  # its part of the cell id ("" leaves it out); sweep axes only
     device: Device | None = None
+    host: bool = False  # where the lab is (a port, an inventory): `sweep --plan` may give its own
 
     @property
     def choices(self) -> tuple[Any, ...] | None:
@@ -266,13 +267,14 @@ AXES = AxisTable((
                    sites=frozenset({"local"}), values=frozenset({"queue"}))),
     Axis("publisher", Literal["virtual", "esp32"], "virtual", "virtual or esp32"),
     Axis("serial_port", str | None, None,
-         "esp32: the board's serial port, opened once (e.g. /dev/ttyUSB0, the PTY of board-emu)", only=_BOARD_ONLY),
-    Axis("baud", int, 115200, "the board's serial baud rate", ge=300, le=4_000_000),
+         "esp32: the board's serial port, opened once (e.g. /dev/ttyUSB0, the PTY of board-emu)", only=_BOARD_ONLY,
+         host=True),
+    Axis("baud", int, 115200, "the board's serial baud rate", ge=300, le=4_000_000, host=True),
     Axis("board_host", str | None, None,
          "esp32: this host's address as the board reaches it (default: the address of its default route)",
-         only=_BOARD_ONLY),
+         only=_BOARD_ONLY, host=True),
     Axis("reset_board", bool, False, "esp32: reset the board through DTR/RTS before each cell, as esptool does",
-         only=_BOARD_ONLY),
+         only=_BOARD_ONLY, host=True),
     Axis("seed", int, 1, "seed of the simulated sensors", ge=0, le=MAX_SEED,
          sweep_help="seed for cell order, sensors and bootstrap (repeat r runs with seed + r - 1)",
          device=Device("seed", run_key=None)),
@@ -302,7 +304,7 @@ AXES = AxisTable((
          "a fleet's devices started per second (each at a seeded random offset in its first interval)",
          ge=0.01, le=10_000, device=Device("connect_rate", "fleet", run_key=None)),
     Axis("inventory", str | None, None, "run across the hosts of this Ansible inventory: broker, publisher and "
-         "router hosts reached over SSH (docs/multi-host.md)", cli_type=Path | None, from_cli=_absolute,
+         "router hosts reached over SSH (docs/multi-host.md)", cli_type=Path | None, from_cli=_absolute, host=True,
          only=Only("lab-runs-virtual", "--inventory runs the virtual device on a publisher host of the lab: use "
                    "it with --publisher virtual", publishers=frozenset({"virtual", "fleet"}))),
 ))
