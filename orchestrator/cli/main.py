@@ -137,11 +137,14 @@ def _run(models: Models, given: dict[str, Any],
 
 
 def _sweep(
-    models: Models, given: dict[str, Any],
+    models: Models, given: dict[str, Any], ctx: typer.Context,
     out_root: Annotated[Path, typer.Option("--out", help="folder that receives the bundle")] = Path("results"),
     resume: Annotated[Path | None, typer.Option(help="resume this bundle: run exactly its missing cells")] = None,
-    name: Annotated[str, typer.Option(help="bundle name suffix")] = "sweep",
+    name: Annotated[str, typer.Option(help="bundle name suffix (with --plan: the recorded one)")] = "sweep",
     grading: Annotated[list[Path] | None, typer.Option(help="extra grading table (YAML); repeatable")] = None,
+    plan_file: Annotated[Path | None, typer.Option("--plan", help="rerun the plan of this BUNDLE/manifest.json "
+                                                   "exactly (cells, order, seed, options) into a new bundle; only "
+                                                   "the host's options may be given anew")] = None,
 ) -> None:
     """The study's matrix (scenarios x payloads x impairments x repeats) into a results bundle + report."""
     from orchestrator.cli import rebuild
@@ -150,7 +153,12 @@ def _sweep(
     from orchestrator.results.manifest import argv_for_display
 
     sw.check_grading(grading or [])
-    if resume is not None:
+    if plan_file is not None:
+        from orchestrator.cli import replay
+
+        job = replay.start(ctx, models.table, models.plan, given, plan_file, out_root, name,
+                           argv_for_display())
+    elif resume is not None:
         job = sw.resume_sweep(resume)
         err.print(f"resuming {job.bundle}: {len(job.cells)} cell(s) to run")
     else:

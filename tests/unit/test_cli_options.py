@@ -135,8 +135,10 @@ def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest
             "--delay-mechanism", "netem", "--publisher", "esp32", "--serial-port", "/dev/ttyACM0", "--baud", "460800",
             "--board-host", "192.0.2.8", "--reset-board", "--seed", "9", "--baseline", "tls",
             "--connections", "persistent,resume-id", "--per-connection", "5", "--close", "drop",
+            "--order", "random", "--fresh-lab-per-cell",
             "--out", str(tmp_path / "out"), "--name", "mine", "--grading", str(tables[0]), "--grading", str(tables[1])]
-    assert _given(args) | {"--resume"} | FLEET_OPTIONS | LAB_OPTIONS == _options("sweep")
+    # --plan (a bundle's plan rerun): tests/unit/test_sweep_replay.py
+    assert _given(args) | {"--resume", "--plan"} | FLEET_OPTIONS | LAB_OPTIONS == _options("sweep")
 
     _invoke(args)
 
@@ -144,7 +146,7 @@ def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest
                          interval_ms=40.0, qos=1, impairments=["lossy-1pct", "wifi-good"], delay_mechanism="netem",
                          publisher="esp32", serial_port="/dev/ttyACM0", baud=460800, board_host="192.0.2.8",
                          reset_board=True, seed=9, baseline="tls", connections=["persistent", "resume-id"],
-                         per_connection=5, close="drop")
+                         per_connection=5, close="drop", order="random", fresh_lab_per_cell=True)
     [(plan, out_root, name, command)] = calls.started
     assert (plan, out_root, name, command[0]) == (expected, tmp_path / "out", "mine", "testbed")
     assert calls.ran == [sw.Sweep(calls.bundle, expected, expected.cells())]
@@ -162,10 +164,9 @@ def test_the_fleet_sizes_are_a_sweep_axis(tmp_path: Path, monkeypatch: pytest.Mo
              "--scenarios", "tls", "--out", str(tmp_path / "out")])
     [(plan, _root, _name, _cmd)] = calls.started
     assert plan == SweepPlan(devices=[1, 100, 1000], connect_rate=50.0, samples=20, payloads=[65], scenarios=["tls"])
-    assert [c.cell_id for c in plan.cells()] == ["tls-65B-none-r1", "tls-65B-none-100dev-r1",
-                                                 "tls-65B-none-1000dev-r1"]
-    assert [(plan.run_spec(c).devices, plan.run_spec(c).connect_rate) for c in plan.cells()] == [
-        (1, 50.0), (100, 50.0), (1000, 50.0)]
+    by_id = {c.cell_id: plan.run_spec(c) for c in plan.cells()}  # in the blocked order: a fleet size is a block
+    assert sorted(by_id) == ["tls-65B-none-1000dev-r1", "tls-65B-none-100dev-r1", "tls-65B-none-r1"]
+    assert sorted((s.devices, s.connect_rate) for s in by_id.values()) == [(1, 50.0), (100, 50.0), (1000, 50.0)]
 
 
 def test_the_inventory_reaches_the_run_spec_and_the_plan_as_an_absolute_path(
