@@ -1,26 +1,48 @@
-"""The docker compose project's lifecycle: one project name, one label, argv built by pure functions."""
+"""The docker compose project's lifecycle: this invocation's project, its labels, argv built by pure functions.
+
+Every function acts on the current project (project()): this invocation's own, made on first use
+(testbed-<user>-<8 hex>, orchestrator/backends/projects.py), or the user's `testbed up` session after
+use_session(). Teardown removes that project's objects only, never another invocation's.
+"""
 
 from __future__ import annotations
 
 import shlex
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from orchestrator.backends import docker
-from orchestrator.backends.docker import Container, compose_command
+from orchestrator.backends import docker, projects
+from orchestrator.backends.docker import PROJECT_LABEL, Container, compose_command
 from orchestrator.backends.process import run
 from orchestrator.errors import TestbedError, ToolError
 from orchestrator.paths import compose_file
 
-PROJECT = "testbed"
 OWNED_LABEL = "io.testbed.owned=true"
 CORE_SERVICES = ("broker", "capture", "subscriber")
 SERVICES = (*CORE_SERVICES, "publisher")  # every service of compose/testbed.yml run from our images
 ROUTER = "router"  # the forwarding hop of the userspace delay line (image testbed-netadmin)
 TIME_ECHO = "timeecho"  # the lab clock a board syncs with (--publisher esp32)
 TIME_ECHO_PORT = 9123
+_current: list[str] = []  # this process's project, once chosen
+
+
+def project() -> str:
+    """The compose project this process works on: its own (made on first use) or the session's."""
+    if not _current:
+        _current.append(projects.new_name())
+    return _current[0]
+
+
+def use_project(name: str) -> str:
+    _current[:] = [name]
+    return name
+
+
+def use_session() -> str:
+    """Work on the user's `testbed up` session project (up, status, down)."""
+    return use_project(projects.session_name())
 
 
 @dataclass(frozen=True)
@@ -51,6 +73,7 @@ def compose_env(t: Topology) -> dict[str, str]:
         "TESTBED_USER": t.user,
         "TESTBED_PUBLISHER_NETWORK": t.publisher_network,
         "TESTBED_NOFILE": str(t.nofile),
+        "TESTBED_OWNER": projects.owner_slug(),
     }
 
 
@@ -59,9 +82,10 @@ IDLE_ENV = {"TESTBED_RUN_DIR": "/nonexistent", "TESTBED_PORT": "1", "TESTBED_HOS
             "TESTBED_SUBSCRIBER_ARGS": "--help"}
 
 
-def compose_argv(*args: str, compose: Sequence[str] | None = None, file: Path | None = None) -> list[str]:
+def compose_argv(*args: str, compose: Sequence[str] | None = None, file: Path | None = None,
+                 name: str | None = None) -> list[str]:
     base = list(compose) if compose is not None else list(compose_command())
-    return [*base, "-p", PROJECT, "-f", str(file or compose_file()), *args]
+    return [*base, "-p", name or project(), "-f", str(file or compose_file()), *args]
 
 
 def up_argv(services: Sequence[str], *, wait: bool = True, timeout_s: int = 90,
@@ -72,9 +96,9 @@ def up_argv(services: Sequence[str], *, wait: bool = True, timeout_s: int = 90,
     return compose_argv(*args, *services, compose=compose, file=file)
 
 
-def down_argv(*, compose: Sequence[str] | None = None, file: Path | None = None) -> list[str]:
+def down_argv(*, compose: Sequence[str] | None = None, file: Path | None = None, name: str | None = None) -> list[str]:
     return compose_argv("--profile", "publisher", "down", "--volumes", "--remove-orphans", "--timeout", "5",
-                        compose=compose, file=file)
+                        compose=compose, file=file, name=name)
 
 
 def check_port_free(bind: str, port: int) -> None:
@@ -84,10 +108,41 @@ def check_port_free(bind: str, port: int) -> None:
         try:
             s.bind((bind, port))
         except OSError as exc:
+            holder = port_holder(port)
+            if holder:
+                raise TestbedError(f"port {port} on {bind} is published by {holder}",
+                                   hint="wait for it to end or choose another port with --host-port; your own "
+                                        "leftovers go with `testbed down`") from exc
             raise TestbedError(
                 f"port {port} on {bind} is already in use ({exc.strerror})",
                 hint=f"stop what listens there (`ss -ltnp 'sport = :{port}'`), run `testbed down` if it is an "
                      "old testbed, or choose another with --host-port") from exc
+
+
+def port_holder(port: int) -> str | None:
+    """"testbed project P of user U" when one of our containers publishes ``port``."""
+    for c in docker.labelled_containers(OWNED_LABEL, publish=port):
+        live = projects.holder(c.labels.get(PROJECT_LABEL, ""))
+        return (f"testbed project {c.labels.get(PROJECT_LABEL, '?')} of user "
+                f"{c.labels.get(projects.OWNER_LABEL) or '?'}" + (f": {live}" if live else ""))
+    return None
+
+
+def free_port(bind: str) -> int:
+    """A port nothing listens on now, chosen by the kernel among the ephemeral ones."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((bind, 0))
+        return int(s.getsockname()[1])
+
+
+def with_host_port(t: Topology, *, fixed: bool) -> Topology:
+    """``t`` with the host port it will publish: its own when ``fixed`` (asked for, or a board's or `up`'s,
+    which clients are told), refused by name when taken; else a free one, so that invocations side by side
+    never race for the scenario's port."""
+    if fixed:
+        check_port_free(t.bind, t.host_port)
+        return t
+    return replace(t, host_port=free_port(t.bind))
 
 
 def up(t: Topology, services: Sequence[str] = CORE_SERVICES, timeout_s: int = 90) -> None:
@@ -96,6 +151,7 @@ def up(t: Topology, services: Sequence[str] = CORE_SERVICES, timeout_s: int = 90
     compose's exit code alone is not trusted: some compose v2 releases exit 0 after printing
     "dependency failed to start", so every service must also be running afterwards.
     """
+    projects.claim(project())  # before any container exists: `testbed down` can tell live from crashed
     try:
         run(up_argv(services, timeout_s=timeout_s), env=compose_env(t), timeout=timeout_s + 30)
         compose_error: ToolError | None = None
@@ -112,9 +168,9 @@ def up(t: Topology, services: Sequence[str] = CORE_SERVICES, timeout_s: int = 90
                                "of the run or session folder")
 
 
-def containers() -> list[Container]:
+def containers(name: str | None = None) -> list[Container]:
     """The project's containers (all states), typed, sorted by service."""
-    return docker.project_containers(PROJECT)
+    return docker.project_containers(name or project())
 
 
 def service_failure(headline: str, *, detail: str | None = None, tool_evidence: str | None = None,
@@ -138,17 +194,54 @@ def logs(services: Sequence[str] = (), tail: int = 40) -> str:
 
 
 def container_name(service: str) -> str:
-    return f"{PROJECT}-{service}-1"
+    return f"{project()}-{service}-1"
 
 
-def down() -> list[str]:
-    """Remove every container, network and volume of the project; safe to run twice."""
-    run(down_argv(), env=IDLE_ENV, timeout=120)
-    # leftovers compose no longer knows (a changed compose file, a crashed orchestrator)
-    return docker.remove_labelled(OWNED_LABEL)
+def network_name(network: str) -> str:
+    """A network of compose/testbed.yml (lab, uplink) as the engine names it for this project."""
+    return f"{project()}_{network}"
+
+
+def down(name: str | None = None) -> list[str]:
+    """Remove every container, network and volume of the project (this process's, or ``name``) and its
+    impairment helpers, then its lock; safe to run twice. Another project's objects are never touched."""
+    name = name or project()
+    run(down_argv(name=name), env=IDLE_ENV, timeout=120)
+    # leftovers compose no longer knows (a changed compose file, helpers, a crashed orchestrator)
+    removed = docker.remove_labelled(f"{PROJECT_LABEL}={name}") + docker.remove_labelled(
+        f"{projects.PROJECT_LABEL}={name}")
+    projects.release(name)
+    return removed
+
+
+def mine() -> dict[str, list[Container]]:
+    """This user's testbed projects that have containers (any state), by project."""
+    found: dict[str, list[Container]] = {}
+    for c in docker.labelled_containers(f"{projects.OWNER_LABEL}={projects.owner_slug()}"):
+        found.setdefault(c.labels.get(PROJECT_LABEL) or c.labels.get(projects.PROJECT_LABEL, "?"), []).append(c)
+    return found
+
+
+def reap() -> tuple[list[str], list[str]]:
+    """Remove what crashed invocations of this user left (their lock is free), leaving live ones alone:
+    (lines saying what was removed, lines naming the live invocations left running)."""
+    removed, live = [], []
+    for name in sorted(set(mine()) | set(projects.locked_projects())):
+        if name == project():
+            continue
+        holder = projects.holder(name)
+        if holder is not None:
+            live.append(f"left running: {holder}")
+            continue
+        gone = down(name)
+        projects.forget(name)
+        if gone:
+            removed.append(f"removed {len(gone)} leftover objects of ended invocation {name}")
+    return removed, live
 
 
 def start_service(t: Topology, service: str) -> None:
     """Start one more service of the running project (the publisher) without touching the others."""
+    projects.claim(project())
     run(compose_argv("--profile", service, "up", "-d", "--no-build", "--pull", "never", "--no-deps", service),
         env=compose_env(t), timeout=120)

@@ -288,6 +288,14 @@ def project_containers(project: str) -> list[Container]:
     return inspect_containers(proc.stdout.split())
 
 
+def labelled_containers(label: str, *, publish: int | None = None) -> list[Container]:
+    """Every container (any state) carrying ``label`` (key=value), or only those publishing host port ``publish``."""
+    argv = ["docker", "ps", "-aq", "--no-trunc", "--filter", f"label={label}"]
+    if publish is not None:
+        argv += ["--filter", f"publish={publish}"]
+    return inspect_containers(run(argv, timeout=30).stdout.split())
+
+
 def container_pid(name: str) -> int:
     """The main process of a running container (its network namespace is /proc/<pid>/ns/net)."""
     c = container(name)

@@ -1,4 +1,9 @@
-"""`testbed up / status / down`: a long-lived topology in .testbed/session/."""
+"""`testbed up / status / down`: a long-lived topology in .testbed/session/, in the user's session project.
+
+`up` and `down` work on compose project testbed-<user>-session (compose.use_session()); a `run` or `sweep`
+has a project of its own, so it neither meets nor removes the session. `down` also removes what this
+user's crashed invocations left, and names the live ones it leaves alone (compose.reap()).
+"""
 
 from __future__ import annotations
 
@@ -44,14 +49,17 @@ def up(scenario_name: str, *, expose: bool = False, host_port: int | None = None
     missing = missing_images(compose.CORE_SERVICES)
     if missing:
         raise TestbedError(f"images not built: {', '.join(missing)}", hint="testbed images build")
-    if any(c.state.running for c in compose.containers()):
-        raise TestbedError("a testbed is already running", hint="`testbed status` shows it; `testbed down` stops it")
+    name = compose.use_session()
+    running = [c for c in compose.containers() if c.state.running]
+    if running:
+        files = next((m for c in running for m in c.mounts if m), "?")
+        raise TestbedError(f"your testbed session is already running (project {name}, files in {files})",
+                           hint="`testbed status` shows it; `testbed down` stops it")
     baseline = scenario
     if expose:  # reachable beyond loopback: no anonymous clients, only the publisher user writes the topic
         scenario = with_auth(scenario)
     lay, pki = prepare_run_dir(session_dir(), scenario, acl=expose)
-    topo = topology(scenario, lay, host_port=host_port, expose=expose)
-    compose.check_port_free(topo.bind, topo.host_port)
+    topo = compose.with_host_port(topology(scenario, lay, host_port=host_port, expose=expose), fixed=True)
     progress(f"starting broker, capture and subscriber for scenario {scenario.name}")
     try:
         compose.up(topo)
@@ -128,14 +136,20 @@ def _clear_session_impairment() -> list[str]:
 
 
 def status() -> list[tuple[str, str, str, str, str]]:
-    return [(c.service or "", c.name, c.state.status, c.state.health.status if c.state.health else "-",
-             ", ".join(c.ports)) for c in compose.containers()]
+    """Every testbed container of this user: the session's and those of runs and sweeps (live or left)."""
+    return [(c.service or c.labels.get("io.testbed.helper", ""), c.name, c.state.status,
+             c.state.health.status if c.state.health else "-", ", ".join(c.ports))
+            for found in compose.mine().values() for c in found]
 
 
 def down() -> list[str]:
+    """The session down; what this user's crashed invocations left removed; live invocations named, untouched."""
     docker.engine_version()
+    name = compose.use_session()
     lines = _clear_session_impairment()
     removed = compose.down()
     lines += [f"removed leftover {r}" for r in removed]
-    lines.append("testbed is down (containers, networks and volumes of project 'testbed' removed)")
-    return lines
+    reaped, live = compose.reap()
+    lines += reaped
+    lines.append(f"testbed is down (containers, networks and volumes of project {name} removed)")
+    return lines + live

@@ -8,6 +8,7 @@ code, OOMKilled, health and its last probe) in logs/containers.json: a failed ru
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,12 +29,16 @@ from orchestrator.waiting import poll, wait_until
 TOPIC = "testbed/sensors"
 
 
-def prepare_run_dir(run_dir: Path, scenario: Scenario, *, acl: bool = False) -> tuple[Layout, Pki | None]:
+def prepare_run_dir(run_dir: Path, scenario: Scenario, *, acl: bool = False,
+                    pki_from: Path | None = None) -> tuple[Layout, Pki | None]:
     """Folders, rendered broker config and (for TLS) the throwaway PKI; ``acl``: a broker reachable beyond
-    loopback, where only the run's publisher may write the measured topic (config/acl)."""
+    loopback, where only the run's publisher may write the measured topic (config/acl); ``pki_from``: the PKI of
+    the lab the run joins (a kept-up lab's, lab/keptlab.py), copied rather than made."""
     lay = Layout(run_dir)
     for d in (lay.config, lay.pki, lay.capture.parent, lay.logs, lay.keylogs):
         d.mkdir(parents=True, exist_ok=True)
+    if pki_from is not None:
+        shutil.copytree(pki_from, lay.pki, dirs_exist_ok=True)
     BROKER.write_config(lay, scenario, topic=TOPIC, acl=acl)
     # the scenario as run, so `testbed report` can re-analyse without the original YAML
     write_json_atomic(lay.scenario, scenario.model_dump(mode="json"))
@@ -138,7 +143,8 @@ def running_lab(scenario: Scenario, run_dir: Path, *, host_port: int | None = No
     lay, pki = prepare_run_dir(run_dir, scenario, acl=exposure is not None)
     topo = topology(scenario, lay, host_port=host_port, expose=expose, qos=qos,
                     bind=exposure.address if exposure else None)
-    compose.check_port_free(topo.bind, topo.host_port)
+    # a port someone connects to (asked for, a board's, exposed) is kept or refused by name; else a free one
+    topo = compose.with_host_port(topo, fixed=host_port is not None or exposure is not None or expose)
     try:
         compose.up(topo)
         wait_subscribed(lay)
@@ -154,6 +160,15 @@ def running_lab(scenario: Scenario, run_dir: Path, *, host_port: int | None = No
                 finally:
                     compose.down()
                     protect_secrets(lay.root)  # what a container wrote (a key log) is its owner's only
+
+
+def stop_capture() -> None:
+    """SIGINT makes dumpcap flush the pcapng; wait for it to exit."""
+    name = compose.container_name("capture")
+    c = docker.container(name)
+    if c is not None and c.state.running:
+        docker.kill(name, "SIGINT")
+        docker.wait_exited(name, timeout_s=20)
 
 
 def save_evidence(lay: Layout) -> Failure | None:

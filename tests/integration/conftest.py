@@ -37,6 +37,16 @@ def owned(kind: str) -> list[str]:
     return proc.stdout.split()
 
 
+def service_container(service: str) -> str:
+    """The name of the testbed container of compose service ``service`` (any project: each invocation has its
+    own, testbed-<user>-<id>, so names are looked up, not assumed); "none" while there is none."""
+    proc = subprocess.run(["docker", "ps", "-a", "--filter", "label=io.testbed.owned=true", "--filter",
+                           f"label=com.docker.compose.service={service}", "--format", "{{.Names}}"],
+                          capture_output=True, text=True, check=False)
+    names = proc.stdout.split()
+    return names[0] if names else "none"
+
+
 @pytest.fixture
 def clean_testbed() -> Iterator[None]:
     """Start from nothing and leave nothing behind, whatever the test did."""

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from .conftest import owned
+from .conftest import owned, service_container
 from .docker_user import DockerUser
 
 FAST = ["--scenario", "plain", "--samples", "500", "--interval", "20ms"]
@@ -91,7 +91,7 @@ def test_a_killed_delay_line_fails_its_cell_naming_it_and_the_next_cell_is_ok(do
     while time.monotonic() < deadline and proc.poll() is None and not killed:
         logs = list(out.glob("*/runs/plain-65B-wifi-good-r1/logs/subscriber.csv"))
         if logs and logs[0].read_text().count("\n") > 100:
-            kill = subprocess.run(["docker", "exec", "testbed-router-1-netadmin", "sh", "-c",
+            kill = subprocess.run(["docker", "exec", service_container("router") + "-netadmin", "sh", "-c",
                                    "kill -KILL $(sed -n 's/.*\"pid\": *\\([0-9]*\\).*/\\1/p' "
                                    "/dev/shm/testbed-delayline-7357.json)"], capture_output=True, text=True)
             assert kill.returncode == 0, kill.stderr

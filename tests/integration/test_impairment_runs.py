@@ -14,7 +14,7 @@ import pandas as pd
 
 from orchestrator.paths import state_dir
 
-from .conftest import TESTBED, binomial_bounds, owned, run_testbed
+from .conftest import TESTBED, binomial_bounds, owned, run_testbed, service_container
 from .docker_user import DockerUser
 
 
@@ -72,7 +72,7 @@ def test_sigint_during_impaired_run_leaves_nothing(tmp_path):
         if log.exists() and log.read_text().count("\n") > 50:
             break
         time.sleep(0.1)
-    pids = {r: subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", f"testbed-{r}-1"], capture_output=True,
+    pids = {r: subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", service_container(r)], capture_output=True,
                               text=True, check=False).stdout.strip() for r in ("broker", "publisher")}
     proc.send_signal(signal.SIGINT)
     _stdout, stderr = proc.communicate(timeout=120)
@@ -102,7 +102,7 @@ def test_up_with_broker_side_impairment_is_cleared_by_down():
         proc = run_testbed("up", "--scenario", "plain", "--host-port", "18883", "--impairment", str(profile))
         assert proc.returncode == 0, proc.stderr
         assert "impairment b2s-loss applied to broker->subscriber" in proc.stdout
-        pid = subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", "testbed-subscriber-1"],
+        pid = subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", service_container("subscriber")],
                              capture_output=True, text=True, check=True).stdout.strip()
         table = subprocess.run(["nsenter", f"--net=/proc/{pid}/ns/net", "nft", "list", "table", "inet",
                                 "testbed_impair"], capture_output=True, text=True, check=False).stdout

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from .conftest import owned, run_testbed
+from .conftest import owned, run_testbed, service_container
 
 
 def _run(tmp: Path, scenario: str, samples: int = 200, interval: str = "20ms", payload: int = 65):
@@ -78,7 +78,7 @@ def test_publisher_crash_marks_run_failed_and_keeps_logs(tmp_path):
         while time.monotonic() < deadline:
             if (out / "logs" / "subscriber.csv").exists() and \
                     (out / "logs" / "subscriber.csv").read_text().count("\n") > 10:
-                subprocess.run(["docker", "kill", "testbed-publisher-1"], capture_output=True, check=False)
+                subprocess.run(["docker", "kill", service_container("publisher")], capture_output=True, check=False)
                 return
             time.sleep(0.1)
 
@@ -147,7 +147,7 @@ def test_capture_killed_mid_run_fails_the_run_naming_capture(tmp_path):
         log = out / "logs" / "subscriber.csv"
         while time.monotonic() < deadline:
             if log.exists() and log.read_text().count("\n") > 10:
-                subprocess.run(["docker", "kill", "testbed-capture-1"], capture_output=True, check=False)
+                subprocess.run(["docker", "kill", service_container("capture")], capture_output=True, check=False)
                 return
             time.sleep(0.1)
 

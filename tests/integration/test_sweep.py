@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import TESTBED, owned, run_testbed
+from .conftest import TESTBED, owned, run_testbed, service_container
 
 FAST = ["--samples", "30", "--interval", "20ms"]
 DERIVED = ("summary.csv", "comparisons.csv", "report.md", "report.html")
@@ -143,7 +143,7 @@ def test_broker_killed_mid_cell_fails_that_cell_and_sweep_goes_on(tmp_path):
         while time.monotonic() < deadline:
             logs = list(out.glob("*/runs/plain-65B-none-r1/logs/subscriber.csv"))
             if logs and logs[0].read_text().count("\n") > 10:
-                subprocess.run(["docker", "kill", "testbed-broker-1"], capture_output=True, check=False)
+                subprocess.run(["docker", "kill", service_container("broker")], capture_output=True, check=False)
                 killed.set()
                 return
             time.sleep(0.1)

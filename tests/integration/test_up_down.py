@@ -13,7 +13,7 @@ import pytest
 
 from orchestrator.paths import state_dir
 
-from .conftest import owned, run_testbed
+from .conftest import owned, run_testbed, service_container
 
 HOST_PORT = 18883
 
@@ -153,10 +153,9 @@ def test_up_failing_half_way_leaves_nothing(clean_testbed):
     def kill_broker_once_started() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            ps = subprocess.run(["docker", "ps", "-q", "--filter", "name=testbed-broker-1"], capture_output=True,
-                                text=True, check=False)
-            if ps.stdout.strip():
-                subprocess.run(["docker", "kill", "testbed-broker-1"], capture_output=True, check=False)
+            broker = service_container("broker")
+            if broker != "none":
+                subprocess.run(["docker", "kill", broker], capture_output=True, check=False)
                 return
             time.sleep(0.05)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from orchestrator.backends import docker
+from orchestrator.backends import compose, docker, projects
 from orchestrator.backends.compose import OWNED_LABEL
 from orchestrator.backends.impairment.argv import HELPER_IMAGE
 from orchestrator.backends.impairment.models import ImpairmentTarget, helper_name
@@ -23,11 +23,14 @@ CAPABILITIES = ("NET_ADMIN",)
 
 
 def helper_options(target: str) -> list[str]:
-    """``docker run`` options of the helper for container ``target`` (what the HostConfig test checks)."""
+    """``docker run`` options of the helper for container ``target`` (what the HostConfig test checks); labelled
+    with this invocation's project and owner, so its teardown (compose.down) removes it and no other's does."""
     caps = [arg for cap in CAPABILITIES for arg in ("--cap-add", cap)]
     return ["--network", f"container:{target}", "--cap-drop", "ALL", *caps,
             "--security-opt", "no-new-privileges", "--read-only", "--user", "0:0",
-            "--label", OWNED_LABEL, "--label", f"{HELPER_LABEL}={target}"]
+            "--label", OWNED_LABEL, "--label", f"{HELPER_LABEL}={target}",
+            "--label", f"{projects.PROJECT_LABEL}={compose.project()}",
+            "--label", f"{projects.OWNER_LABEL}={projects.owner_slug()}"]
 
 
 def containers_of(targets: Iterable[ImpairmentTarget]) -> list[str]:
@@ -44,6 +47,8 @@ def start(containers: Sequence[str]) -> None:
     """A fresh helper for each container (an old one of the same name is replaced)."""
     if containers and docker.inspect_image(HELPER_IMAGE) is None:
         raise TestbedError(f"the impairment helper image {HELPER_IMAGE} is not built", hint="testbed images build")
+    if containers:
+        projects.claim(compose.project())  # a live invocation's helpers: `testbed down` elsewhere leaves them
     for target in containers:
         if not _running(target):
             raise TestbedError(f"cannot impair container {target}: it is not running")

@@ -12,15 +12,14 @@ import ipaddress
 from dataclasses import dataclass
 
 from orchestrator.backends import docker
-from orchestrator.backends.compose import PROJECT
+from orchestrator.backends.compose import network_name
 from orchestrator.backends.impairment.models import Hook, ImpairmentTarget, PlanCommand, helper_name
 from orchestrator.backends.impairment.queue import line_stats
 
 __all__ = ["RouterPath", "broker_address", "line_stats", "queue_targets", "route_setup", "router_path"]
 from orchestrator.errors import TestbedError
 
-LAB = f"{PROJECT}_lab"
-UPLINK = f"{PROJECT}_uplink"
+LAB, UPLINK = "lab", "uplink"  # compose/testbed.yml's networks; the engine's names are the project's
 
 
 @dataclass(frozen=True)
@@ -45,20 +44,20 @@ def _address(container: str, network: str) -> ipaddress.IPv4Interface | ipaddres
 
 
 def router_path(publisher: str, broker: str, router: str) -> RouterPath:
-    pub, brk = _address(publisher, UPLINK), _address(broker, LAB)
-    r_up, r_lab = _address(router, UPLINK), _address(router, LAB)
+    pub, brk = _address(publisher, network_name(UPLINK)), _address(broker, network_name(LAB))
+    r_up, r_lab = _address(router, network_name(UPLINK)), _address(router, network_name(LAB))
     return RouterPath(publisher, broker, router, str(pub.ip), str(brk.ip), str(r_up.ip), str(r_lab.ip),
                       str(pub.network), str(brk.network))
 
 
 def lab_interface(broker: str) -> str:
     """The broker's address on the lab network with its prefix (a.b.c.d/len)."""
-    return str(_address(broker, LAB))
+    return str(_address(broker, network_name(LAB)))
 
 
 def broker_address(broker: str) -> str:
     """Where the publisher behind the router connects: the broker's address on the lab network."""
-    return str(_address(broker, LAB).ip)
+    return str(_address(broker, network_name(LAB)).ip)
 
 
 def route_setup(path: RouterPath) -> list[PlanCommand]:
