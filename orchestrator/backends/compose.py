@@ -210,7 +210,9 @@ def down(name: str | None = None) -> list[str]:
     # leftovers compose no longer knows (a changed compose file, helpers, a crashed orchestrator)
     removed = docker.remove_labelled(f"{PROJECT_LABEL}={name}") + docker.remove_labelled(
         f"{projects.PROJECT_LABEL}={name}")
-    projects.release(name)
+    # this process keeps its own lock to the end (a sweep's next cell reuses the project: a `testbed down`
+    # elsewhere between two cells must still see it live); a crashed invocation's lock file goes now
+    projects.forget(name)
     return removed
 
 
@@ -234,7 +236,6 @@ def reap() -> tuple[list[str], list[str]]:
             live.append(f"left running: {holder}")
             continue
         gone = down(name)
-        projects.forget(name)
         if gone:
             removed.append(f"removed {len(gone)} leftover objects of ended invocation {name}")
     return removed, live

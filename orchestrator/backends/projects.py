@@ -14,6 +14,7 @@ one that cannot is a live invocation, which nothing of ours touches. The lock di
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import json
 import os
@@ -112,10 +113,11 @@ def claim(project: str) -> None:
     os.ftruncate(fd, 0)
     os.write(fd, json.dumps(record).encode())
     _held[project] = fd
+    atexit.register(release, project)  # held to the end; the kernel frees it however the process ends
 
 
 def release(project: str) -> None:
-    """Give up ``project``'s lock and delete its file (its containers are gone)."""
+    """Give up ``project``'s lock and delete its file (at exit; what it left is found by its owner label)."""
     fd = _held.pop(project, None)
     if fd is not None:
         lock_path(project).unlink(missing_ok=True)
