@@ -3,11 +3,9 @@
 // ESP32 build enables them in sdkconfig.defaults (CONFIG_MBEDTLS_CHACHA20_C, _POLY1305_C, _CHACHAPOLY_C).
 #pragma once
 
-#if !defined(MBEDTLS_CONFIG_FILE)
-#include "mbedtls/config.h"
-#else
-#include MBEDTLS_CONFIG_FILE
-#endif
+// version.h reads the build's configuration on both lines: 2.28 through config.h (or MBEDTLS_CONFIG_FILE),
+// 3.x through build_info.h (MBEDTLS_CONFIG_FILE, MBEDTLS_USER_CONFIG_FILE and the adjustments).
+#include "mbedtls/version.h"
 
 #if defined(TESTBED_REQUIRE_CHACHAPOLY)
 #if !defined(MBEDTLS_CHACHAPOLY_C) || !defined(MBEDTLS_CHACHA20_C) || !defined(MBEDTLS_POLY1305_C)

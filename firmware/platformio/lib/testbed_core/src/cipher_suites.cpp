@@ -10,8 +10,12 @@ struct Suite {
   const char* name;
 };
 
-// TLS 1.2 AEAD and CBC suites relevant to an MQTT sensor link (RFC 7905, 5289, 5288).
+// TLS 1.2 AEAD and CBC suites relevant to an MQTT sensor link (RFC 7905, 5289, 5288), and the TLS 1.3 suites
+// (RFC 8446 B.4; only an mbedTLS 3.x with MBEDTLS_SSL_PROTO_TLS1_3 has them compiled).
 const Suite kSuites[] = {
+    {0x1303, "TLS_CHACHA20_POLY1305_SHA256"},
+    {0x1301, "TLS_AES_128_GCM_SHA256"},
+    {0x1302, "TLS_AES_256_GCM_SHA384"},
     {0xCCA9, "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"},
     {0xCCA8, "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256"},
     {0xCCAA, "TLS_DHE_RSA_WITH_CHACHA20_POLY1305_SHA256"},
@@ -47,7 +51,7 @@ const char* cipher_iana_name(uint16_t id) {
   return nullptr;
 }
 
-bool cipher_is_chachapoly(uint16_t id) { return id >= 0xCCA8 && id <= 0xCCAE; }
+bool cipher_is_chachapoly(uint16_t id) { return (id >= 0xCCA8 && id <= 0xCCAE) || id == 0x1303; }
 
 Err parse_cipher_list(const char* csv, uint16_t* ids, size_t cap, size_t* count, ErrorText* err) {
   *count = 0;

@@ -1,15 +1,16 @@
 // TlsTransport across connections: the SSL context reset for each new connection, the end without
-// close_notify, and TLS 1.2 session resumption (RFC 5246 7.3 by session ID, RFC 5077 by ticket).
-// The client's own claim of resumption: after the handshake, the new session's master secret is the
-// offered session's (an abbreviated handshake keeps it; a full one derives a new one). The fields of
-// mbedtls_ssl_session are public in mbedTLS 2.28 (3.x makes them private).
+// close_notify, and session resumption: TLS 1.2 by session ID (RFC 5246 7.3) or ticket (RFC 5077), TLS 1.3
+// by ticket (RFC 8446 4.6.1, mbedTLS 3.x). The client's own claim of resumption after a TLS 1.2 handshake:
+// the new session's master secret is the offered session's (an abbreviated handshake keeps it; a full one
+// derives a new one). The private fields of mbedTLS 3.x are read through tls_compat.h.
+// TLS 1.3: the ticket comes AFTER the handshake (NewSessionTicket), so the session is saved when
+// mbedtls_ssl_read reports it (MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET, read_some), not after the
+// handshake; since 3.6.1 the client sees tickets only when the signal is enabled (apply_resumption).
 #include <cstring>
 
 #include "tls_transport.h"
 
 namespace tb {
-
-static_assert(sizeof(mbedtls_ssl_session::master) == 48, "TLS 1.2 master secret is 48 bytes");
 
 int tls_resumed_claim(bool offered, const unsigned char* offered_master, const unsigned char* new_master) {
   if (!offered || offered_master == nullptr || new_master == nullptr) return 0;
@@ -22,7 +23,7 @@ Err TlsTransport::reopen(const char* host) {
   const char* name = opt_.server_name != nullptr ? opt_.server_name : host;
   ret = mbedtls_ssl_set_hostname(&ssl_, name);
   if (ret != 0) return fail(ret, Err::TlsSetup, "server name for verification refused");
-  return Err::Ok;
+  return install_keylog();  // 3.x: the callback is the context's
 }
 
 void TlsTransport::abort() {
@@ -51,6 +52,12 @@ void TlsTransport::apply_resumption() {
                                                ? MBEDTLS_SSL_SESSION_TICKETS_DISABLED
                                                : MBEDTLS_SSL_SESSION_TICKETS_ENABLED);
 #endif
+#if defined(TB_MBEDTLS3) && defined(MBEDTLS_SSL_PROTO_TLS1_3) && defined(MBEDTLS_SSL_SESSION_TICKETS) && \
+    MBEDTLS_VERSION_NUMBER >= 0x03060100
+  mbedtls_ssl_conf_tls13_enable_signal_new_session_tickets(
+      &conf_, resumption_ == SessionResumption::Ticket ? MBEDTLS_SSL_TLS1_3_SIGNAL_NEW_SESSION_TICKETS_ENABLED
+                                                       : MBEDTLS_SSL_TLS1_3_SIGNAL_NEW_SESSION_TICKETS_DISABLED);
+#endif
 }
 
 Err TlsTransport::check_resumption() {
@@ -70,21 +77,23 @@ Err TlsTransport::offer_session() {
 #if defined(MBEDTLS_SSL_SESSION_TICKETS) && defined(MBEDTLS_SSL_CLI_C)
   // Ticket mode resumes by ticket only: a session the server issued no ticket for (tickets off) is not
   // offered, else mbedTLS would offer its session ID and the run would measure ID resumption instead.
-  if (resumption_ == SessionResumption::Ticket && saved_.ticket_len == 0) return Err::Ok;
+  if (resumption_ == SessionResumption::Ticket && tlsc::ticket_len(&saved_) == 0) return Err::Ok;
 #endif
   int ret = mbedtls_ssl_set_session(&ssl_, &saved_);
   if (ret != 0) return fail(ret, Err::TlsSetup, "offering the saved TLS session failed");
-  memcpy(offered_master_, saved_.master, sizeof(offered_master_));
+  memcpy(offered_master_, tlsc::saved_master(&saved_), sizeof(offered_master_));
   stats_.session_offered = true;
   return Err::Ok;
 }
 
-// After a completed handshake: the claim, and the session saved for the next connection.
+// After a completed handshake: the claim, and (TLS 1.2) the session saved for the next connection.
 Err TlsTransport::after_handshake() {
-  stats_.resumed = tls_resumed_claim(stats_.session_offered, offered_master_,
-                                     ssl_.session != nullptr ? ssl_.session->master : nullptr);
+  const bool tls13 = tlsc::version_number(&ssl_) == tlsc::kTls13;
+  stats_.resumed = tls13 ? (stats_.session_offered && !saw_certificate_ ? 1 : 0)
+                         : tls_resumed_claim(stats_.session_offered, offered_master_, tlsc::session_master(&ssl_));
   if (resumption_ == SessionResumption::None) return Err::Ok;
   forget_session();
+  if (tls13) return Err::Ok;  // the ticket is still to come: save_ticket_session
   int ret = mbedtls_ssl_get_session(&ssl_, &saved_);
   if (ret != 0) {
     forget_session();
@@ -92,6 +101,19 @@ Err TlsTransport::after_handshake() {
   }
   have_saved_ = true;
   return Err::Ok;
+}
+
+// TLS 1.3 (mbedTLS 3.x): a NewSessionTicket was read; the session now carries it. Without resumption (or in
+// session-ID mode, which TLS 1.3 does not have) the ticket is not kept. A failure to save leaves the next
+// connection a full handshake (the claim then says 0), it does not end this one.
+void TlsTransport::save_ticket_session() {
+  if (resumption_ != SessionResumption::Ticket) return;
+  forget_session();
+  if (mbedtls_ssl_get_session(&ssl_, &saved_) == 0) {
+    have_saved_ = true;
+  } else {
+    forget_session();
+  }
 }
 
 }  // namespace tb

@@ -37,15 +37,6 @@ const char* alert_name(unsigned char desc) {
   }
 }
 
-void to_hex(const unsigned char* in, size_t n, char* out) {
-  static const char kHex[] = "0123456789abcdef";
-  for (size_t i = 0; i < n; ++i) {
-    out[2 * i] = kHex[in[i] >> 4];
-    out[2 * i + 1] = kHex[in[i] & 0x0F];
-  }
-  out[2 * n] = '\0';
-}
-
 // "TLS 1.1" for a TLS 1.x minor version (3.0 = SSL 3.0).
 const char* version_name(int major, int minor) {
   if (major != 3) return "an unknown version";
@@ -54,8 +45,14 @@ const char* version_name(int major, int minor) {
     case 1: return "TLS 1.0";
     case 2: return "TLS 1.1";
     case 3: return "TLS 1.2";
+    case 4: return "TLS 1.3";
     default: return "a later TLS version";
   }
+}
+
+// What this device speaks, for the version errors: its suites decide (tls_compat.h conf_versions).
+const char* spoken(bool tls12, bool tls13) {
+  return tls12 && tls13 ? "TLS 1.2 and TLS 1.3, the versions" : tls13 ? "TLS 1.3, the only version" : "TLS 1.2, the only version";
 }
 
 }  // namespace
@@ -113,7 +110,9 @@ Err TlsTransport::configure(const char* host) {
   uint16_t ids[kMaxCiphers];
   Err e = parse_cipher_list(opt_.ciphers, ids, kMaxCiphers, &cipher_count_, &err_);
   if (e != Err::Ok) return e;
+  tls12_ = tls13_ = false;
   for (size_t i = 0; i < cipher_count_; ++i) {
+    (tlsc::is_tls13_suite(ids[i]) ? tls13_ : tls12_) = true;
     if (mbedtls_ssl_ciphersuite_from_id(ids[i]) == nullptr) {
       err_.set("cipher suite %s is not compiled into this mbedTLS", cipher_iana_name(ids[i]));
       return Err::CipherNotCompiled;
@@ -128,7 +127,9 @@ Err TlsTransport::configure(const char* host) {
 
 // The random generator, the CA and the optional client certificate and key.
 Err TlsTransport::load_credentials() {
-  int ret = mbedtls_ctr_drbg_seed(&drbg_, mbedtls_entropy_func, &entropy_,
+  int ret = tlsc::crypto_init();
+  if (ret != 0) return fail(ret, Err::TlsRng, "psa_crypto_init failed");
+  ret = mbedtls_ctr_drbg_seed(&drbg_, mbedtls_entropy_func, &entropy_,
                                   reinterpret_cast<const unsigned char*>(kPers), sizeof(kPers) - 1);
   if (ret != 0) return fail(ret, Err::TlsRng, "seeding the random generator failed");
 
@@ -145,14 +146,14 @@ Err TlsTransport::load_credentials() {
       return ret < 0 ? fail(ret, Err::TlsCertParse, "client certificate does not parse")
                      : (err_.set("client certificate: %d certificate(s) did not parse", ret), Err::TlsCertParse);
     }
-    ret = mbedtls_pk_parse_key(&client_key_, reinterpret_cast<const unsigned char*>(opt_.client_key_pem),
-                               strlen(opt_.client_key_pem) + 1, nullptr, 0);
+    ret = tlsc::pk_parse_key(&client_key_, reinterpret_cast<const unsigned char*>(opt_.client_key_pem),
+                             strlen(opt_.client_key_pem) + 1, mbedtls_ctr_drbg_random, &drbg_);
     if (ret != 0) return fail(ret, Err::TlsKeyParse, "client key does not parse");
   }
   return Err::Ok;
 }
 
-// The client configuration (TLS 1.2 only, the listed suites, verification) and the SSL context on it.
+// The client configuration (the versions and suites listed, verification) and the SSL context on it.
 Err TlsTransport::setup_ssl(const char* host) {
   int ret = mbedtls_ssl_config_defaults(&conf_, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
                                     MBEDTLS_SSL_PRESET_DEFAULT);
@@ -161,24 +162,17 @@ Err TlsTransport::setup_ssl(const char* host) {
   mbedtls_ssl_conf_ca_chain(&conf_, &ca_, nullptr);
   mbedtls_ssl_conf_rng(&conf_, mbedtls_ctr_drbg_random, &drbg_);
   mbedtls_ssl_conf_ciphersuites(&conf_, cipher_list_);
-  mbedtls_ssl_conf_min_version(&conf_, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
-  mbedtls_ssl_conf_max_version(&conf_, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+  tlsc::conf_versions(&conf_, tls12_, tls13_);
   if (opt_.client_cert_pem != nullptr) {
     ret = mbedtls_ssl_conf_own_cert(&conf_, &client_cert_, &client_key_);
     if (ret != 0) return fail(ret, Err::TlsSetup, "client certificate and key do not belong together");
-  }
-  if (opt_.keylog != nullptr) {
-#if defined(MBEDTLS_SSL_EXPORT_KEYS)
-    mbedtls_ssl_conf_export_keys_ext_cb(&conf_, &TlsTransport::export_keys, this);
-#else
-    err_.set("a key log was asked for but this mbedTLS lacks MBEDTLS_SSL_EXPORT_KEYS");
-    return Err::Keylog;
-#endif
   }
   if (resumption_ != SessionResumption::None) apply_resumption();  // None: mbedTLS's client defaults
 
   ret = mbedtls_ssl_setup(&ssl_, &conf_);
   if (ret != 0) return fail(ret, Err::TlsSetup, "mbedtls_ssl_setup failed");
+  Err e = install_keylog();
+  if (e != Err::Ok) return e;
   const char* name = opt_.server_name != nullptr ? opt_.server_name : host;
   ret = mbedtls_ssl_set_hostname(&ssl_, name);
   if (ret != 0) return fail(ret, Err::TlsSetup, "server name for verification refused");
@@ -216,9 +210,23 @@ Err TlsTransport::handshake(uint32_t timeout_ms) {
   if (e != Err::Ok) return e;
   int64_t start = clock_.mono_us();
   int ret;
+  saw_certificate_ = false;
+#if defined(TB_MBEDTLS3)
+  // Step by step, to see whether the server sent a Certificate: a TLS 1.3 handshake that resumed by ticket
+  // (PSK) goes from EncryptedExtensions straight to the server's Finished - the client's claim of resumption.
+  do {
+    ret = 0;
+    while (ret == 0 && !mbedtls_ssl_is_handshake_over(&ssl_)) {
+      ret = mbedtls_ssl_handshake_step(&ssl_);
+      int st = tlsc::state(&ssl_);
+      if (st == MBEDTLS_SSL_CERTIFICATE_REQUEST || st == MBEDTLS_SSL_SERVER_CERTIFICATE) saw_certificate_ = true;
+    }
+  } while (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE);
+#else
   do {
     ret = mbedtls_ssl_handshake(&ssl_);
   } while (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE);
+#endif
   int64_t elapsed = clock_.mono_us() - start;
   if (ret == 0) {
     stats_.handshake_us = elapsed;
@@ -259,7 +267,8 @@ Err TlsTransport::verify_failed() {
     return Err::TlsCertNotYetValid;
   }
   if (flags & MBEDTLS_X509_BADCERT_CN_MISMATCH) {
-    const char* name = ssl_.hostname ? ssl_.hostname : "";
+    const char* hn = tlsc::hostname(&ssl_);
+    const char* name = hn ? hn : "";
     bool numeric = name[0] != '\0' && strspn(name, "0123456789.") == strlen(name);
     err_.set("TLS handshake failed: the broker certificate does not match the server name \"%s\" (verify flags "
              "0x%08x: %s)%s", name, f, info, numeric ? "; mbedTLS 2.28 matches DNS names only: give a DNS name "
@@ -274,14 +283,16 @@ Err TlsTransport::verify_failed() {
 // OpenSSL server writes it in the version it chose, so a record below TLS 1.2 means the broker runs an
 // older version only (every suite of this device needs TLS 1.2: none can be agreed at 1.0/1.1).
 Err TlsTransport::alert_failed(const char* offered) {
-  unsigned char desc = ssl_.in_msg != nullptr ? ssl_.in_msg[1] : 0;
-  bool before_server_hello = ssl_.state <= MBEDTLS_SSL_SERVER_HELLO;
-  int rec_major = ssl_.in_hdr != nullptr ? ssl_.in_hdr[1] : 3;
-  int rec_minor = ssl_.in_hdr != nullptr ? ssl_.in_hdr[2] : 3;
+  const unsigned char* msg = tlsc::in_msg(&ssl_);
+  const unsigned char* hdr = tlsc::in_hdr(&ssl_);
+  unsigned char desc = msg != nullptr ? msg[1] : 0;
+  bool before_server_hello = tlsc::state(&ssl_) <= MBEDTLS_SSL_SERVER_HELLO;
+  int rec_major = hdr != nullptr ? hdr[1] : 3;
+  int rec_minor = hdr != nullptr ? hdr[2] : 3;
   if (before_server_hello && (rec_major != 3 || rec_minor < 3)) {
     err_.set("TLS handshake failed: the broker answered the ClientHello in %s (record version 0x%02x%02x) with "
-             "alert %s (%u): it does not run TLS 1.2, the only version this device speaks",
-             version_name(rec_major, rec_minor), rec_major, rec_minor, alert_name(desc), desc);
+             "alert %s (%u): it does not run %s this device speaks",
+             version_name(rec_major, rec_minor), rec_major, rec_minor, alert_name(desc), desc, spoken(tls12_, tls13_));
     return Err::TlsVersion;
   }
   if (desc == MBEDTLS_SSL_ALERT_MSG_HANDSHAKE_FAILURE && before_server_hello) {
@@ -291,7 +302,8 @@ Err TlsTransport::alert_failed(const char* offered) {
     return Err::TlsNoSharedCipher;
   }
   if (desc == MBEDTLS_SSL_ALERT_MSG_PROTOCOL_VERSION) {
-    err_.set("TLS handshake failed: the broker refused TLS 1.2 (alert protocol_version)");
+    err_.set("TLS handshake failed: the broker refused %s this device speaks (alert protocol_version)",
+             spoken(tls12_, tls13_));
     return Err::TlsVersion;
   }
   err_.set("TLS handshake failed: the broker sent alert %s (%u)%s, offered: %s", alert_name(desc), desc,
@@ -305,9 +317,10 @@ Err TlsTransport::handshake_failed(int ret, uint32_t timeout_ms) {
   char offered[kMaxCiphers * 48];
   offered_names(offered, sizeof(offered));
   if (ret == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE) return alert_failed(offered);
-  if (ret == MBEDTLS_ERR_SSL_BAD_HS_PROTOCOL_VERSION) {
-    err_.set("TLS handshake failed: the broker chose %s in its ServerHello: it does not run TLS 1.2, the only "
-             "version this device speaks", version_name(ssl_.major_ver, ssl_.minor_ver));
+  if (ret == tlsc::kErrBadProtocolVersion) {
+    int v = tlsc::version_number(&ssl_);
+    err_.set("TLS handshake failed: the broker chose %s in its ServerHello: it does not run %s this device "
+             "speaks", version_name(v >> 8, v & 0xFF), spoken(tls12_, tls13_));
     return Err::TlsVersion;
   }
   if (ret == MBEDTLS_ERR_SSL_TIMEOUT) {
@@ -352,6 +365,12 @@ Err TlsTransport::read_some(uint8_t* buf, size_t cap, size_t* got, uint32_t time
       return Err::Ok;
     }
     if (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE) continue;
+#if defined(MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET)
+    if (ret == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET) {  // TLS 1.3: a ticket after the handshake
+      save_ticket_session();
+      continue;
+    }
+#endif
     if (ret == 0 || ret == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY || ret == MBEDTLS_ERR_NET_CONN_RESET ||
         ret == MBEDTLS_ERR_SSL_CONN_EOF) {
       err_.set("the broker closed the TLS connection");
@@ -396,27 +415,5 @@ int TlsTransport::bio_recv_timeout(void* ctx, unsigned char* buf, size_t len, ui
     default: return MBEDTLS_ERR_NET_RECV_FAILED;
   }
 }
-
-#if defined(MBEDTLS_SSL_EXPORT_KEYS)
-int TlsTransport::export_keys(void* ctx, const unsigned char* ms, const unsigned char* kb, size_t maclen,
-                              size_t keylen, size_t ivlen, const unsigned char client_random[32],
-                              const unsigned char server_random[32], mbedtls_tls_prf_types prf) {
-  (void)kb;
-  (void)maclen;
-  (void)keylen;
-  (void)ivlen;
-  (void)server_random;
-  (void)prf;
-  auto* self = static_cast<TlsTransport*>(ctx);
-  char cr[65];
-  char master[97];
-  to_hex(client_random, 32, cr);
-  to_hex(ms, 48, master);
-  char line[16 + 64 + 1 + 96 + 1];
-  snprintf(line, sizeof(line), "CLIENT_RANDOM %s %s", cr, master);
-  self->opt_.keylog->write_line(line);
-  return 0;
-}
-#endif
 
 }  // namespace tb

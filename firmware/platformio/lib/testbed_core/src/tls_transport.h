@@ -1,5 +1,6 @@
-// TLS 1.2 client transport over mbedTLS 2.28: CA verification + hostname check, configured
-// cipher suites only, handshake time, optional client certificate and NSS key log.
+// TLS client transport over mbedTLS 2.28 (TLS 1.2) or 3.x (TLS 1.2 and 1.3; tls_compat.h): CA verification +
+// hostname check, configured cipher suites only (a TLS 1.3 suite in the list allows TLS 1.3, any other suite
+// TLS 1.2), handshake time, optional client certificate and NSS key log (tls_keylog.cpp).
 // open() may be called again after close()/abort(): the configuration (RNG, CA, suites) is made once,
 // the SSL context is reset for each connection, and with set_resumption(SessionId|Ticket) the session
 // of the last completed handshake is offered in the next ClientHello (tls_session.cpp).
@@ -14,11 +15,13 @@
 #include "mbedtls/ssl.h"
 #include "mbedtls/x509_crt.h"
 #include "plain_tcp.h"
+#include "tls_compat.h"
 #include "transport.h"
 
 namespace tb {
 
-// Receives NSS key-log lines ("CLIENT_RANDOM <client random hex> <master secret hex>", no newline).
+// Receives NSS key-log lines, no newline: "CLIENT_RANDOM <client random hex> <master secret hex>" (TLS 1.2),
+// "<LABEL> <client random hex> <secret hex>" for each TLS 1.3 secret (CLIENT_HANDSHAKE_TRAFFIC_SECRET, ...).
 class KeylogSink {
  public:
   virtual ~KeylogSink() = default;
@@ -28,6 +31,10 @@ class KeylogSink {
 // The client's claim of resumption after a completed TLS 1.2 handshake (tls_session.cpp): 1 when a
 // session was offered and the new session's 48-byte master secret is the offered one's, else 0.
 int tls_resumed_claim(bool offered, const unsigned char* offered_master, const unsigned char* new_master);
+
+// One key-log line into out (cap >= 32 + 65 + 2 * len): "<label> <client random hex> <secret hex>".
+void keylog_format(const char* label, const unsigned char client_random[32], const unsigned char* secret,
+                   size_t len, char* out, size_t cap);
 
 struct TlsOptions {
   const char* ca_pem = nullptr;           // required, NUL-terminated PEM
@@ -71,10 +78,17 @@ class TlsTransport : public Transport {
   Err alert_failed(const char* offered);
   Err fail(int ret, Err fallback, const char* what);
   void offered_names(char* out, size_t cap) const;
+  Err install_keylog();
+  void save_ticket_session();
+  void keylog(const char* label, const unsigned char* client_random, const unsigned char* secret, size_t len);
 
   static int bio_send(void* ctx, const unsigned char* buf, size_t len);
   static int bio_recv_timeout(void* ctx, unsigned char* buf, size_t len, uint32_t timeout_ms);
-#if defined(MBEDTLS_SSL_EXPORT_KEYS)
+#if defined(TB_MBEDTLS3)
+  static void export_keys(void* ctx, mbedtls_ssl_key_export_type type, const unsigned char* secret, size_t len,
+                          const unsigned char client_random[32], const unsigned char server_random[32],
+                          mbedtls_tls_prf_types prf);
+#elif defined(MBEDTLS_SSL_EXPORT_KEYS)
   static int export_keys(void* ctx, const unsigned char* ms, const unsigned char* kb, size_t maclen,
                          size_t keylen, size_t ivlen, const unsigned char client_random[32],
                          const unsigned char server_random[32], mbedtls_tls_prf_types prf);
@@ -90,7 +104,10 @@ class TlsTransport : public Transport {
   bool open_ = false;
   int cipher_list_[kMaxCiphers + 1] = {0};  // zero-terminated, kept alive for mbedtls_ssl_conf_ciphersuites
   size_t cipher_count_ = 0;
+  bool tls12_ = true;   // the list has a TLS 1.2 suite
+  bool tls13_ = false;  // the list has a TLS 1.3 suite (mbedTLS 3.x only)
   SessionResumption resumption_ = SessionResumption::None;
+  bool saw_certificate_ = false;  // 3.x: this handshake reached the server's Certificate (not a PSK one)
   bool have_saved_ = false;                 // saved_ holds the session of the last completed handshake
   unsigned char offered_master_[48] = {0};  // the master secret of the session offered in this handshake
 
