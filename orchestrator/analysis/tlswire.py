@@ -11,7 +11,7 @@ the broker port is split into its two byte streams, reassembled by sequence numb
 duplicated or overlapping segment adds only the bytes not seen yet; reassembly stops at a gap). The
 TLS records of each stream are walked and the plaintext handshake messages (everything before that
 direction's first ChangeCipherSpec or application-data record) parsed: ClientHello (session ID,
-extensions with their lengths), ServerHello (session ID, cipher suite, supported_versions,
+offered cipher suites, extensions with their lengths), ServerHello (session ID, cipher suite, supported_versions,
 pre_shared_key; a HelloRetryRequest is skipped), Certificate and NewSessionTicket.
 
 The classification rules are those of the connections module's docstring, written here again on
@@ -271,6 +271,7 @@ class Hello:
     random: bytes = b""
     cipher: int | None = None
     legacy_version: int = 0
+    suites: tuple[int, ...] = ()  # a ClientHello's offered cipher suites, in its order (SCSVs included)
 
 
 @dataclass
@@ -300,9 +301,11 @@ def parse_hello(msg_type: int, b: bytes) -> Hello:
     random, n = b[2:34], b[34]
     sid, off = b[35:35 + n], 35 + n
     if msg_type == HS_CLIENT_HELLO:
-        off += 2 + struct.unpack_from("!H", b, off)[0]
+        n = struct.unpack_from("!H", b, off)[0]
+        suites = tuple(int.from_bytes(b[i:i + 2], "big") for i in range(off + 2, min(off + 2 + n, len(b) - 1), 2))
+        off += 2 + n
         off += 1 + b[off]
-        return Hello(sid, _extensions(b, off), random)
+        return Hello(sid, _extensions(b, off), random, suites=suites)
     cipher = struct.unpack_from("!H", b, off)[0]
     return Hello(sid, _extensions(b, off + 3), random, cipher, struct.unpack_from("!H", b, 0)[0])
 

@@ -1,4 +1,5 @@
-"""`testbed board`: a board without hardware (board-emu, the firmware's core behind a pseudo-terminal)."""
+"""`testbed board`: check a board before a sweep (check), or rehearse without one (emulate: board-emu, the
+firmware's core behind a pseudo-terminal)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from typing import Annotated
 import typer
 
 from orchestrator.backends import firmware_host
-from orchestrator.cli.console import err
+from orchestrator.cli.console import err, escape, out, progress_line
+from orchestrator.errors import TestbedError
+from orchestrator.model.axes import AXES
 
-app = typer.Typer(no_args_is_help=True, help="Rehearse the board workflow without a board.")
+app = typer.Typer(no_args_is_help=True, help="Check a board before a sweep; rehearse without one.")
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -29,3 +32,36 @@ def emulate(
     err.print(f"board-emu: serial port at {pty_link} (testbed sweep --publisher esp32 --serial-port {pty_link}); "
               "Ctrl-C stops it")
     os.execv(str(binary), [str(binary), "--pty-link", str(pty_link), *extra])
+
+
+@app.command()
+def check(
+    serial_port: Annotated[str, typer.Option(help=AXES["serial_port"].help)],
+    baud: Annotated[int, typer.Option(min=300, max=4_000_000, help=AXES["baud"].help)] = 115200,
+    board_host: Annotated[str | None, typer.Option(help=AXES["board_host"].help)] = None,
+    reset_board: Annotated[bool, typer.Option("--reset-board", help=AXES["reset_board"].help)] = False,
+    scenario: Annotated[str, typer.Option(help="the scenario of the 20-message run")] = "tls",
+    out_dir: Annotated[Path | None, typer.Option("--out", help="run folder of the check's run (default "
+                                                 "results/board-check/<time>-<port>)")] = None,
+    ready_timeout: Annotated[float, typer.Option(min=1, help="seconds to wait for the board's BANNER and READY (a "
+                                                 "board warming its MQ-2 up takes a minute)")] = 90.0,
+) -> None:
+    """Is a sweep on this board trustworthy? The port, the banner and its versions, a 20-message run through the
+    lab, the cipher suites offered in its capture, the clock bound, heap and RSSI: one line each, what is wrong
+    named (docs/board-check.md: what good looks like)."""
+    from orchestrator.measure.run import execute_run
+    from orchestrator.publishers.board.check import CheckOptions, check_board
+
+    opts = CheckOptions(serial_port, baud, board_host, reset_board, scenario, ready_timeout, out_dir)
+    result = check_board(opts, execute_run, status=progress_line)
+    skipped = [s for s in result.steps if s.verdict == "not run"]
+    for step in (s for s in result.steps if s.verdict != "not run"):
+        out.print(f"{step.verdict:<8} {step.name:<7} {step.seen}", markup=False, highlight=False)
+    if skipped:  # one line: the steps a failure left out, and why
+        out.print(f"not run  {', '.join(s.name for s in skipped)}: {skipped[0].seen}", markup=False, highlight=False)
+    if result.run_dir is not None:
+        out.print(f"run folder: {escape(str(result.run_dir))}", highlight=False)
+    if result.failed:
+        raise TestbedError(f"board check failed: {', '.join(s.name for s in result.failed)}",
+                           hint="each FAIL line says what is wrong; docs/board-check.md says what good looks like")
+    out.print("board check passed: this board's runs can be trusted for a sweep", highlight=False)

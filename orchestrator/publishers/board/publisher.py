@@ -71,6 +71,12 @@ class BoardLinks:
                 raise
         return link
 
+    def adopt(self, link: BoardLink) -> None:
+        """A link opened and READY elsewhere (`testbed board check`, which names the port's and the banner's
+        problems itself) becomes its port's link, so the cell does not open the port again."""
+        self._broken.pop(link.port, None)
+        self._links[link.port] = link
+
     def rebooted(self, port: str) -> None:
         """The board reset mid-cell: the link stays, the next cell waits for its READY again."""
         self._stale.add(port)

@@ -69,6 +69,7 @@ const char kUsage[] =
     "  --seed N                   seed of the simulated sensors, the send jitter and the path (1)\n"
     "  --boot-ms N                delay from reset to BANNER (200)\n"
     "  --no-reset-on-open         the board does not reset when the host opens the port (send HELLO)\n"
+    "  --no-clock-replies         the clock requests go out, no reply comes back (a firewall on the time-echo port)\n"
     "  --reboot-after-messages N  reset after the N-th MSG line (the BANNER comes again)\n"
     "  --exit-after-messages N    close the port after the N-th MSG line, as if unplugged\n"
     "  --network-drop-after-messages N  the board's network (WiFi) goes down after the N-th MSG line: the\n"
@@ -94,6 +95,7 @@ struct EmuOptions {
   uint64_t seed = 1;
   uint32_t boot_ms = 200;
   bool reset_on_open = true;
+  bool no_clock_replies = false;
   uint64_t reboot_after = 0;
   uint64_t exit_after = 0;
   uint64_t drop_after = 0;
@@ -195,6 +197,10 @@ int parse(int argc, char** argv, EmuOptions* o, std::string* error) {
     if (a == "--help" || a == "-h") return 1;
     if (a == "--no-reset-on-open") {
       o->reset_on_open = false;
+      continue;
+    }
+    if (a == "--no-clock-replies") {
+      o->no_clock_replies = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -391,7 +397,7 @@ int run(int argc, char** argv) {
     fprintf(stderr, "board-emu: error InvalidArgument: %s\n", error.c_str());
     return 2;
   }
-  const bool emulate_path = path.active() || !o.truth_log.empty() || o.drop_after != 0;
+  const bool emulate_path = path.active() || !o.truth_log.empty() || o.drop_after != 0 || o.no_clock_replies;
   // The path's holds are timed sleeps: without this, Linux may wake them 50 us late (timer slack).
   if (emulate_path) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   PtyStream pty(o.rx_buffer, o.reset_on_open);
@@ -412,6 +418,7 @@ int run(int argc, char** argv) {
   PosixUdp udp;
   TruthLog* truth_log = o.truth_log.empty() ? nullptr : &truth;
   PathDatagram path_udp(udp, host_clock, clock, path, truth_log);
+  path_udp.drop_replies = o.no_clock_replies;
   PathTransport path_tcp(host_clock, clock, path, truth_log);
   if (emulate_path) clock.set_sleep_work(&path_tcp);
   tb::Datagram* sync = emulate_path ? static_cast<tb::Datagram*>(&path_udp) : &udp;

@@ -42,7 +42,7 @@ tb::Err PathDatagram::send(const uint8_t* data, size_t len) {
 }
 
 tb::Err PathDatagram::recv(uint8_t* buf, size_t cap, size_t* len, uint32_t timeout_ms) {
-  if (path_.dropped) {  // nothing comes
+  if (path_.dropped || drop_replies) {  // nothing comes
     host_.sleep_until_mono_us(host_.mono_us() + static_cast<int64_t>(timeout_ms) * 1000);
     return tb::Err::RecvTimeout;
   }

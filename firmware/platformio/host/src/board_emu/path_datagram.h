@@ -3,6 +3,8 @@
 // the downlink's delay after it was received, before recv() returns (and the core stamps t4).
 // With a truth log: a "t1" row per request and a "t4" row per reply (true and board time).
 // Once the path is dropped (NetPath::dropped) a request is never sent and recv() sees nothing (RecvTimeout).
+// drop_replies: every request is sent, no reply gets through (a firewall that lets the board's datagrams out
+// and none back in; board-emu --no-clock-replies).
 #pragma once
 
 #include "drift_clock.h"
@@ -21,6 +23,8 @@ class PathDatagram : public tb::Datagram {
   tb::Err send(const uint8_t* data, size_t len) override;
   tb::Err recv(uint8_t* buf, size_t cap, size_t* len, uint32_t timeout_ms) override;
   void close() override { inner_.close(); }
+
+  bool drop_replies = false;
 
  private:
   tb::Datagram& inner_;
