@@ -72,12 +72,12 @@ class DockerUser:
         return path
 
 
-def ensure_account() -> pwd.struct_passwd:
+def ensure_account(name: str = NAME) -> pwd.struct_passwd:
     try:
-        return pwd.getpwnam(NAME)
+        return pwd.getpwnam(name)
     except KeyError:
-        sh("useradd", "--create-home", "--shell", "/bin/bash", "--groups", "docker", NAME)
-        return pwd.getpwnam(NAME)
+        sh("useradd", "--create-home", "--shell", "/bin/bash", "--groups", "docker", name)
+        return pwd.getpwnam(name)
 
 
 def make_clone(dest: Path, uid: int, gid: int) -> None:
@@ -133,11 +133,11 @@ def make_venv(user: DockerUser) -> None:
             raise RuntimeError(f"user venv: {' '.join(step)} failed:\n{proc.stdout}\n{proc.stderr}")
 
 
-def create() -> DockerUser:
+def create(name: str = NAME) -> DockerUser:
     """The user, its clone and its venv (the account is reused when it exists)."""
-    account = ensure_account()
+    account = ensure_account(name)
     home = Path(account.pw_dir)
-    user = DockerUser(NAME, account.pw_uid, account.pw_gid, home, home / "testbed", home / "work")
+    user = DockerUser(name, account.pw_uid, account.pw_gid, home, home / "testbed", home / "work")
     shutil.rmtree(user.work, ignore_errors=True)
     user.mkdir(user.work)
     make_clone(user.clone, user.uid, user.gid)

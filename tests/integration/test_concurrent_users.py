@@ -1,0 +1,118 @@
+"""Two docker-group users' sweeps at the same time (issue 23 part 3). Each invocation has its own compose project
+(testbed-<user>-<id>: its containers, networks, helpers and a free host port), so both sweeps run side by side and
+complete with the deterministic fields (counts, bytes, suites) of a solo run. Each user's `testbed down` while both
+run leaves the other user's sweep alone, and names the user's own live sweep instead of removing it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from . import docker_user as docker_user_module
+from .conftest import owned
+from .docker_user import DockerUser
+
+PLAN = ["--scenarios", "plain,tls", "--payloads", "65", "--samples", "20", "--interval", "50ms"]
+SECOND = "testbed-user2"
+# what does not depend on timing: how many messages went and came, their sizes layer by layer, the suite
+FIELDS = {"loss": ("sent", "received_unique", "duplicates", "unexpected"),
+          "capture": ("publish_publisher_to_broker", "publish_broker_to_subscriber"),
+          "overhead_bytes": ("n_publish", "mqtt_len", "tls_record_len", "tls_overhead", "frame_len", "per_layer"),
+          "throughput": ("payload_bytes",), "tls": ("version", "cipher_suite")}
+
+
+class BrokerWatch:
+    """Which projects' brokers run at the same moment (project label -> owner label), sampled every 0.2 s."""
+
+    def __init__(self) -> None:
+        self.together: list[dict[str, str]] = []
+        self.both = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        fmt = '{{.Label "com.docker.compose.project"}} {{.Label "io.testbed.owner"}}'
+        while not self._stop.is_set():
+            ps = subprocess.run(["docker", "ps", "--filter", "label=io.testbed.owned=true", "--filter",
+                                 "label=com.docker.compose.service=broker", "--format", fmt],
+                                capture_output=True, text=True, check=False)
+            running = dict(line.split(" ", 1) for line in ps.stdout.splitlines() if " " in line)
+            if len(running) >= 2:
+                self.together.append(running)
+                self.both.set()
+            time.sleep(0.2)
+
+    def __enter__(self) -> BrokerWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def _bundle(out: Path) -> Path:
+    found = [p for p in out.iterdir() if p.is_dir()]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _fields(out: Path) -> dict[str, dict[str, object]]:
+    """Every cell's deterministic fields, after checking that the sweep says every cell is ok."""
+    bundle = _bundle(out)
+    cells = json.loads((bundle / "manifest.json").read_text())["cells"]
+    assert len(cells) == 2 and all(c["status"] == "ok" for c in cells.values()), cells
+    found = {}
+    for cell in cells:
+        metrics = json.loads((bundle / "runs" / cell / "metrics.json").read_text())
+        found[cell] = {f"{part}.{key}": metrics[part][key] for part, keys in FIELDS.items() for key in keys}
+    return found
+
+
+def _lock_files(user: DockerUser) -> list[str]:
+    folder = user.home / ".cache" / "testbed" / "projects"
+    return sorted(p.name for p in folder.glob("*.lock")) if folder.is_dir() else []
+
+
+@pytest.fixture(scope="module")
+def second_user(docker_user: DockerUser) -> DockerUser:
+    return docker_user_module.create(SECOND)
+
+
+def test_two_users_sweeps_run_side_by_side_as_solo(docker_user: DockerUser, second_user: DockerUser) -> None:
+    users = (docker_user, second_user)
+    for user in users:
+        user.testbed("down")
+    solo_out = docker_user.mkdir(docker_user.work / "concurrent-solo")
+    solo = docker_user.testbed("sweep", *PLAN, "--out", str(solo_out), timeout=600)
+    assert solo.returncode == 0, solo.stdout[-2000:] + solo.stderr[-2000:]
+    expected = _fields(solo_out)
+    assert {c["loss.sent"] for c in expected.values()} == {20}
+    assert expected["tls-65B-none-r1"]["tls.cipher_suite"] and expected["plain-65B-none-r1"]["tls.version"] is None
+
+    outs = {u.name: u.mkdir(u.work / "concurrent") for u in users}
+    with BrokerWatch() as watch:
+        procs = {u.name: u.popen("sweep", *PLAN, "--out", str(outs[u.name])) for u in users}
+        assert watch.both.wait(timeout=180), "the two sweeps never had a broker up at the same time"
+        # each user's `down` while both sweeps run: the other's sweep is not theirs, their own is live
+        downs = {u.name: u.testbed("down", timeout=120) for u in users}
+        ended = {name: p.communicate(timeout=600) for name, p in procs.items()}
+
+    for user in users:
+        stdout, stderr = ended[user.name]
+        assert procs[user.name].returncode == 0, stdout[-2000:] + stderr[-2000:]
+        assert _fields(outs[user.name]) == expected, user.name
+        down = downs[user.name]
+        assert down.returncode == 0, down.stderr
+        assert f"left running: project testbed-{user.name}-" in down.stdout, down.stdout
+        other = ({u.name for u in users} - {user.name}).pop()
+        assert f"testbed-{other}-" not in down.stdout, down.stdout
+        assert _lock_files(user) == []  # released when the sweep ended
+    owners = [set(moment.values()) for moment in watch.together]
+    assert {docker_user.name, second_user.name} in owners, watch.together[:5]
+    assert owned("container") == [] and owned("network") == []
