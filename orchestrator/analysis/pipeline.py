@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.analysis import handshake, metrics
+from orchestrator.analysis.csvout import csv_chunks
 from orchestrator.analysis.fields import (
     ExportOutcome,
     ExportRequest,
@@ -30,7 +31,7 @@ from orchestrator.analysis.nokeys import order_matched_publish
 from orchestrator.analysis.pcapfile import capture_format, scan_capture
 from orchestrator.errors import TestbedError
 from orchestrator.model.layout import SCHEMA_VERSIONS, Layout
-from orchestrator.results.atomic import write_text_atomic
+from orchestrator.results.atomic import write_chunks_atomic, write_text_atomic
 
 SCHEMA_VERSION = SCHEMA_VERSIONS["metrics"]
 ANALYSIS_VERSION = "1.0"
@@ -413,7 +414,7 @@ def write_run_outputs(analysis: RunAnalysis, out_dir: Path) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     lay = Layout(out_dir)
     paths = {"per_message": lay.per_message, "packets": lay.packets, "metrics": lay.metrics}
-    write_text_atomic(paths["per_message"], analysis.per_message.to_csv(index=False))
-    write_text_atomic(paths["packets"], analysis.per_packet.to_csv(index=False))
+    write_chunks_atomic(paths["per_message"], csv_chunks(analysis.per_message))
+    write_chunks_atomic(paths["packets"], csv_chunks(analysis.per_packet))
     write_text_atomic(paths["metrics"], metrics_json(analysis.metrics))
     return paths

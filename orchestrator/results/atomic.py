@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,11 @@ from orchestrator.model.layout import SECRET_MODE, file_mode, is_secret
 
 def write_bytes_atomic(path: Path, data: bytes, mode: int | None = None) -> Path:
     """``data`` into ``path``; ``mode`` None: the declared one (0600 for a secret file, else 0644)."""
+    return write_chunks_atomic(path, (data,), mode)
+
+
+def write_chunks_atomic(path: Path, chunks: Iterable[bytes], mode: int | None = None) -> Path:
+    """The ``chunks`` one after the other into ``path`` (written as they come: the whole never in memory)."""
     mode = file_mode(path) if mode is None else mode
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -26,7 +32,8 @@ def write_bytes_atomic(path: Path, data: bytes, mode: int | None = None) -> Path
         raise TestbedError(f"{path}: cannot write: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            for data in chunks:
+                handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
@@ -34,6 +41,9 @@ def write_bytes_atomic(path: Path, data: bytes, mode: int | None = None) -> Path
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise TestbedError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    except BaseException:  # the chunks' maker failed, or Ctrl-C: no temporary file left behind
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
 
