@@ -5,7 +5,15 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "mbedtls/version.h"
+
 namespace vdev {
+
+std::string tls_library() {
+  char version[32];  // the API needs at least 18 bytes
+  mbedtls_version_get_string_full(version);
+  return version;
+}
 
 bool read_file(const std::string& path, const char* what, std::string* out, std::string* error) {
   FILE* f = fopen(path.c_str(), "rb");

@@ -13,6 +13,10 @@ bool read_file(const std::string& path, const char* what, std::string* out, std:
 // s as a JSON string literal (quotes, backslash and control characters escaped).
 std::string json_string(const std::string& s);
 
+// The TLS library this program is built on, as its banner names it ("Mbed TLS 3.6.6"); the summaries carry it
+// as "tls_library" so that a cell records the device's stack from the device itself.
+std::string tls_library();
+
 // A decimal unsigned integer <= max, nothing else (no sign, no spaces, no suffix).
 bool parse_uint(const char* text, uint64_t max, uint64_t* out);
 

@@ -161,6 +161,7 @@ bool write_summary(const FleetOptions& o, const FleetOutcome& r, std::string* er
            r.wall_s, r.interrupted ? "true" : "false", r.keylog_failed ? "false" : "true");
   const std::string text = std::string(head) + counts + ",\"messages_expected\":" +
                            std::to_string(static_cast<uint64_t>(o.devices) * o.conn.samples) +
+                           ",\"tls_library\":" + json_string(vdev::tls_library()) +
                            ",\"schedule_lag_us\":" + lag_json(r.lag) + ",\"steady_lag_us\":" + lag_json(r.steady) + "," +
                            cpu + per_msg + tail + "}\n";
   return write_atomic(o.out_dir + "/summary.json", text, error);

@@ -161,7 +161,8 @@ bool write_summary(const Options& o, const Outcome& r, std::string* error) {
                      ",\"per_connection\":" + std::to_string(o.per_connection) +
                      ",\"close\":" + json_string(tb::close_mode_name(o.close)) +
                      ",\"connections\":" + std::to_string(r.stats.connections) +
-                     ",\"resumed_connections\":" + std::to_string(r.stats.resumed_connections) + "," + cpu +
+                     ",\"resumed_connections\":" + std::to_string(r.stats.resumed_connections) +
+                     ",\"tls_library\":" + json_string(tls_library()) + "," + cpu +
                      ",\"errors\":" + errs + ",\"ok\":" + (r.errors.empty() ? "true" : "false") + "}\n";
   std::string tmp = o.summary + ".tmp";
   FILE* f = fopen(tmp.c_str(), "w");

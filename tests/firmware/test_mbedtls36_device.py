@@ -1,0 +1,170 @@
+"""The virtual ESP32 on mbedTLS 3.6 (Debian 13's libmbedtls-dev, device_stack mbedtls-3.6) against a real Mosquitto.
+
+The core is built on this Debian 12 host against Debian 13's mbedTLS 3.6 package (its static libraries, fetched
+and unpacked by firmware/platformio/host/mbedtls3/fetch_debian_mbedtls.py; ~5 s cold, cached in build/mbedtls-3.6).
+Ground truth is the wire: tshark reads the ClientHello's and ServerHello's suites and, decrypting with the device's
+own key log (TLS 1.3 NSS labels), each PUBLISH's record. TLS 1.3 record overhead = 5 B header + 1 B inner content
+type + 16 B tag + the padding mbedTLS adds up to MBEDTLS_SSL_CID_TLS1_3_PADDING_GRANULARITY (read from the
+package's ssl.h). Capturing on `lo` needs root (CI runs as root)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from fwtest_support import HOST_SRC, REPO, Pki, broker_may_read, free_port, mosquitto_running, need_tool
+from test_firmware_tls_acceptance import Capture, _mqtt_packet_len, _need_capture, _tshark
+
+FETCH = REPO / "firmware" / "platformio" / "host" / "mbedtls3" / "fetch_debian_mbedtls.py"
+TLS13_CHACHA = "TLS_CHACHA20_POLY1305_SHA256"
+TLS12_CHACHA = "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"
+
+
+@dataclass(frozen=True)
+class Build36:
+    vdevice: Path
+    include: Path
+
+
+@pytest.fixture(scope="module")
+def build36(tmp_path_factory: pytest.TempPathFactory) -> Build36:
+    need_tool("cmake", "cmake")
+    need_tool("g++", "g++")
+    need_tool("dpkg-deb", "dpkg")
+    fetched = subprocess.run([sys.executable, str(FETCH)], capture_output=True, text=True, check=False, timeout=300)
+    assert fetched.returncode == 0, fetched.stderr  # CI fetches it: Debian's archive is this machine's registry
+    args = fetched.stdout.split()
+    build = tmp_path_factory.mktemp("fw-host-mbedtls36")
+    for argv in (["cmake", "-S", str(HOST_SRC), "-B", str(build), "-DTESTBED_WERROR=ON", *args],
+                 ["cmake", "--build", str(build), "-j2", "--target", "vdevice"]):
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    include = Path(next(a for a in args if a.startswith("-DMBEDTLS_INCLUDE_DIR=")).split("=", 1)[1])
+    return Build36(build / "vdevice", include)
+
+
+def padding_granularity(include: Path) -> int:
+    """The build's TLS 1.3 record padding: the package's mbedtls_config.h if it sets one, else ssl.h's default."""
+    for header in ("mbedtls_config.h", "ssl.h"):
+        m = re.search(r"^\s*#define\s+MBEDTLS_SSL_CID_TLS1_3_PADDING_GRANULARITY\s+(\d+)",
+                      (include / "mbedtls" / header).read_text(), flags=re.M)
+        if m:
+            return int(m.group(1))
+    raise AssertionError("MBEDTLS_SSL_CID_TLS1_3_PADDING_GRANULARITY not found in the package's headers")
+
+
+@pytest.fixture
+def broker13(pki: Pki, tmp_path: Path) -> Iterator[int]:
+    """Mosquitto as the tls13-chacha20 scenario has it: TLS 1.3 only, TLS_CHACHA20_POLY1305_SHA256 only."""
+    need_tool("/usr/sbin/mosquitto", "mosquitto")
+    port = free_port()
+    broker_may_read(pki.server_key)
+    conf = tmp_path / "mosquitto13.conf"
+    conf.write_text("\n".join(["persistence false", "log_dest stderr", f"listener {port} 127.0.0.1",
+                               "allow_anonymous true", f"cafile {pki.ca}", f"certfile {pki.server_cert}",
+                               f"keyfile {pki.server_key}", "tls_version tlsv1.3",
+                               f"ciphers_tls1.3 {TLS13_CHACHA}", ""]))
+    conf.chmod(0o644)
+    with mosquitto_running(conf, tmp_path / "mosquitto13.log", port):
+        yield port
+
+
+def vdevice(build: Build36, pki: Pki, port: int, out: Path, payload: int, samples: int,
+            ciphers: str, *extra: str) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        [str(build.vdevice), "--host", "127.0.0.1", "--port", str(port), "--transport", "tls", "--ca", str(pki.ca),
+         "--server-name", "localhost", "--ciphers", ciphers, "--payload", str(payload), "--samples", str(samples),
+         "--interval-ms", "10", "--keylog", str(out / "keys.log"), "--summary", str(out / "summary.json"),
+         "--connect-timeout-ms", "5000", *extra],
+        capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Mbed TLS 3.6." in proc.stdout  # the device's banner names its stack
+    return json.loads((out / "summary.json").read_text())
+
+
+def publish_overheads(cap: Path, port: int, keylog: Path) -> list[tuple[int, int]]:
+    """(MQTT packet bytes, TLS record bytes on the wire - MQTT packet bytes) of each decrypted PUBLISH."""
+    rows = _tshark(cap, port, keylog, "mqtt.msgtype == 3", "frame.number", "tls.record.length",
+                   "tls.record.content_type", "mqtt.len")
+    out: list[tuple[int, int]] = []
+    for frame, lens, types, mqtt_lens in rows:
+        app = [int(n) for n, t in zip(lens.split("|"), types.split("|"), strict=True) if t == "23"]
+        mqtt = [_mqtt_packet_len(int(x)) for x in mqtt_lens.split("|")]
+        assert len(app) == len(mqtt), f"frame {frame}: one TLS record per PUBLISH expected"
+        out += [(m, 5 + r - m) for r, m in zip(app, mqtt, strict=True)]
+    return out
+
+
+@pytest.mark.slow
+def test_tls13_chacha20_from_the_device(build36: Build36, pki: Pki, broker13: int, tmp_path: Path) -> None:
+    _need_capture()
+    granularity = padding_granularity(build36.include)
+    cap = Capture(broker13, tmp_path / "tls13.pcapng")
+    try:
+        summaries = {p: vdevice(build36, pki, broker13, tmp_path / f"p{p}", p, 8, f"{TLS13_CHACHA},{TLS12_CHACHA}")
+                     for p in (65, 100)}
+    finally:
+        cap.stop()
+    for s in summaries.values():
+        assert (s["tls_version"], s["cipher_suite"], s["messages_sent"]) == ("TLSv1.3", TLS13_CHACHA, 8)
+        assert s["tls_library"].startswith("Mbed TLS 3.6.")
+    keylogs = [tmp_path / f"p{p}" / "keys.log" for p in (65, 100)]
+    for keylog in keylogs:
+        labels = [line.split(" ")[0] for line in keylog.read_text().splitlines()]
+        assert labels == ["CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SECRET",
+                          "CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0"]
+    both = tmp_path / "keys-both.log"
+    both.write_text("".join(k.read_text() for k in keylogs))
+
+    hellos = _tshark(cap.path, broker13, None, "tls.handshake.type == 1", "tls.handshake.ciphersuite",
+                     "tls.handshake.extensions.supported_version")
+    assert [h[0] for h in hellos] == ["0x1303|0xcca9|0x00ff"] * 2  # both lists, and nothing else
+    assert all(h[1] == "0x0304|0x0303" for h in hellos)
+    servers = _tshark(cap.path, broker13, None, "tls.handshake.type == 2", "tls.handshake.ciphersuite",
+                      "tls.handshake.extensions.supported_version")
+    assert [s[:2] for s in servers] == [["0x1303", "0x0304"]] * 2
+
+    overheads = publish_overheads(cap.path, broker13, both)
+    assert len(overheads) == 16
+    seen = {}
+    for mqtt_len, overhead in overheads:
+        padding = -(mqtt_len + 1) % granularity  # inner plaintext = MQTT packet + content type, padded
+        assert overhead == 5 + 1 + 16 + padding, (mqtt_len, overhead)
+        seen[mqtt_len] = overhead
+    print(f"TLS 1.3 on mbedTLS 3.6 (granularity {granularity}): overhead per PUBLISH {seen}")
+
+
+@pytest.mark.slow
+def test_tls12_on_mbedtls36_unchanged_overhead(build36: Build36, pki: Pki, broker_factory, tmp_path: Path) -> None:
+    """The `tls` scenario's TLS 1.2 ChaCha20 on 3.6: the 1.2 suite alone keeps the device at TLS 1.2 (RFC 7905: 21 B)."""
+    _need_capture()
+    broker = broker_factory("ECDHE-ECDSA-CHACHA20-POLY1305")
+    cap = Capture(broker.tls_port, tmp_path / "tls12.pcapng")
+    try:
+        summary = vdevice(build36, pki, broker.tls_port, tmp_path, 65, 5, TLS12_CHACHA)
+    finally:
+        cap.stop()
+    assert (summary["tls_version"], summary["cipher_suite"]) == ("TLSv1.2", TLS12_CHACHA)
+    lines = (tmp_path / "keys.log").read_text().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("CLIENT_RANDOM ")
+    hellos = _tshark(cap.path, broker.tls_port, None, "tls.handshake.type == 1", "tls.handshake.ciphersuite")
+    assert [h[0] for h in hellos] == ["0xcca9|0x00ff"]
+    assert {o for _, o in publish_overheads(cap.path, broker.tls_port, tmp_path / "keys.log")} == {21}
+
+
+def test_mbedtls228_names_a_tls13_suite_it_lacks(host_build, pki: Pki, tmp_path: Path) -> None:
+    """The 2.28 device refuses a TLS 1.3 suite by name before any connection (no TLS 1.3 in 2.28)."""
+    proc = subprocess.run(
+        [str(host_build.vdevice), "--host", "127.0.0.1", "--port", str(free_port()), "--transport", "tls",
+         "--ca", str(pki.ca), "--ciphers", TLS13_CHACHA, "--samples", "1", "--summary", str(tmp_path / "s.json")],
+        capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"vdevice: error CipherNotCompiled: cipher suite {TLS13_CHACHA} is not compiled into this mbedTLS"]
