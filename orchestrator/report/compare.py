@@ -25,6 +25,7 @@ from orchestrator.model.yamlfile import read_yaml
 from orchestrator.report.document import Block, CellText, Heading, Link, Paragraph, Table, render_html, render_markdown
 from orchestrator.report.loader import Bundle, Cell, load_bundle
 from orchestrator.report.options import bootstrap_seed
+from orchestrator.report.rerun import rerun_sentence
 from orchestrator.report.sections import flatten
 from orchestrator.report.tables import compare_groups
 from orchestrator.report.values import NA, Row, num, pval, to_csv
@@ -167,19 +168,9 @@ def named(keys: Iterable[str]) -> str:
     return ", ".join(n + (f" ({', '.join(dict.fromkeys(parts[n]))})" if parts[n] else "") for n in ranked)
 
 
-def _rerun(a: Bundle, b: Bundle) -> str:
-    """' B reproduces A (...)' when one bundle is the other's plan rerun by `testbed sweep --plan`."""
-    for new, old, x, y in ((b, a, "B", "A"), (a, b, "A", "B")):
-        source = new.manifest.get("reproduces")
-        if isinstance(source, dict) and source.get("name") == old.root.name:
-            return (f" {x} reproduces {y}: {y}'s plan rerun by testbed sweep --plan (same cells, order, seed and "
-                    "options), so this is the reproducibility check.")
-    return ""
-
-
 def _first_lines(a: Bundle, b: Bundle, diffs: Sequence[tuple[str, str, str]]) -> list[Block]:
     intro = (f"A = {a.root.name}, B = {b.root.name}. Every delta is B - A, with A's bootstrap seed; the statistics "
-             "are those of the in-bundle comparisons.") + _rerun(a, b)
+             "are those of the in-bundle comparisons.") + rerun_sentence(a, b)
     if not diffs:
         return [Paragraph(intro + " The manifests record the same tool version, commit, images, host and tool "
                                   "versions.")]

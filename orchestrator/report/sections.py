@@ -16,6 +16,7 @@ from orchestrator.model.layout import COMPARISONS, MANIFEST, SUMMARY
 from orchestrator.report.document import Block, Figure, Heading, Paragraph, Table
 from orchestrator.report.loader import Bundle, Cell
 from orchestrator.report.options import GradingTable, ReportOptions
+from orchestrator.report.rerun import reproduces_row
 from orchestrator.report.study import OVERHEAD_SENTENCE, STUDY_COLUMNS, STUDY_TITLE, StudyReference
 from orchestrator.report.tables import grade_cell
 from orchestrator.report.values import NA, Row, cipher_suite, metric, num, pval, short_suite, suite_legend
@@ -59,20 +60,6 @@ def _git(manifest: dict[str, Any]) -> str:
     return NA
 
 
-def _reproduces(manifest: dict[str, Any]) -> list[tuple[str, str]]:
-    """The row naming the bundle whose plan this one reran (`testbed sweep --plan`), if it did."""
-    r = manifest.get("reproduces")
-    if not isinstance(r, dict):
-        return []
-    text = (f"{r.get('name')} (created {r.get('created_utc')}, tool {r.get('tool_version')}): its plan rerun "
-            "exactly by testbed sweep --plan; testbed compare of the two is the reproducibility check")
-    changed = r.get("host_options") or {}
-    if changed:
-        text += "; this host's options: " + ", ".join(f"{k} {v.get('recorded')} -> {v.get('now')}"
-                                                      for k, v in changed.items())
-    return [("reproduces", text)]
-
-
 def header(bundle: Bundle, options: ReportOptions, analysed: int) -> Table:
     """What bundle this is, how it was made and with which statistics."""
     m = bundle.manifest
@@ -85,7 +72,7 @@ def header(bundle: Bundle, options: ReportOptions, analysed: int) -> Table:
             ("command", _scalar(m.get("command"))),
             ("tool version", _scalar(m.get("tool_version"))),
             ("git commit", _git(m)),
-            *_reproduces(m),
+            *reproduces_row(m),
             ("sweep seed", _scalar(m.get("seed"))),
             ("baseline scenario", options.baseline),
             ("bootstrap", f"{options.resamples} resamples, seed {options.seed}, 95 % percentile CI"),

@@ -16,8 +16,7 @@ from orchestrator.cli import rebuild
 from orchestrator.cli.main import main
 from orchestrator.measure import sweep as sw
 from orchestrator.model.sweep import SweepPlan
-from orchestrator.report.compare import _rerun
-from orchestrator.report.sections import _reproduces
+from orchestrator.report.rerun import reproduces_row, rerun_sentence
 from orchestrator.results import manifest as bundles
 
 RECORDED = SweepPlan(scenarios=["plain", "tls"], payloads=[65, 100], repeat=2, seed=7, samples=30, qos=1,
@@ -153,11 +152,11 @@ def test_a_plan_whose_cells_this_version_names_otherwise_is_refused(
 def test_the_report_and_compare_say_which_bundle_is_reproduced(tmp_path: Path) -> None:
     source = {"name": "20260101T000000Z-study", "created_utc": "2026-01-01T00:00:00+00:00", "tool_version": "0.9",
               "host_options": {"serial_port": {"recorded": "/dev/ttyUSB0", "now": "/dev/ttyACM1"}}}
-    [(key, text)] = _reproduces({"reproduces": source})
+    [(key, text)] = reproduces_row({"reproduces": source})
     assert key == "reproduces" and text.startswith("20260101T000000Z-study (created 2026-01-01T00:00:00+00:00")
-    assert "serial_port /dev/ttyUSB0 -> /dev/ttyACM1" in text and _reproduces({}) == []
+    assert "serial_port /dev/ttyUSB0 -> /dev/ttyACM1" in text and reproduces_row({}) == []
     old = SimpleNamespace(root=tmp_path / "20260101T000000Z-study", manifest={})
     new = SimpleNamespace(root=tmp_path / "20260102T000000Z-study", manifest={"reproduces": source})
-    assert _rerun(old, new).startswith(" B reproduces A: A's plan rerun by testbed sweep --plan")  # type: ignore[arg-type]
-    assert _rerun(new, old).startswith(" A reproduces B")  # type: ignore[arg-type]
-    assert _rerun(old, old) == ""  # type: ignore[arg-type]
+    assert rerun_sentence(old, new).startswith(" B reproduces A: A's plan rerun by testbed sweep --plan")
+    assert rerun_sentence(new, old).startswith(" A reproduces B")
+    assert rerun_sentence(old, old) == ""
