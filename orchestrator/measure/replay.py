@@ -10,6 +10,7 @@ reproducibility check.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,4 +94,4 @@ def start_replay(replay: Replay, out_root: Path, name: str, command: list[str]) 
     manifest["cell_order"] = [c.cell_id for c in replay.cells]
     manifest["reproduces"] = replay.reproduces
     bundles.save_manifest(job.bundle, manifest)
-    return sw.Sweep(job.bundle, job.plan, replay.cells)
+    return dataclasses.replace(job, cells=replay.cells)  # whatever else a sweep's job carries, kept
