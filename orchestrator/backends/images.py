@@ -23,6 +23,7 @@ from orchestrator.paths import cache_dir, repo_root
 
 UPSTREAM_BASE = "debian:bookworm-slim"
 LOCAL_BASE = "testbed-base:bookworm"
+SUITES = ("bookworm", "trixie")  # Debian 12 (every image), Debian 13 (the mbedTLS 3.6 publisher)
 HASH_LABEL = "io.testbed.context-hash"
 
 
@@ -30,6 +31,7 @@ HASH_LABEL = "io.testbed.context-hash"
 class ImageSpec:
     name: str
     inputs: tuple[str, ...]  # repo-relative files/folders whose content defines the image
+    suite: str = "bookworm"  # the Debian release of its base image
 
     @property
     def tag(self) -> str:
@@ -48,6 +50,9 @@ IMAGES: tuple[ImageSpec, ...] = (
     ImageSpec("publisher", ("images/publisher", "firmware/platformio/lib", "firmware/platformio/host",
                             "firmware/platformio/test")),
     ImageSpec("netadmin", ("images/netadmin",)),  # the impairment helper (backends/impairment/helpers.py)
+    # the virtual ESP32 on mbedTLS 3.6 (device_stack mbedtls-3.6): the same sources on Debian 13's libmbedtls-dev
+    ImageSpec("publisher-mbedtls36", ("images/publisher-mbedtls36", "firmware/platformio/lib",
+                                      "firmware/platformio/host", "firmware/platformio/test"), suite="trixie"),
 )
 # A lab host (tests/integration/labhosts.py): it copies from the publisher and subscriber images (a local tag in
 # COPY --from, which the legacy builder and BuildKit's docker driver both take from the local store), so it is
@@ -137,39 +142,42 @@ def debootstrap_argv(target: Path, mirror: str, suite: str = "bookworm") -> list
 
 
 def resolve_base_image(progress: Callable[[str], None] = lambda _m: None, *, mirror: str | None = None,
-                       rebuild: bool = False) -> str:
-    """debian:bookworm-slim when it is here or can be pulled, else a local debootstrap image."""
+                       rebuild: bool = False, suite: str = "bookworm") -> str:
+    """debian:<suite>-slim when it is here or can be pulled, else a local debootstrap image."""
+    upstream, local = f"debian:{suite}-slim", f"testbed-base:{suite}"
     if not rebuild:
-        if image_exists(UPSTREAM_BASE):
-            return UPSTREAM_BASE
-        if image_exists(LOCAL_BASE):
-            return LOCAL_BASE
-        progress(f"pulling {UPSTREAM_BASE}")
-        if run(["docker", "pull", "-q", UPSTREAM_BASE], check=False, timeout=120).returncode == 0:
-            return UPSTREAM_BASE
-    progress(f"no registry: building {LOCAL_BASE} with debootstrap (about a minute)")
-    build_local_base(mirror or machine_apt_mirror())
-    return LOCAL_BASE
+        if image_exists(upstream):
+            return upstream
+        if image_exists(local):
+            return local
+        progress(f"pulling {upstream}")
+        if run(["docker", "pull", "-q", upstream], check=False, timeout=120).returncode == 0:
+            return upstream
+    progress(f"no registry: building {local} with debootstrap (about a minute)")
+    build_local_base(mirror or machine_apt_mirror(), suite)
+    return local
 
 
-def build_local_base(mirror: str) -> None:
+def build_local_base(mirror: str, suite: str = "bookworm") -> None:
     if which("debootstrap") is None:
         raise TestbedError("no container registry is reachable and debootstrap is missing",
                            hint="apt-get install -y debootstrap (make does this as root)")
     if os.geteuid() != 0:
         raise TestbedError("no container registry is reachable, and building the offline base image with "
-                           "debootstrap needs root", hint=f"once, as root: `sudo make images` (it builds {LOCAL_BASE}; "
-                           "every docker-group user can then use it), or make debian:bookworm-slim pullable")
+                           "debootstrap needs root",
+                           hint=f"once, as root: `sudo make images` (it builds testbed-base:{suite}; "
+                           f"every docker-group user can then use it), or make debian:{suite}-slim pullable")
     cache_dir().mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="testbed-rootfs-", dir=cache_dir()) as tmp:
         rootfs = Path(tmp) / "rootfs"
         try:
-            run(debootstrap_argv(rootfs, mirror), timeout=900)
+            run(debootstrap_argv(rootfs, mirror, suite), timeout=900)
         except ToolError as exc:
             raise TestbedError(f"debootstrap from {mirror} failed", evidence=exc.evidence) from exc
         tarball = Path(tmp) / "rootfs.tar"
         run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], timeout=300)
-        run(["docker", "import", "--change", "CMD [\"/bin/bash\"]", str(tarball), LOCAL_BASE], timeout=300)
+        run(["docker", "import", "--change", "CMD [\"/bin/bash\"]", str(tarball), f"testbed-base:{suite}"],
+            timeout=300)
 
 
 # ---- wheelhouse for the subscriber image ------------------------------------------------------
@@ -201,11 +209,13 @@ def build_images(names: Iterable[str] | None = None, *, rebuild: bool = False,
     """Build (or reuse) the images; returns tag -> 'built' | 'reused'."""
     root = repo_root()
     wanted = [spec(n) for n in names] if names else list(IMAGES)
-    base = resolve_base_image(progress, mirror=mirror)
+    bases = {suite: resolve_base_image(progress, mirror=mirror, suite=suite)
+             for suite in SUITES if any(s.suite == suite for s in wanted)}
     # BuildKit needs the buildx component (Debian's docker.io 20.10 has none): use it only when present
     buildkit = "1" if run(["docker", "buildx", "version"], check=False, timeout=30).returncode == 0 else "0"
     result: dict[str, str] = {}
     for s in wanted:
+        base = bases[s.suite]
         chash = context_hash(s, base, root)
         if not rebuild and image_label(s.tag, HASH_LABEL) == chash:
             result[s.tag] = "reused"

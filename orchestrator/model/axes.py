@@ -239,6 +239,8 @@ def run_options(table: AxisTable, values: Mapping[str, Any]) -> dict[str, Any]:
 CONNECTION_HELP = ("persistent (one connection for the run), reconnect (connect, publish --per-connection "
                    "readings, end, sleep until the next), resume-id or resume-ticket (the same with TLS 1.2 "
                    "session resumption by session ID or by ticket)")
+DEVICE_STACK_HELP = ("the virtual device's TLS library, its image: mbedtls-2.28 (Arduino-ESP32 2.x, ESP-IDF 4.4; TLS "
+                     "1.2) or mbedtls-3.6 (Arduino-ESP32 3.x, ESP-IDF 5; TLS 1.2 and 1.3)")
 DEVICES_HELP = ("virtual devices publishing at once (a fleet: each its own id, seq and send log; "
                 "persistent connections; see docs/fleet.md)")
 _BOARD_ONLY = Only("board-options-need-esp32", "--serial-port, --board-host and --reset-board are for --publisher "
@@ -300,6 +302,13 @@ AXES = AxisTable((
          only=Only("fleet-is-virtual", "--devices N > 1 runs N virtual devices (the fleet): use it with "
                    "--publisher virtual", publishers=frozenset({"virtual", "fleet"})),
          device=Device("devices", "fleet", run_key=None)),
+    Axis("device_stack", Literal["mbedtls-2.28", "mbedtls-3.6"], "mbedtls-2.28", DEVICE_STACK_HELP,
+         sweep=Sweep("device_stacks", ("mbedtls-2.28",), "comma list of device TLS stacks: " + DEVICE_STACK_HELP,
+                     nest=2),
+         cell=lambda v: "" if v == "mbedtls-2.28" else v.replace(".", "").replace("-", ""),
+         only=Only("device-stack-is-virtual", "--device-stack {value} picks the virtual device's image (a board runs "
+                   "the stack its firmware was built with): use it with --publisher virtual on this host",
+                   publishers=frozenset({"virtual", "fleet"}), sites=frozenset({"local"}))),
     Axis("connect_rate", float, 100.0,
          "a fleet's devices started per second (each at a seeded random offset in its first interval)",
          ge=0.01, le=10_000, device=Device("connect_rate", "fleet", run_key=None)),

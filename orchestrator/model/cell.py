@@ -38,6 +38,7 @@ class CellRecord(BaseModel):
     broker_nofile: int | None = None  # a fleet's cell: the Mosquitto process's open-file limit
     impairment_state: dict[str, Any] | None = None  # the run's impairment.json, as it was after the cell
     board: dict[str, Any] | None = None  # a board's banner (chip, MAC, firmware, versions, ...)
+    device: dict[str, Any] | None = None  # a virtual device: its TLS library as it names it (asked: spec)
     warnings: list[str] = Field(default_factory=list)
     hosts: list[dict[str, Any]] | None = None  # a cell across lab hosts: every host (lab/collect.py host_record)
     inventory: dict[str, Any] | None = None  # ... and the inventory it ran from (source, copy in the run folder)

@@ -65,6 +65,7 @@ class RunSpecBase(OneValueAxes):
         device_id: str
         connection: str
         devices: int
+        device_stack: str
 
     def values(self) -> dict[str, Any]:
         """Every axis's value by name."""

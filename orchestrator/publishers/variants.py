@@ -84,7 +84,9 @@ class VirtualDevice:
         return ""
 
     def recorded(self, lay: Layout) -> dict[str, Any]:
-        return {}
+        """The device's TLS library as the device names it (its summary's tls_library, its banner's)."""
+        summary = read_json(lay.fleet_dir / "summary.json" if self.name == "fleet" else lay.publisher_summary) or {}
+        return {"device": {"tls_library": summary.get("tls_library")}}
 
     def ended_early(self, publisher: Publisher) -> bool:
         return False

@@ -10,6 +10,9 @@ from dataclasses import dataclass, replace
 
 from orchestrator.backends import compose, docker
 from orchestrator.backends.compose import Topology
+from orchestrator.backends.images import image_exists
+from orchestrator.backends.images import spec as image_spec
+from orchestrator.errors import TestbedError
 from orchestrator.lab import credentials
 from orchestrator.lab.pki import Pki
 from orchestrator.model.axes import device_argv
@@ -19,6 +22,33 @@ from orchestrator.model.scenario import Scenario
 from orchestrator.results.atomic import read_json
 
 SERVICE = "publisher"
+# device_stack -> the image the device (vdevice, or the fleet) runs in: the same core on another mbedTLS
+STACK_IMAGES = {"mbedtls-2.28": "publisher", "mbedtls-3.6": "publisher-mbedtls36"}
+
+
+# What the mbedTLS 3.6 device offers for TLS 1.3, as the firmware's env esp32dev-idf5-tls13 does
+# (include/mbedtls3_chacha_only.h): the scenario's TLS 1.3 suites, then the study's TLS 1.2 suite for a server
+# that speaks TLS 1.2 only - so the ClientHello carries both lists, 0x1303 and 0xCCA9.
+TLS12_FALLBACK = "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"
+
+
+def device_ciphers(scenario: Scenario, device_stack: str) -> list[str]:
+    suites = scenario.client_cipher_iana()
+    if (device_stack == "mbedtls-3.6" and scenario.tls is not None and scenario.tls.client_version == "1.3"
+            and TLS12_FALLBACK not in suites):
+        suites = [*suites, TLS12_FALLBACK]
+    return suites
+
+
+def publisher_image(device_stack: str) -> str:
+    """The image tag of a device stack; refused by name when it is not built (compose would otherwise build
+    the service's own Dockerfile, the 2.28 one, under that tag)."""
+    name = STACK_IMAGES[device_stack]
+    tag = image_spec(name).tag
+    if not image_exists(tag):
+        raise TestbedError(f"--device-stack {device_stack} needs the image {tag}, which is not built",
+                           hint=f"testbed images build {name}")
+    return tag
 
 
 def publisher_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec,
@@ -43,7 +73,7 @@ def connection_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunS
     args = ["--host", host, "--port", str(scenario.port),
             "--transport", "tls" if scenario.is_tls else "plain", *device_argv(spec.axes, spec.values(), "publish")]
     if scenario.tls is not None:
-        args += ["--ciphers", ",".join(scenario.client_cipher_iana()),
+        args += ["--ciphers", ",".join(device_ciphers(scenario, spec.device_stack)),
                  "--ca", lay.in_container(lay.pki / "ca.crt"), "--server-name", "broker",
                  "--keylog", lay.in_container(lay.keylogs / "publisher.keys")]
         if scenario.tls.client_auth == "certificate":
@@ -72,7 +102,8 @@ class VirtualPublisher:
             self.lay.fleet_dir.mkdir(parents=True, exist_ok=True)
         if self.pki is not None and credentials.uses_password(self.scenario):
             credentials.write_device_password(self.pki)
-        compose.start_service(replace(topo, publisher_args=args), self.service)
+        compose.start_service(replace(topo, publisher_args=args,
+                                      publisher_image=publisher_image(self.spec.device_stack)), self.service)
 
     def go(self) -> None:
         self.lay.publisher_go.touch()
