@@ -25,6 +25,7 @@ from orchestrator.backends.impairment.plan import build_plan
 from orchestrator.backends.impairment.targets import LabInventory
 from orchestrator.backends.multihost import LabRoles, host_problems, load_lab, run_lab
 from orchestrator.backends.process import which
+from orchestrator.backends.remote_bounds import lost_after_s
 from orchestrator.errors import TestbedError
 from orchestrator.lab.collect import collect_broker, collect_publisher, host_facts, host_record
 from orchestrator.lab.remote import COUNT_WAIT_S, cell_vars, native_broker_conf, stage
@@ -46,6 +47,8 @@ from orchestrator.results.atomic import copy_file_atomic, read_json
 from orchestrator.signals import sigint_deferred
 
 FACTS_TASK = "Lab folder and description of the host"  # playbooks/tasks/lab_up.yml
+DOWN_TASK = "Stop every process of ours and remove the lab folder"  # playbooks/tasks/lab_down.yml
+FINISH_INTERRUPTED_S = 60  # the finish after Ctrl-C or an error: a stuck host cannot hold the user longer
 
 
 class LabSite:
@@ -108,15 +111,17 @@ def measure_lab(scenario: Scenario, spec: RunSpec, variant: Variant, impairment:
         labvars = cell_vars(scenario, lay, pki, spec, roles, staged, folder,
                             device_argv=publisher_args(scenario, lay, pki, spec, host=roles.broker_address))
         status(f"{record.cell_id}: up on {roles.broker.name} ({roles.runtime}) and {roles.publisher.name}")
-        state: dict[str, Any] = {}
+        state: dict[str, Any] = {"interrupted": True}  # until _up_and_publish returns
         try:
             _up_and_publish(labvars, roles, inventory, impairment, spec, variant, record, status, state)
-        finally:  # also on Ctrl-C, which waits until every host is clean
+            state["interrupted"] = False
+        finally:  # also on Ctrl-C, which waits until every reachable host is clean (a bounded wait)
             with sigint_deferred():
                 finished = _finish(labvars, source, spec, state)
                 _clear_again(record, inventory)
                 record.lap("stop")
                 _collect(folder, lay, roles, record, state)
+                _name_hosts_left(finished, roles, record, status)
                 record.lap("teardown")
     seen.received = count_lines(lay.subscriber_log)
     progress(seen.received, spec.messages_expected)
@@ -158,13 +163,46 @@ def _up_and_publish(labvars: dict[str, Any], roles: LabRoles, inventory: LabInve
 
 
 def _finish(labvars: dict[str, Any], source: Path, spec: RunSpec, state: dict[str, Any]) -> PlaybookResult:
-    """collect + down on every host; the messages awaited only when the publisher ran to its end."""
+    """collect + down on every host; the messages awaited only when the publisher ran to its end. After an
+    interruption (or an error) neither the messages nor a second clock exchange are awaited (no host waits for
+    another), every host is torn down at its own pace and the whole finish is bounded (FINISH_INTERRUPTED_S): a host
+    that stopped answering is lost within the SSH keepalives (backends/remote_bounds.py) while the others are
+    torn down."""
     published = state.setdefault("published", None)
     finishing = copy.deepcopy(labvars)
     ran = published is not None and published.status == "successful" and published.rc == 0
-    finishing["testbed_lab"].update(count_expected=spec.messages_expected if ran else 0,
-                                    probe_post=bool(state.get("up")))
-    return run_lab("finish", finishing, source, cancellable=False, check=False)
+    stopped = bool(state.get("interrupted"))
+    finishing["testbed_lab"].update(count_expected=spec.messages_expected if ran and not stopped else 0,
+                                    probe_post=bool(state.get("up")) and not stopped)
+    return run_lab("finish", finishing, source, cancellable=False, check=False,
+                   timeout_s=FINISH_INTERRUPTED_S if stopped else None, each_on_its_own=stopped)
+
+
+def hosts_left(finished: PlaybookResult, roles: LabRoles) -> dict[str, str]:
+    """The broker and publisher hosts whose teardown did not complete, each with why."""
+    problems = host_problems(finished)
+    left = {}
+    for host in roles.contacted:
+        if finished.outputs.get(host.name, {}).get(DOWN_TASK, {}).get("rc") == 0:
+            continue
+        said = [p for p in problems if p.startswith(f"{host.name}: ")]
+        if host.name in finished.unreachable:
+            left[host.name] = f"it stopped answering (lost after {lost_after_s()} s of SSH keepalives unanswered)"
+        elif finished.status == "timeout":
+            left[host.name] = f"the teardown did not end within {FINISH_INTERRUPTED_S} s"
+        else:
+            left[host.name] = said[0] if said else f"the teardown did not run ({finished.status})"
+    return left
+
+
+def _name_hosts_left(finished: PlaybookResult, roles: LabRoles, record: CellWriter,
+                     status: Callable[[str], None]) -> None:
+    """Say which host was not torn down (lost, or too slow), in cell.json and on the terminal."""
+    for host, why in hosts_left(finished, roles).items():
+        message = (f"{host} was not torn down: {why}; what of ours runs there is stopped and removed by the next "
+                   f"lab run on it")
+        record.warn(message)
+        status(message)
 
 
 def _clear_again(record: CellWriter, inventory: LabInventory) -> None:

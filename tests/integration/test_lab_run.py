@@ -9,7 +9,9 @@ the lab's key and inventory.
   broker host never holds the CA key or the publisher's key or password, each host's secrets are 0600, and
   afterwards no host holds a password or a private key of the run anywhere we look;
 - a publisher host that stops answering mid-cell fails that cell, naming it; the sweep goes on;
-- Ctrl-C mid-cell: exit 130, no traceback, nothing left on any host.
+- Ctrl-C mid-cell: exit 130, no traceback, nothing left on any host;
+- Ctrl-C mid-cell a second after the publisher host froze (issue 23): back within 15 s with exit 130, the
+  router and the broker host torn down, the frozen host named as not torn down.
 
 Needs testbed-labhost:latest (`testbed images build`, which `make test` runs first).
 """
@@ -31,6 +33,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from orchestrator.backends.remote_bounds import lost_after_s
+
 from .conftest import binomial_bounds
 from .docker_user import DockerUser
 from .labhosts import Lab, leftovers, open_lab, polling, require_image
@@ -39,6 +43,7 @@ REMOTE = "/opt/testbed"  # testbed_remote_dir of labhosts.write_inventory
 OURS = re.compile(r"mosquitto|dumpcap|vdevice|fleet|orchestrator\.clients|" + re.escape(REMOTE))
 SAMPLES, INTERVAL = 300, "10ms"
 LOSS_PCT = 5
+ROLES = ("broker", "publisher", "router")
 
 
 @dataclass(frozen=True)
@@ -83,12 +88,12 @@ def ulab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReques
     assert leftovers() == []
 
 
-def ours_on_hosts(lab: Lab) -> list[str]:
+def ours_on_hosts(lab: Lab, roles: tuple[str, ...] = ROLES) -> list[str]:
     """Whatever of ours is on a lab host: a process, a file under the remote folder, a namespace, an nft table
     or a qdisc of ours."""
     found = []
     script = f"ps -eo args; echo ---; ls -A {REMOTE} 2>&1; echo ---; ip netns list; nft list tables; tc qdisc show"
-    for role in ("broker", "publisher", "router"):
+    for role in roles:
         out = lab.ssh(role, "sh", "-c", script, timeout=30).stdout
         procs, files, net = (out.split("---\n") + ["", "", ""])[:3]
         found += [f"{role}: process {p}" for p in procs.splitlines() if OURS.search(p) and "ps -eo" not in p]
@@ -97,10 +102,10 @@ def ours_on_hosts(lab: Lab) -> list[str]:
     return found
 
 
-def wait_until_clean(lab: Lab, timeout_s: float = 10.0) -> list[str]:
+def wait_until_clean(lab: Lab, timeout_s: float = 10.0, roles: tuple[str, ...] = ROLES) -> list[str]:
     """What is left once the hosts settled (a waiting helper ends once its lab folder is gone)."""
     deadline = time.monotonic() + timeout_s
-    while (left := ours_on_hosts(lab)) and time.monotonic() < deadline:
+    while (left := ours_on_hosts(lab, roles)) and time.monotonic() < deadline:
         time.sleep(0.5)
     return left
 
@@ -270,8 +275,8 @@ def test_a_host_that_stops_answering_fails_its_cell_by_name_and_the_sweep_goes_o
                  "65", "--samples", str(SAMPLES), "--interval", INTERVAL, "--out", str(ulab.out), "--name", "paused")
     try:
         publishing(lab)
-        lab.pause("publisher")  # frozen mid-cell: Ansible loses it within its keepalives (about 5 s)
-        time.sleep(8)
+        lab.pause("publisher")  # frozen mid-cell: Ansible loses it within the product's keepalives
+        time.sleep(lost_after_s() + 2)
         lab.unpause("publisher")
         proc.wait(timeout=300)
     finally:
@@ -311,4 +316,43 @@ def test_ctrl_c_mid_cell_leaves_nothing_on_any_host(ulab: UserLab) -> None:
     assert json.loads((out / "cell.json").read_text())["status"] == "interrupted"
     record = json.loads((out / "impairment.json").read_text())
     assert record["applied"] and "testbed_impair {" not in record["after_clear"]
+    assert wait_until_clean(lab) == []
+
+
+def _rest(lab: Lab, role: str) -> None:
+    """What a lost cell left on a host that answers again removed, as the next lab run would."""
+    lab.ssh(role, "sh", "-c", f"{REMOTE}/lab/bin/labhost stop-all; rm -rf {REMOTE}", timeout=60)
+
+
+def test_ctrl_c_with_a_host_gone_returns_within_15_s_names_it_and_tears_down_the_others(ulab: UserLab) -> None:
+    lab = ulab.lab
+    out, log = ulab.out / "gone", ulab.out / "gone.log"
+    proc = popen(ulab, log, "run", "--inventory", str(ulab.inventory), "--scenario", "plain", "--samples", "3000",
+                 "--interval", INTERVAL, "--impairment", f"lossy-{LOSS_PCT}pct", "--out", str(out))
+    pub = lab.hosts["publisher"]
+    try:
+        publishing(lab)
+        lab.pause(pub)  # the host is gone: no answer, not even a reset
+        time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        proc.wait(timeout=120)
+        took = time.monotonic() - sent
+        left = wait_until_clean(lab, roles=("broker", "router"))  # the frozen host cannot be asked
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        lab.unpause(pub)
+    said = log.read_text()
+    _rest(lab, "publisher")
+    timings = json.loads((out / "cell.json").read_text())["timings"] if (out / "cell.json").exists() else {}
+    print(f"Ctrl-C with {pub.name} frozen: back in {took:.1f} s, exit {proc.returncode}; timings {timings}")
+    assert proc.returncode == 130, said
+    assert took < 15, f"{took:.1f} s: {said}"
+    assert "Traceback" not in said and f"{pub.name} was not torn down: it stopped answering" in said, said
+    assert left == []
+    cell = json.loads((out / "cell.json").read_text())
+    assert cell["status"] == "interrupted"
+    assert any(w.startswith(f"{pub.name} was not torn down") for w in cell["warnings"]), cell["warnings"]
+    assert not any(lab.hosts["broker"].name in w for w in cell["warnings"]), cell["warnings"]
     assert wait_until_clean(lab) == []

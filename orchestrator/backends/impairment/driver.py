@@ -22,6 +22,7 @@ from orchestrator.backends.impairment.argv import NETEM_MISSING
 from orchestrator.backends.impairment.models import LOCALHOST, ImpairmentRecord, ImpairmentTarget, PlanCommand
 from orchestrator.backends.impairment.plan import build_plan, state_has_ours
 from orchestrator.backends.impairment.probe import check_supported
+from orchestrator.backends.remote_bounds import ansible_bounds_env, runner_settings
 from orchestrator.errors import TestbedError
 from orchestrator.model.impairment import Impairment
 from orchestrator.signals import sigint_deferred, stop_signals_held
@@ -51,6 +52,7 @@ def _ansible_env() -> dict[str, str]:
         "ANSIBLE_RETRY_FILES_ENABLED": "0",
         "ANSIBLE_DEPRECATION_WARNINGS": "0",
         "ANSIBLE_PIPELINING": "1",
+        **ansible_bounds_env(),  # keepalive, connect and task timeouts of every remote step
     }
 
 
@@ -128,13 +130,17 @@ def run_playbook(
     *,
     inventory: Path | Mapping[str, Any] | None = None,
     cancellable: bool = True,
+    timeout_s: float | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> PlaybookResult:
     """Run ``playbooks/<playbook>`` through ansible-runner and read its artifacts (never stdout).
 
     Ctrl-C (SIGINT, or SIGTERM/SIGHUP) during the run cancels it when ``cancellable`` (else the run finishes) and is
     then delivered again to the caller's handler, so a KeyboardInterrupt still reaches the caller.
     We pass our own cancel callback: otherwise ansible-runner installs SIGINT/SIGTERM handlers that
-    it never removes and later Ctrl-C presses would be swallowed.
+    it never removes and later Ctrl-C presses would be swallowed. ``timeout_s``: the whole run's bound (then
+    killed, status "timeout"); each remote step has its own (backends/remote_bounds.py). ``env``: more of Ansible's
+    settings (e.g. ANSIBLE_STRATEGY).
     """
     import ansible_runner  # backends only: model/ must not import it
 
@@ -153,8 +159,10 @@ def run_playbook(
             inventory=inv,
             extravars=dict(extravars),
             quiet=True,
-            envvars=_ansible_env(),
+            envvars={**_ansible_env(), **(env or {})},
             cancel_callback=(lambda: bool(pending)) if cancellable else (lambda: False),
+            settings=runner_settings(),
+            timeout=max(1, round(timeout_s)) if timeout_s else None,
         )
         items, failures = _event_items(iter(runner.events))
         unreachable, outputs = _event_outputs(iter(runner.events))

@@ -1,0 +1,44 @@
+"""The time bounds of every remote step (Ansible over SSH: a lab across hosts, `testbed impair --inventory`).
+
+They are the product's own settings, handed to every ansible-playbook run (backends/impairment/driver.py) as
+Ansible's environment, so they hold whatever the inventory says about keepalives; an inventory can still
+give other figures (``ansible_ssh_args``, ``ansible_ssh_timeout``; docs/multi-host.md says how):
+
+- SSH keepalive: a host that stops answering (powered off, cable out, frozen) is lost after
+  ``KEEPALIVE_INTERVAL_S * KEEPALIVE_COUNT`` s without an answer (plus up to one interval): the master
+  connection Ansible keeps per host (ControlPersist) gives up and the host is UNREACHABLE for the playbook;
+- ConnectTimeout: a new connection (and its banner exchange) that does not complete in ``CONNECT_TIMEOUT_S``;
+- a task that runs longer than ``TASK_TIMEOUT_S`` fails on its host (a task that may run longer, the
+  publisher's, gives its own ``timeout:`` in playbooks/tasks/lab_publish.yml);
+- ``CANCEL_POLL_S``: how often ansible-runner asks whether Ctrl-C was pressed (its default is 5 s).
+"""
+
+from __future__ import annotations
+
+KEEPALIVE_INTERVAL_S = 2
+KEEPALIVE_COUNT = 3
+CONNECT_TIMEOUT_S = 5
+TASK_TIMEOUT_S = 300
+CANCEL_POLL_S = 0.2
+# Ansible's own default ssh_args, which ANSIBLE_SSH_ARGS replaces: one master connection per host, kept 60 s
+CONTROL_PERSIST = "-C -o ControlMaster=auto -o ControlPersist=60s"
+
+
+def lost_after_s() -> int:
+    """The longest a host can stay silent before the playbook counts it lost (keepalives, one interval late)."""
+    return KEEPALIVE_INTERVAL_S * (KEEPALIVE_COUNT + 1)
+
+
+def ansible_bounds_env() -> dict[str, str]:
+    """Ansible's environment for the bounds above."""
+    return {
+        "ANSIBLE_SSH_ARGS": f"{CONTROL_PERSIST} -o ServerAliveInterval={KEEPALIVE_INTERVAL_S} "
+                            f"-o ServerAliveCountMax={KEEPALIVE_COUNT}",
+        "ANSIBLE_TIMEOUT": str(CONNECT_TIMEOUT_S),
+        "ANSIBLE_TASK_TIMEOUT": str(TASK_TIMEOUT_S),
+    }
+
+
+def runner_settings() -> dict[str, float]:
+    """ansible-runner's settings: Ctrl-C noticed within CANCEL_POLL_S."""
+    return {"pexpect_timeout": CANCEL_POLL_S}
