@@ -1,6 +1,7 @@
 """The broker of a cell behind one interface: its configuration in the run folder, how its readiness is known,
-and the process whose CPU and memory a cell measures. Mosquitto today (images/broker, lab/brokerconf.py renders
-its files); a second broker is a second implementation of Broker.
+the process whose CPU and memory a cell measures, and the restart of that process inside its running container
+(restart_process: a sweep's kept-up lab between two cells, a storm's broker-restart event). Mosquitto today
+(images/broker, lab/brokerconf.py renders its files); a second broker is a second implementation of Broker.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from orchestrator.backends import compose
+from orchestrator.backends.process import run
+from orchestrator.errors import TestbedError, ToolError
 from orchestrator.lab.brokerconf import render_acl, render_mosquitto_conf, render_openssl_conf
 from orchestrator.model.layout import Layout
 from orchestrator.model.scenario import Scenario
@@ -28,6 +31,8 @@ class Broker(Protocol):
     def write_config(self, lay: Layout, scenario: Scenario, *, topic: str, acl: bool) -> None: ...  # config/
 
     def container(self) -> str: ...  # the container whose main process is measured (CPU, memory, open files)
+
+    def restart_process(self, *, kill: bool = False, timeout_s: float = 25.0) -> None: ...  # same container
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,17 @@ class Mosquitto:
 
     def container(self) -> str:
         return compose.container_name(self.service)
+
+    def restart_process(self, *, kill: bool = False, timeout_s: float = 25.0) -> None:
+        """End the broker process (SIGTERM; SIGKILL with ``kill``, as a crash) and return once a new one listens,
+        in the same container (images/broker/restart.sh): its network namespace, and the capture sharing it, stay
+        up; its sessions, retained messages, queues and TLS session cache (IDs and ticket keys) are new."""
+        argv = ["docker", "exec", self.container(), "/usr/local/bin/testbed-broker-restart",
+                *(["--kill"] if kill else [])]
+        try:
+            run(argv, timeout=timeout_s)
+        except ToolError as exc:
+            raise TestbedError(f"the broker process did not restart: {exc.message}", evidence=exc.evidence) from exc
 
 
 BROKER: Broker = Mosquitto()

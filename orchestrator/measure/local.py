@@ -21,7 +21,8 @@ from orchestrator.backends.impairment import check_supported
 from orchestrator.backends.process import which
 from orchestrator.errors import TestbedError
 from orchestrator.lab.broker import BROKER
-from orchestrator.lab.topology import TOPIC, running_lab, wait_for_messages
+from orchestrator.lab.keptlab import KeptLab, fresh_cell_lab
+from orchestrator.lab.topology import TOPIC, wait_for_messages
 from orchestrator.measure.analyse import MoreMetrics
 from orchestrator.measure.cell import CellWriter, Observed
 from orchestrator.measure.environment import environment
@@ -43,6 +44,7 @@ class ThisHost:
     """The cell's containers on this machine."""
 
     name = "this host"
+    fresh_lab_reason: str | None = None  # a sweep's block keeps its lab up (lab/keptlab.py)
 
     @property
     def more_metrics(self) -> MoreMetrics | None:
@@ -68,8 +70,9 @@ class ThisHost:
         check_supported(load_impairment(impairment), mechanism=mechanism)
 
     def measure(self, scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Impairment,
-                record: CellWriter, progress: Callable[[int, int], None], status: Callable[[str], None]) -> Observed:
-        return measure(scenario, spec, variant, impairment, record, progress, status)
+                record: CellWriter, progress: Callable[[int, int], None], status: Callable[[str], None],
+                lab: KeptLab | None = None) -> Observed:
+        return measure(scenario, spec, variant, impairment, record, progress, status, lab)
 
     def environment(self) -> dict[str, Any]:
         return environment()
@@ -79,16 +82,23 @@ class ThisHost:
 
 
 def measure(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Impairment, record: CellWriter,
-            progress: Callable[[int, int], None], status: Callable[[str], None]) -> Observed:
+            progress: Callable[[int, int], None], status: Callable[[str], None],
+            lab: KeptLab | None = None) -> Observed:
     """Up, publisher, impairment, count, stop, verdict; the teardown (which saves every container's log
-    and state into logs/) runs before this returns, also when it raises."""
-    status(f"{record.cell_id}: starting broker, capture and subscriber")
+    and state into logs/) runs before this returns, also when it raises. ``lab``: a sweep block's kept-up lab
+    (lab/keptlab.py): only its broker process, the subscriber and the publisher are new for this cell."""
+    status(f"{record.cell_id}: " + ("starting broker, capture and subscriber" if lab is None or lab.lay is None
+                                    else "restarting the broker process, a new subscriber"))
     # a board's cell: published on the board's address only, with authentication and an ACL (lab/board_side.py)
     exposure = variant.exposure(scenario, spec, TOPIC)
     if exposure is not None:
         record.record.exposure = exposure.facts()
         status(f"{record.cell_id}: {exposure.line()}")
-    with running_lab(scenario, record.lay.root, qos=spec.qos, exposure=exposure) as (lay, pki, topo):
+    assert lab is None or exposure is None  # a variant with an exposure keeps no lab up (its lab_kept_up)
+    cell_lab = (fresh_cell_lab(scenario, record.lay.root, qos=spec.qos, exposure=exposure) if lab is None
+                else lab.cell(scenario, record.lay.root, qos=spec.qos))
+    with cell_lab as here:
+        lay, pki, topo = here.lay, here.pki, here.topo
         record.lap("up")
         mechanism = variant.mechanism(impairment, spec)
         topo, publisher = variant.place(scenario, lay, pki, spec, topo, mechanism, exposure)
@@ -109,13 +119,15 @@ def measure(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Imp
                 seen.containers = compose.containers()
                 time.sleep(0.3)  # let the last segments (ACKs, DISCONNECT) reach the capture
                 seen.resources = sampler.stop()
-                stop_capture()
+                here.end_capture()
             record.record.impairment_state = state = read_json(lay.impairment)
             seen.error = verdict(seen, spec, publisher, watch.problem or (state or {}).get("line_problem"))
         finally:  # a run still going ends here, also on Ctrl-C (a board would publish on into the next cell)
             publisher.stop()
         record.lap("stop")
     record.lap("teardown")
+    if lab is not None:
+        record.set(lab=lab.facts)
     return seen
 
 
@@ -139,15 +151,6 @@ def run_broken(containers: list[Container]) -> bool:
 
 def stopped_core(containers: list[Container]) -> list[Container]:
     return [c for c in containers if c.service in compose.CORE_SERVICES and not c.state.running]
-
-
-def stop_capture() -> None:
-    """SIGINT makes dumpcap flush the pcapng; wait for it to exit."""
-    name = compose.container_name("capture")
-    c = docker.container(name)
-    if c is not None and c.state.running:
-        docker.kill(name, "SIGINT")
-        docker.wait_exited(name, timeout_s=20)
 
 
 def verdict(seen: Observed, spec: RunSpec, publisher: Publisher, line_problem: str | None = None) -> str | None:

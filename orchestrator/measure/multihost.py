@@ -28,6 +28,7 @@ from orchestrator.backends.process import which
 from orchestrator.backends.remote_bounds import lost_after_s
 from orchestrator.errors import TestbedError
 from orchestrator.lab.collect import collect_broker, collect_publisher, host_facts, host_record
+from orchestrator.lab.keptlab import KeptLab
 from orchestrator.lab.remote import COUNT_WAIT_S, cell_vars, native_broker_conf, stage
 from orchestrator.lab.topology import count_lines, prepare_run_dir
 from orchestrator.measure.analyse import MoreMetrics
@@ -55,6 +56,7 @@ class LabSite:
     """The hosts of a lab inventory (docs/multi-host.md): broker, publisher and router hosts over SSH."""
 
     name = "lab"
+    fresh_lab_reason: str | None = "a lab inventory's cell brings its hosts' lab up and down itself (lab/remote.py)"
 
     def __init__(self, inventory: Path) -> None:
         self.inventory = inventory
@@ -70,7 +72,8 @@ class LabSite:
         """Nothing here: the routers' kernels matter, and their playbook checks them."""
 
     def measure(self, scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Impairment,
-                record: CellWriter, progress: Callable[[int, int], None], status: Callable[[str], None]) -> Observed:
+                record: CellWriter, progress: Callable[[int, int], None], status: Callable[[str], None],
+                lab: KeptLab | None = None) -> Observed:  # never given: fresh_lab_reason
         return measure_lab(scenario, spec, variant, impairment, record, progress, status, self.inventory)
 
     def environment(self) -> dict[str, Any]:

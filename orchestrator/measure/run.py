@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import TestbedError
+from orchestrator.lab.keptlab import KeptLab
 from orchestrator.measure.analyse import analyse_run_folder
 from orchestrator.measure.cell import CellWriter, utc_now
 from orchestrator.measure.site import Site, site_for
@@ -58,9 +59,11 @@ def preflight(scenario: Scenario, spec: RunSpec) -> Impairment:
 
 def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = None,
                 progress: Callable[[int, int], None] = lambda _n, _t: None,
-                status: Callable[[str], None] = lambda _m: None, analyse: bool = True) -> RunOutcome:
+                status: Callable[[str], None] = lambda _m: None, analyse: bool = True,
+                lab: KeptLab | None = None) -> RunOutcome:
     """One run into ``run_dir``. Raises TestbedError for setup failures; a run that started and failed
-    returns status 'failed' with its logs kept; KeyboardInterrupt is re-raised after cleanup."""
+    returns status 'failed' with its logs kept; KeyboardInterrupt is re-raised after cleanup. ``lab``: a sweep
+    block's kept-up lab the cell runs in (measure/sweep.py)."""
     scenario = load_scenario(spec.scenario)
     site = site_for(spec.inventory)
     impairment = preflight(scenario, spec)
@@ -79,7 +82,7 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
     record.save()
     try:
         variant = variant_for(spec)
-        seen = site.measure(scenario, spec, variant, impairment, record, progress, status)
+        seen = site.measure(scenario, spec, variant, impairment, record, progress, status, lab)
         record.set(**variant.recorded(Layout(run_dir)))
     except KeyboardInterrupt:
         record.save(status="interrupted", error="interrupted by the user (SIGINT)", finished_utc=utc_now())

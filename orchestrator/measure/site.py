@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from orchestrator.lab.keptlab import KeptLab
 from orchestrator.measure.analyse import MoreMetrics
 from orchestrator.measure.cell import CellWriter, Observed
 from orchestrator.measure.local import ThisHost
@@ -22,6 +23,7 @@ from orchestrator.publishers.variants import Variant
 
 class Site(Protocol):
     name: str
+    fresh_lab_reason: str | None  # why its cells cannot share a kept-up lab (None: they can, within a block)
 
     @property
     def more_metrics(self) -> MoreMetrics | None: ...  # what the site adds to a run folder's metrics
@@ -30,7 +32,8 @@ class Site(Protocol):
     def check_profile(self, impairment: str, mechanism: str) -> None: ...  # a sweep's profile (a name), early
     def measure(self, scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Impairment,
                 record: CellWriter, progress: Callable[[int, int], None],
-                status: Callable[[str], None]) -> Observed: ...  # the cell, torn down before it returns
+                status: Callable[[str], None],
+                lab: KeptLab | None = None) -> Observed: ...  # the cell (in ``lab``: a block's), torn down after
     def environment(self) -> dict[str, Any]: ...  # the manifest's "environment"
     def manifest(self, plan: SweepPlan, bundle: Path) -> dict[str, Any]: ...  # what else the manifest records
 

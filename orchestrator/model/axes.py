@@ -93,6 +93,7 @@ class Sweep:
     default: tuple[Any, ...]
     help: str
     nest: int = 0
+    lab: bool = False  # part of the lab's configuration: a sweep's block is the cells that share these (and a repeat)
 
 
 @dataclass(frozen=True)
@@ -239,6 +240,9 @@ def run_options(table: AxisTable, values: Mapping[str, Any]) -> dict[str, Any]:
 CONNECTION_HELP = ("persistent (one connection for the run), reconnect (connect, publish --per-connection "
                    "readings, end, sleep until the next), resume-id or resume-ticket (the same with TLS 1.2 "
                    "session resumption by session ID or by ticket)")
+ORDER_HELP = ("the order cells run in: blocked (cells that share a lab configuration - scenario, impairment, fleet "
+              "size, repeat - run as one block; blocks and the cells within each in a seeded random order), random "
+              "(every cell in a seeded random order) or as-listed (the lists' product, repeats outermost)")
 DEVICE_STACK_HELP = ("the virtual device's TLS library, its image: mbedtls-2.28 (Arduino-ESP32 2.x, ESP-IDF 4.4; TLS "
                      "1.2) or mbedtls-3.6 (Arduino-ESP32 3.x, ESP-IDF 5; TLS 1.2 and 1.3)")
 DEVICES_HELP = ("virtual devices publishing at once (a fleet: each its own id, seq and send log; "
@@ -248,7 +252,8 @@ _BOARD_ONLY = Only("board-options-need-esp32", "--serial-port, --board-host and 
 
 AXES = AxisTable((
     Axis("scenario", str, REQUIRED, "built-in scenario name or a YAML file", cli_default="tls",
-         sweep=Sweep("scenarios", ("plain", "tls"), "comma list of scenarios (names or YAML files)", nest=5),
+         sweep=Sweep("scenarios", ("plain", "tls"), "comma list of scenarios (names or YAML files)", nest=5,
+                     lab=True),
          cell=stem),
     Axis("payload", int, 65, "application payload bytes (exact)", ge=1, le=MAX_PAYLOAD, unit="B",
          sweep=Sweep("payloads", (65, 100), "comma list of payload sizes in bytes", nest=4),
@@ -261,7 +266,8 @@ AXES = AxisTable((
          device=Device("interval_ms", run_key="interval_us", run_value=lambda ms: round(ms * 1000))),
     Axis("qos", Literal[0, 1], 0, "MQTT QoS 0 or 1", device=Device("qos")),
     Axis("impairment", str, "none", "impairment profile name or YAML file",
-         sweep=Sweep("impairments", ("none",), "comma list of impairment profiles", nest=1), cell=stem),
+         sweep=Sweep("impairments", ("none",), "comma list of impairment profiles", nest=1, lab=True),
+         cell=stem),
     Axis("delay_mechanism", Literal["auto", "netem", "queue"], "auto",
          "how delay/jitter are made: auto (netem where the kernel has it, else the userspace queue), netem, queue",
          only=Only("lab-delays-with-netem", "--delay-mechanism queue is the single-host delay line; a lab's router "
@@ -283,6 +289,10 @@ AXES = AxisTable((
     Axis("device_id", str, "v1", "the virtual device's id", pattern=r"^[A-Za-z0-9_.-]{1,32}$", scope="run",
          option=None),
     Axis("baseline", str, "plain", "scenario the others are compared with", scope="sweep"),
+    Axis("order", Literal["blocked", "random", "as-listed"], "blocked", ORDER_HELP, scope="sweep"),
+    Axis("fresh_lab_per_cell", bool, False, "bring the whole lab up and down for every cell (the lab is otherwise "
+         "kept up within a block: only the broker process, the subscriber and the publisher are new per cell)",
+         scope="sweep"),
     Axis("connection", Literal["persistent", "reconnect", "resume-id", "resume-ticket"], "persistent",
          CONNECTION_HELP,
          sweep=Sweep("connections", ("persistent",), "comma list of connection modes: " + CONNECTION_HELP, nest=2),
@@ -297,7 +307,8 @@ AXES = AxisTable((
          "how a connection ends: disconnect (DISCONNECT + close_notify) or drop (as a sensor losing power)",
          device=Device("close", "lifecycle", when=_not_persistent)),
     Axis("devices", int, 1, DEVICES_HELP, ge=1, le=MAX_DEVICES,
-         sweep=Sweep("devices", (1,), "comma list of fleet sizes (a sweep axis): " + DEVICES_HELP, nest=3),
+         sweep=Sweep("devices", (1,), "comma list of fleet sizes (a sweep axis): " + DEVICES_HELP, nest=3,
+                     lab=True),  # the broker's open-file limit is the container's
          cell=lambda v: f"{v}dev" if v > 1 else "",
          only=Only("fleet-is-virtual", "--devices N > 1 runs N virtual devices (the fleet): use it with "
                    "--publisher virtual", publishers=frozenset({"virtual", "fleet"})),

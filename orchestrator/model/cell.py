@@ -1,7 +1,9 @@
 """cell.json: the record of one cell, written by measure/ as the cell runs and read by report/ (one model for both).
 
 Versioned like manifest.json and metrics.json (results/schema.py): a cell.json written before it carried a
-``schema_version`` is version 0 and is read as version 1 (the same keys). Only the fields a cell actually
+``schema_version`` is version 0 and is read as version 1 (the same keys); version 2 added ``order`` (where the cell
+ran in its sweep and in its block) and ``lab`` (what of the lab the cell had fresh and what it reused from the cell
+before it in its block, and how its packets were cut from the block's one capture). Only the fields a cell actually
 recorded are written (a virtual device's cell has no ``board``, a single-host cell no ``hosts``).
 """
 
@@ -40,6 +42,8 @@ class CellRecord(BaseModel):
     board: dict[str, Any] | None = None  # a board's banner (chip, MAC, firmware, versions, ...)
     device: dict[str, Any] | None = None  # a virtual device: its TLS library as it names it (asked: spec)
     warnings: list[str] = Field(default_factory=list)
+    order: dict[str, Any] | None = None  # a sweep's cell: mode, position/of, block, position/size in the block
+    lab: dict[str, Any] | None = None  # kept-up or fresh: what was fresh, what reused, the capture's cut
     hosts: list[dict[str, Any]] | None = None  # a cell across lab hosts: every host (lab/collect.py host_record)
     inventory: dict[str, Any] | None = None  # ... and the inventory it ran from (source, copy in the run folder)
     received: int | None = None

@@ -33,7 +33,7 @@ from pathlib import Path, PurePosixPath
 DATA = "/data"
 
 # versions of the results formats: raised when a format changes (results/schema.py migrates older data)
-SCHEMA_VERSIONS = {"manifest": 1, "metrics": 1, "cell": 1}
+SCHEMA_VERSIONS = {"manifest": 1, "metrics": 1, "cell": 2}
 
 # run folder: what the analysis writes, and the run's own records
 CELL = "cell.json"
@@ -55,6 +55,7 @@ SERIAL_TRANSCRIPT = "serial_transcript.log"
 # bundle
 MANIFEST = "manifest.json"
 RUNS = "runs"
+BLOCKS = "blocks"
 SUMMARY = "summary.csv"
 COMPARISONS = "comparisons.csv"
 REPORT_MD = "report.md"
@@ -270,6 +271,12 @@ class BundleLayout:
     @property
     def runs(self) -> Path:
         return self.root / RUNS
+
+    @property
+    def blocks(self) -> Path:
+        """blocks/lab-NNN/: a sweep block's kept-up lab (orchestrator/lab/keptlab.py): its configuration, its
+        containers' logs, split.json and the capture's packets that were no cell's (capture/gaps.pcapng)."""
+        return self.root / BLOCKS
 
     def run(self, cell_id: str) -> Layout:
         return Layout(self.runs / cell_id)

@@ -56,6 +56,8 @@ class SweepPlanBase(OneValueAxes):
         devices: list[int]
         repeat: int
         baseline: str
+        order: str
+        fresh_lab_per_cell: bool
 
     def _lists(self) -> list[tuple[Axis, list[Any]]]:
         return [(a, getattr(self, a.sweep.name)) for a in self.axes.sweep_axes() if a.sweep is not None]
@@ -81,13 +83,46 @@ class SweepPlanBase(OneValueAxes):
         return self
 
     def cells(self) -> list[CellBase]:
-        """Every cell; in a seeded random order when repeated (the seed is recorded in the manifest)."""
+        """Every cell, in the plan's order (``order``; the seed is recorded in the manifest): blocked (the default)
+        runs the cells that share a lab configuration as one block, blocks and the cells within each in a seeded
+        random order; random shuffles every cell; as-listed is the lists' product, repeats outermost."""
         nested = sorted(self._lists(), key=lambda item: item[0].sweep.nest if item[0].sweep else 0)
         cells = [self.cell_model(repeat=r, **{a.name: v for (a, _), v in zip(nested, combo, strict=True)})
                  for r in range(1, self.repeat + 1) for combo in itertools.product(*(vs for _, vs in nested))]
-        if self.repeat > 1:
-            random.Random(self.seed).shuffle(cells)
+        rng = random.Random(self.seed)
+        if self.order == "random":
+            rng.shuffle(cells)
+        elif self.order == "blocked":
+            by_key: dict[tuple[Any, ...], list[CellBase]] = {}
+            for cell in cells:
+                by_key.setdefault(self.lab_key(cell), []).append(cell)
+            blocks = list(by_key.values())
+            rng.shuffle(blocks)
+            for block in blocks:
+                rng.shuffle(block)
+            cells = [cell for block in blocks for cell in block]
         return cells
+
+    def lab_key(self, cell: CellBase) -> tuple[Any, ...]:
+        """What a cell's lab is configured from: the listed axes marked ``lab`` (scenario, impairment, fleet size)
+        and the repeat (each repeat of a configuration is a block of its own, on a lab of its own)."""
+        return (*(getattr(cell, a.name) for a in self.axes.sweep_axes() if a.sweep is not None and a.sweep.lab),
+                cell.repeat)
+
+    def blocks(self, cells: list[CellBase] | None = None) -> list[list[CellBase]]:
+        """``cells`` (the plan's by default) as blocks: each run of consecutive cells that share a lab key."""
+        out: list[list[CellBase]] = []
+        for cell in self.cells() if cells is None else cells:
+            if out and self.lab_key(out[-1][0]) == self.lab_key(cell):
+                out[-1].append(cell)
+            else:
+                out.append([cell])
+        return out
+
+    def order_record(self) -> dict[str, Any]:
+        """The manifest's statement of the order: its mode, seed and blocks (each its cells in order)."""
+        return {"mode": self.order, "seed": self.seed, "fresh_lab_per_cell": self.fresh_lab_per_cell,
+                "blocks": [[c.cell_id for c in block] for block in self.blocks()]}
 
     def run_spec(self, cell: CellBase) -> RunSpecBase:
         """The cell's run: its listed values, the plan's others; repeat r runs with seed + r - 1."""

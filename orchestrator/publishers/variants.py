@@ -37,6 +37,9 @@ class Variant(Protocol):
     @property
     def board_path(self) -> bool: ...  # an impairment acts on the board's packets at the broker's ingress
 
+    @property
+    def fresh_lab_reason(self) -> str | None: ...  # why its cells cannot share a block's kept-up lab (None: can)
+
 
     def check(self, spec: RunSpec) -> None: ...  # before the impairment profile is read
     def mechanism_to_check(self, impairment: Impairment, spec: RunSpec) -> str: ...  # the delay mechanism it will use
@@ -59,6 +62,7 @@ class VirtualDevice:
 
     name: str = "virtual"
     board_path: bool = False
+    fresh_lab_reason: str | None = None  # a new publisher container per cell, on the block's kept-up lab
 
     def check(self, spec: RunSpec) -> None:
         return None
@@ -129,6 +133,9 @@ class Board:
 
     name: str = "board"
     board_path: bool = True
+    # its lab is published on the board's address with its own exposure and time echo, and the board reconnects
+    # on its own schedule: a broker restarted under it has not been shown sound, so each cell has a fresh lab
+    fresh_lab_reason: str | None = "a board's cell brings a fresh lab up for its exposure and the board's clock"
 
     def check(self, spec: RunSpec) -> None:
         return None

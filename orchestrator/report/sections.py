@@ -16,6 +16,7 @@ from orchestrator.model.layout import COMPARISONS, MANIFEST, SUMMARY
 from orchestrator.report.document import Block, Figure, Heading, Paragraph, Table
 from orchestrator.report.loader import Bundle, Cell
 from orchestrator.report.options import GradingTable, ReportOptions
+from orchestrator.report.order import run_order
 from orchestrator.report.rerun import reproduces_row
 from orchestrator.report.study import OVERHEAD_SENTENCE, STUDY_COLUMNS, STUDY_TITLE, StudyReference
 from orchestrator.report.tables import grade_cell
@@ -74,6 +75,7 @@ def header(bundle: Bundle, options: ReportOptions, analysed: int) -> Table:
             ("git commit", _git(m)),
             *reproduces_row(m),
             ("sweep seed", _scalar(m.get("seed"))),
+            ("run order", run_order(m.get("order"))),
             ("baseline scenario", options.baseline),
             ("bootstrap", f"{options.resamples} resamples, seed {options.seed}, 95 % percentile CI"),
             ("cells", f"{analysed} analysed, {excluded} excluded"),

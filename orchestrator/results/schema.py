@@ -23,9 +23,10 @@ Kind = Literal["manifest", "metrics", "cell"]
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
 SCHEMA_VERSION = SCHEMA_VERSIONS  # defined in model/layout.py with the other names of the format
-MIGRATIONS: dict[Kind, dict[int, Migration]] = {"manifest": {}, "metrics": {}, "cell": {0: dict}}
+MIGRATIONS: dict[Kind, dict[int, Migration]] = {"manifest": {}, "metrics": {}, "cell": {0: dict, 1: dict}}
 # Formats that were written without ``schema_version`` at first: such data is this version (cell.json before
-# orchestrator/model/cell.py: version 0, the same keys as version 1).
+# orchestrator/model/cell.py: version 0, the same keys as version 1). cell.json version 2 added ``order`` and ``lab``
+# (a sweep's order and block, what of the lab was reused): version 1 is version 2 without them.
 UNVERSIONED_IS: dict[Kind, int] = {"cell": 0}
 
 

@@ -43,7 +43,7 @@ def test_missing_manifest_is_not_a_bundle(tmp_path):
 
 
 def test_plan_cells_and_seeded_random_order_with_repeats():
-    plan = SweepPlan(payloads=[65, 100], repeat=1)
+    plan = SweepPlan(payloads=[65, 100], repeat=1, order="as-listed")
     assert [c.cell_id for c in plan.cells()] == ["plain-65B-none-r1", "tls-65B-none-r1", "plain-100B-none-r1",
                                                  "tls-100B-none-r1"]
     rep = SweepPlan(payloads=[65, 100], repeat=3, seed=7)
@@ -89,3 +89,26 @@ def test_archive_and_verify_on_a_small_bundle(tmp_path):
     assert checked == 3 and problems == []
     dest2, excluded2 = archive.archive(b, include_secrets=True, dest=tmp_path / "all.tar.gz")
     assert excluded2 == [] and archive.verify(dest2)[0] == 5
+
+
+def test_the_blocked_order_runs_each_lab_configuration_as_one_block_in_a_seeded_order():
+    plan = SweepPlan(payloads=[65, 100, 200], scenarios=["plain", "tls"], impairments=["none", "wifi-good"],
+                     repeat=2, seed=5)
+    cells, blocks = plan.cells(), plan.blocks()
+    assert [c for b in blocks for c in b] == cells and len(cells) == 24 and len({c.cell_id for c in cells}) == 24
+    assert len(blocks) == 8 and {len(b) for b in blocks} == {3}  # 2 scenarios x 2 profiles x 2 repeats, 3 payloads
+    for block in blocks:
+        assert len({(c.scenario, c.impairment, c.devices, c.repeat) for c in block}) == 1
+    assert cells == SweepPlan(**{**plan.model_dump(), "order": "blocked"}).cells()  # the seed decides
+    other = SweepPlan(**{**plan.model_dump(), "seed": 6}).cells()
+    assert other != cells and sorted(c.cell_id for c in other) == sorted(c.cell_id for c in cells)
+    record = plan.order_record()
+    assert record["mode"] == "blocked" and record["blocks"] == [[c.cell_id for c in b] for b in blocks]
+
+
+def test_the_random_order_mixes_blocks_and_as_listed_keeps_the_product():
+    plan = SweepPlan(payloads=[65, 100, 200], scenarios=["plain", "tls"], order="random", seed=3)
+    assert len(plan.blocks()) > 2  # consecutive cells of one scenario only by chance
+    listed = SweepPlan(payloads=[65, 100], order="as-listed").cells()
+    assert [c.cell_id for c in listed] == ["plain-65B-none-r1", "tls-65B-none-r1", "plain-100B-none-r1",
+                                           "tls-100B-none-r1"]

@@ -39,9 +39,9 @@ def _write(path: Path, data: dict[str, object]) -> Path:
 
 def test_a_cell_json_from_before_the_version_reads_with_every_key(tmp_path: Path) -> None:
     record = read_cell_record(_write(tmp_path / "cell.json", BEFORE_THE_VERSION))
-    assert record.schema_version == SCHEMA_VERSIONS["cell"] == 1
-    assert record.model_dump(exclude={"schema_version", "device"}) == BEFORE_THE_VERSION
-    assert record.device is None  # not recorded then
+    assert record.schema_version == SCHEMA_VERSIONS["cell"] == 2
+    assert record.model_dump(exclude={"schema_version", "order", "lab", "device"}) == BEFORE_THE_VERSION
+    assert record.order is None and record.lab is None and record.device is None  # version 2's, not recorded then
 
 
 def test_what_the_writer_writes_the_reader_reads_and_only_what_was_set(tmp_path: Path) -> None:
@@ -51,7 +51,7 @@ def test_what_the_writer_writes_the_reader_reads_and_only_what_was_set(tmp_path:
     writer = CellWriter(lay, CellRecord(cell_id="plain-70B-none-r1", scenario="plain", payload=70, status="running",
                                         error=None, spec=spec.model_dump(), timings={}))
     writer.save()
-    assert json.loads(lay.cell.read_text()) == {"schema_version": 1, "cell_id": "plain-70B-none-r1",
+    assert json.loads(lay.cell.read_text()) == {"schema_version": 2, "cell_id": "plain-70B-none-r1",
                                                 "scenario": "plain", "payload": 70, "status": "running",
                                                 "error": None, "spec": json.loads(json.dumps(spec.model_dump())),
                                                 "timings": {}}
@@ -77,8 +77,8 @@ def test_the_model_refuses_what_no_writer_writes(tmp_path: Path) -> None:
 
 
 def test_a_newer_cell_json_is_refused_naming_both_versions(tmp_path: Path) -> None:
-    path = _write(tmp_path / "cell.json", {**BEFORE_THE_VERSION, "schema_version": 2})
-    with pytest.raises(TestbedError, match=r"schema_version 2 is newer than this testbed understands \(1\)"):
+    path = _write(tmp_path / "cell.json", {**BEFORE_THE_VERSION, "schema_version": 3})
+    with pytest.raises(TestbedError, match=r"schema_version 3 is newer than this testbed understands \(2\)"):
         read_cell_record(path)
 
 

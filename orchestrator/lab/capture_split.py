@@ -1,0 +1,201 @@
+"""A block's one capture cut into its cells' captures, while it runs: by time and by connection, losslessly.
+
+The capture of a kept-up lab (lab/keptlab.py) is one pcapng that dumpcap writes packet by packet
+(images/capture/capture.sh). When a cell ends, the packets from where the last cut stopped up to the cell's end go
+either to the cell's capture/capture.pcapng or to the block's gaps file, never both, never neither:
+
+- a packet goes to the cell when its timestamp is in the cell's window [start, end) AND its TCP connection was
+  first seen in that window (a late segment of an earlier cell's connection is not this cell's);
+- every other packet (between two cells: the old clients' FIN/RST, the broker's restart; a packet of a connection
+  begun outside the window) and every block other than the header (SHB, IDB) goes to the gaps file.
+
+Each output file starts with the capture's own header blocks, so every one is a valid pcapng. The counts of each
+cut (and, at the end, the whole file's) are returned, so the split is checked: packets = cells + gaps.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SHB, IDB, EPB = 0x0A0D0D0A, 0x00000001, 0x00000006
+ETHERNET, SLL, SLL2 = 1, 113, 276
+Conn = tuple[tuple[bytes, int], tuple[bytes, int]]
+
+
+@dataclass
+class Cut:
+    """One cell's share: its packets, those of its window sent to the gaps instead, the window's bounds."""
+
+    packets: int = 0
+    to_gaps: int = 0
+    start: float = 0.0
+    end: float = 0.0
+
+
+@dataclass
+class CaptureSplitter:
+    """Reads the growing capture from where it stopped; ``cut`` hands one cell its packets."""
+
+    path: Path
+    gaps: Path
+    offset: int = 0
+    header: bytearray = field(default_factory=bytearray)
+    endian: str = "<"
+    resolutions: list[float] = field(default_factory=list)  # seconds per timestamp unit, per interface
+    linktypes: list[int] = field(default_factory=list)
+    owner: dict[Conn, str] = field(default_factory=dict)  # the window a connection was first seen in
+    gap_packets: int = 0
+    cell_packets: int = 0
+    _gaps_started: bool = False
+
+    def cut(self, label: str, start: float, end: float, into: Path) -> Cut:
+        """Packets up to ``end`` (seconds, the epoch): those of ``label``'s window to ``into``, the others to the
+        gaps file. Packets after ``end`` stay for the next cut."""
+        out, gaps, result = bytearray(), bytearray(), Cut(start=start, end=end)
+        for kind, block, ts, conn in self._blocks(stop_at=end):
+            if kind != EPB:
+                gaps += block
+                continue
+            if conn is not None and conn not in self.owner:
+                self.owner[conn] = label if start <= ts else ""
+            if start <= ts < end and (conn is None or self.owner[conn] == label):
+                out += block
+                result.packets += 1
+            else:
+                gaps += block
+                result.to_gaps += 1
+        into.parent.mkdir(parents=True, exist_ok=True)
+        into.write_bytes(bytes(self.header) + bytes(out))
+        self._to_gaps(gaps, result.to_gaps)
+        self.cell_packets += result.packets
+        return result
+
+    def finish(self) -> dict[str, int]:
+        """Everything after the last cut to the gaps (the capture has stopped); the counts, checked against the
+        packets in the whole file."""
+        gaps, n = bytearray(), 0
+        for kind, block, _ts, _conn in self._blocks(stop_at=None):
+            gaps += block
+            n += kind == EPB
+        self._to_gaps(gaps, n)
+        total = count_packets(self.path)
+        return {"packets": total, "in_cells": self.cell_packets, "in_gaps": self.gap_packets,
+                "lossless": int(total == self.cell_packets + self.gap_packets)}
+
+    def _to_gaps(self, blocks: bytearray, packets: int) -> None:
+        if not self.header:
+            return
+        with self.gaps.open("ab") as f:
+            if not self._gaps_started:
+                f.write(bytes(self.header))
+                self._gaps_started = True
+            f.write(bytes(blocks))
+        self.gap_packets += packets
+
+    def _blocks(self, stop_at: float | None) -> list[tuple[int, bytes, float, Conn | None]]:
+        """The complete blocks from ``offset`` (a torn last one waits for the next read); header blocks are
+        kept in ``header``, not returned; an EPB at or after ``stop_at`` ends the read, unconsumed."""
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        out: list[tuple[int, bytes, float, Conn | None]] = []
+        pos = 0
+        while len(data) - pos >= 12:
+            kind = struct.unpack_from(self.endian + "I", data, pos)[0]
+            if kind == SHB:
+                self.endian = "<" if data[pos + 8:pos + 12] == b"\x4d\x3c\x2b\x1a" else ">"
+            length = struct.unpack_from(self.endian + "I", data, pos + 4)[0]
+            if length < 12 or len(data) - pos < length:
+                break
+            block = data[pos:pos + length]
+            if kind == EPB:
+                ts, conn = self._packet(block)
+                if stop_at is not None and ts >= stop_at:
+                    break
+                out.append((kind, block, ts, conn))
+            elif kind in (SHB, IDB):
+                self._header_block(kind, block)
+            else:
+                out.append((kind, block, 0.0, None))
+            pos += length
+        self.offset += pos
+        return out
+
+    def _header_block(self, kind: int, block: bytes) -> None:
+        if kind == SHB:
+            self.header.clear()
+            self.resolutions.clear()
+            self.linktypes.clear()
+        else:
+            self.linktypes.append(struct.unpack_from(self.endian + "H", block, 8)[0])
+            self.resolutions.append(_resolution(block, self.endian))
+        self.header += block
+
+    def _packet(self, block: bytes) -> tuple[float, Conn | None]:
+        iface, high, low, caplen = struct.unpack_from(self.endian + "IIII", block, 8)
+        resolution = self.resolutions[iface] if iface < len(self.resolutions) else 1e-6
+        linktype = self.linktypes[iface] if iface < len(self.linktypes) else ETHERNET
+        return ((high << 32) | low) * resolution, connection(block[28:28 + caplen], linktype)
+
+
+def _resolution(idb: bytes, endian: str) -> float:
+    """if_tsresol (option 9) of an IDB: 10^-n, or 2^-n with the top bit set; microseconds without it."""
+    pos, end = 16, len(idb) - 4
+    while pos + 4 <= end:
+        code, length = struct.unpack_from(endian + "HH", idb, pos)
+        if code == 0:
+            break
+        if code == 9 and length >= 1:
+            v = idb[pos + 4]
+            return 2.0 ** -(v & 0x7F) if v & 0x80 else 10.0 ** -v
+        pos += 4 + (length + 3) // 4 * 4
+    return 1e-6
+
+
+def connection(frame: bytes, linktype: int) -> Conn | None:
+    """The TCP connection of a frame as its two (address, port) ends in a fixed order; None when not TCP/IP."""
+    if linktype == ETHERNET:
+        ethertype, pos = struct.unpack_from("!H", frame, 12)[0] if len(frame) >= 14 else 0, 14
+        while ethertype in (0x8100, 0x88A8) and len(frame) >= pos + 4:
+            ethertype, pos = struct.unpack_from("!H", frame, pos + 2)[0], pos + 4
+    elif linktype == SLL:
+        ethertype, pos = struct.unpack_from("!H", frame, 14)[0] if len(frame) >= 16 else 0, 16
+    elif linktype == SLL2:
+        ethertype, pos = struct.unpack_from("!H", frame, 0)[0] if len(frame) >= 20 else 0, 20
+    else:
+        return None
+    if ethertype == 0x0800 and len(frame) >= pos + 20 and frame[pos + 9] == 6:
+        src, dst, tcp = frame[pos + 12:pos + 16], frame[pos + 16:pos + 20], pos + (frame[pos] & 0x0F) * 4
+    elif ethertype == 0x86DD and len(frame) >= pos + 40 and frame[pos + 6] == 6:
+        src, dst, tcp = frame[pos + 8:pos + 24], frame[pos + 24:pos + 40], pos + 40
+    else:
+        return None
+    if len(frame) < tcp + 4:
+        return None
+    sport, dport = struct.unpack_from("!HH", frame, tcp)
+    a, b = (src, sport), (dst, dport)
+    return (a, b) if a <= b else (b, a)
+
+
+def count_packets(path: Path) -> int:
+    """The packets (EPBs) of a pcapng file; a torn last block is not counted."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return 0
+    pos, n, endian = 0, 0, "<"
+    while len(data) - pos >= 12:
+        kind = struct.unpack_from(endian + "I", data, pos)[0]
+        if kind == SHB:
+            endian = "<" if data[pos + 8:pos + 12] == b"\x4d\x3c\x2b\x1a" else ">"
+        length = struct.unpack_from(endian + "I", data, pos + 4)[0]
+        if length < 12 or len(data) - pos < length:
+            break
+        n += kind == EPB
+        pos += length
+    return n

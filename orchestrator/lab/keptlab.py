@@ -1,0 +1,162 @@
+"""A lab kept up for a block of a sweep's cells, and the lab of one cell (kept up or fresh) behind one interface.
+
+A block's cells share a lab configuration (orchestrator/model/sweep.py lab_key). Its lab comes up once, in
+<bundle>/blocks/lab-NNN/ (broker configuration and PKI, the one capture, the block's own container logs), and
+stays up while its cells run. Per cell, only what carries state is new: the broker PROCESS is restarted inside its
+container (lab/broker.py restart_process), whose network namespace - and the capture sharing it - persists, so
+sessions, retained messages, queues and the TLS session cache are the new process's; the subscriber is a new
+container (a new session) and so is the publisher. Both mount the cell's run folder, which gets a copy of the
+lab's PKI and configuration. When the cell ends, its packets are cut from the running capture into its own
+capture/capture.pcapng (lab/capture_split.py: by time and connection, every packet in exactly one cell or in the
+block's gaps file), so the analysis reads a run folder as it does for a fresh lab.
+
+A failed or interrupted cell takes the block's lab down with it (its evidence saved first): the next cell brings a
+fresh one up, in a new lab-NNN folder.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from orchestrator.backends import compose, docker
+from orchestrator.backends.compose import Topology
+from orchestrator.lab.board_side import Exposure
+from orchestrator.lab.broker import BROKER
+from orchestrator.lab.capture_split import CaptureSplitter
+from orchestrator.lab.pki import Pki
+from orchestrator.lab.topology import (
+    prepare_run_dir,
+    running_lab,
+    save_evidence,
+    stop_capture,
+    subscriber_args,
+    topology,
+    wait_subscribed,
+)
+from orchestrator.model.layout import Layout
+from orchestrator.model.scenario import Scenario
+from orchestrator.results.atomic import protect_secrets, read_json, write_json_atomic
+from orchestrator.signals import sigint_deferred
+
+CLIENTS = ("subscriber", "publisher")
+FRESH_FIRST = ["broker container and its network", "capture", "broker process", "subscriber", "publisher", "PKI"]
+FRESH_EACH = ["broker process (sessions, retained messages, queues, TLS session cache and ticket keys)",
+              "subscriber (container, connection and session)", "publisher (container and connection)"]
+REUSED = ["broker container, its network namespace and the lab network", "capture (one per block, cut per cell)",
+          "PKI and broker configuration (copied into the run folder)"]
+
+
+@dataclass
+class CellLab:
+    """The lab as one cell sees it: its run folder, PKI and topology, and how its capture ends."""
+
+    lay: Layout
+    pki: Pki | None
+    topo: Topology
+    end_capture: Callable[[], None]
+
+
+@contextmanager
+def fresh_cell_lab(scenario: Scenario, run_dir: Path, *, qos: int = 0,
+                   exposure: Exposure | None = None) -> Iterator[CellLab]:
+    """The whole lab up for this cell alone and down after it (running_lab)."""
+    with running_lab(scenario, run_dir, qos=qos, exposure=exposure) as (lay, pki, topo):
+        yield CellLab(lay, pki, topo, stop_capture)
+
+
+class KeptLab:
+    """The lab of one block, up from its first cell to its last (or to a cell that failed)."""
+
+    def __init__(self, blocks: Path) -> None:
+        self.blocks = blocks
+        self.lay: Layout | None = None
+        self.pki: Pki | None = None
+        self.topo: Topology | None = None
+        self.splitter: CaptureSplitter | None = None
+        self.served = 0
+        self.facts: dict[str, Any] = {}
+
+    def _up(self, scenario: Scenario, qos: int) -> None:
+        n = 1 + sum(1 for p in self.blocks.glob("lab-*") if p.is_dir()) if self.blocks.is_dir() else 1
+        lay, pki = prepare_run_dir(self.blocks / f"lab-{n:03d}", scenario)
+        topo = topology(scenario, lay, qos=qos)
+        compose.check_port_free(topo.bind, topo.host_port)
+        self.lay, self.pki, self.topo, self.served = lay, pki, topo, 0
+        self.splitter = CaptureSplitter(lay.capture, lay.capture.parent / "gaps.pcapng")
+        compose.up(topo, services=("broker", "capture"))
+
+    @contextmanager
+    def cell(self, scenario: Scenario, run_dir: Path, *, qos: int = 0) -> Iterator[CellLab]:
+        """This cell's share of the lab: the lab brought up (first cell) or its broker process restarted, a new
+        subscriber on the cell's run folder; afterwards its evidence saved and its clients removed. Any exception
+        takes the whole lab down."""
+        start = time.time()
+        try:
+            if self.lay is None:
+                self._up(scenario, qos)
+            else:
+                BROKER.restart_process()
+                start = time.time()
+            assert self.lay is not None and self.topo is not None
+            lay, pki = prepare_run_dir(run_dir, scenario, pki_from=self.lay.pki)  # the lab's PKI, in the cell's folder
+            topo = replace(self.topo, run_dir=lay.root, subscriber_args=subscriber_args(scenario, lay, qos=qos))
+            self.facts = self._facts()
+            compose.start_service(topo, "subscriber")
+            wait_subscribed(lay)
+            yield CellLab(lay, pki, topo, lambda: self._cut(lay, start))
+            self.served += 1
+        except BaseException:
+            self.down(Layout(run_dir))
+            raise
+        finally:
+            with sigint_deferred():
+                if self.lay is not None:
+                    save_evidence(Layout(run_dir))
+                    docker.remove([compose.container_name(s) for s in CLIENTS])
+                protect_secrets(run_dir)
+
+    def _facts(self) -> dict[str, Any]:
+        assert self.lay is not None
+        first = self.served == 0
+        return {"mode": "kept-up", "folder": f"{self.blocks.name}/{self.lay.root.name}", "cell_in_lab": self.served + 1,
+                "fresh": FRESH_FIRST if first else FRESH_EACH, "reused": [] if first else REUSED}
+
+    def _cut(self, lay: Layout, start: float) -> None:
+        """The cell's packets, from its start to now, out of the running capture into its capture.pcapng."""
+        assert self.splitter is not None
+        end = time.time()
+        time.sleep(0.05)  # what the kernel handed dumpcap before ``end`` is in the file
+        cut = self.splitter.cut(lay.root.name, start, end, lay.capture)
+        self.facts["capture"] = {"cut_from": f"{self.facts['folder']}/capture/capture.pcapng",
+                                 "window_s": round(end - start, 3), "packets": cut.packets,
+                                 "window_packets_to_gaps": cut.to_gaps,
+                                 "rule": "a packet is the cell's when its time is in the cell's window and its TCP "
+                                         "connection began in it; every other goes to the block's gaps.pcapng"}
+
+    def down(self, evidence_too: Layout | None = None) -> None:
+        """Stop the capture (flushed), send what no cell had to the gaps, record the split, save every container's
+        log into the lab folder (and ``evidence_too``: a failed cell's), take the containers down. Safe twice."""
+        if self.lay is None:
+            return
+        lay, splitter = self.lay, self.splitter
+        self.lay = None
+        with sigint_deferred():
+            try:
+                if evidence_too is not None:
+                    save_evidence(evidence_too)
+                save_evidence(lay)
+                stop_capture()
+                if splitter is not None:
+                    write_json_atomic(lay.root / "split.json", {"cells_served": self.served, **splitter.finish()})
+            finally:
+                compose.down()
+                shutil.rmtree(lay.pki, ignore_errors=True)  # every cell keeps its copy; the lab's goes with it
+                if (read_json(lay.root / "split.json") or {}).get("lossless"):
+                    lay.capture.unlink(missing_ok=True)  # every packet of it is in a cell's capture or the gaps
+                protect_secrets(lay.root)

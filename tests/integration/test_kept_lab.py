@@ -1,0 +1,138 @@
+"""Issue 24 part 3: a lab kept up within a block measures what a fresh lab per cell measures, and the new broker
+process of a cell refuses the TLS session of the cell before it (read from the wire).
+
+The same 6-cell plan runs both ways as the docker-group user: per cell the counts, payload and record bytes and the
+suite are identical; handshake bytes differ by at most 2 B per ECDSA signature (DER length varies: the server's
+certificate, the CA's and the ServerKeyExchange - the client signs nothing); the delays' 95 % CIs overlap.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.lab.keptlab import KeptLab
+from orchestrator.model.scenario import load_scenario
+
+from .conftest import owned
+from .docker_user import DockerUser
+
+PLAN = ("--scenarios", "plain,tls", "--payloads", "65,100,200", "--samples", "30", "--interval", "20ms", "--seed", "3")
+SAME = [("capture", "publish_publisher_to_broker"), ("capture", "publish_broker_to_subscriber"),
+        ("capture", "mqtt_messages"), ("loss", "sent"), ("loss", "received_unique"), ("throughput", "payload_bytes"),
+        ("overhead_bytes", "mqtt_len"), ("overhead_bytes", "tls_record_len"), ("overhead_bytes", "tcp_payload_len"),
+        ("tls", "version"), ("tls", "cipher_suite")]
+SIGNATURES_SERVER_TO_CLIENT = 3  # server certificate, CA certificate, ServerKeyExchange
+
+
+def _sweep(user: DockerUser, name: str, *args: str) -> Path:
+    out = user.mkdir(user.work / name)
+    proc = user.testbed("sweep", *PLAN, "--out", str(out), *args, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return next(p for p in out.iterdir() if p.is_dir())
+
+
+@pytest.fixture(scope="module")
+def both(docker_user: DockerUser) -> tuple[Path, Path]:
+    docker_user.testbed("down")
+    return _sweep(docker_user, "kept"), _sweep(docker_user, "fresh", "--fresh-lab-per-cell")
+
+
+def _metrics(bundle: Path) -> dict[str, dict[str, Any]]:
+    return {p.parent.name: json.loads(p.read_text()) for p in sorted(bundle.glob("runs/*/metrics.json"))}
+
+
+def test_both_ways_give_the_same_cells(both: tuple[Path, Path]) -> None:
+    kept, fresh = _metrics(both[0]), _metrics(both[1])
+    assert len(kept) == 6 and set(kept) == set(fresh)
+    for cell_id in kept:
+        a, b = kept[cell_id], fresh[cell_id]
+        for block, key in SAME:
+            assert a.get(block, {}).get(key) == b.get(block, {}).get(key), (cell_id, block, key)
+        if cell_id.startswith("tls"):
+            ha, hb = a["handshake"], b["handshake"]
+            assert ha["bytes_client_to_server"] == hb["bytes_client_to_server"], cell_id
+            assert abs(ha["bytes_server_to_client"] - hb["bytes_server_to_client"]) <= 2 * SIGNATURES_SERVER_TO_CLIENT
+        da, db = a["delay_ms"], b["delay_ms"]
+        assert da["ci95_low"] <= db["ci95_high"] and db["ci95_low"] <= da["ci95_high"], (cell_id, da, db)
+        print(f"{cell_id}: delay mean kept {da['mean']:.3f} ms, fresh {db['mean']:.3f} ms")
+
+
+def test_the_kept_sweep_says_its_order_blocks_and_what_each_cell_reused(both: tuple[Path, Path]) -> None:
+    kept, fresh = both
+    manifest = json.loads((kept / "manifest.json").read_text())
+    assert manifest["order"]["mode"] == "blocked" and [len(b) for b in manifest["order"]["blocks"]] == [3, 3]
+    cells = {p.parent.name: json.loads(p.read_text()) for p in kept.glob("runs/*/cell.json")}
+    in_block = sorted((c["order"]["block"], c["order"]["in_block"], c["lab"]["cell_in_lab"]) for c in cells.values())
+    assert in_block == [(b, k, k) for b in (1, 2) for k in (1, 2, 3)]  # one lab per block, up from its first cell
+    for cell in cells.values():
+        assert cell["lab"]["mode"] == "kept-up" and cell["lab"]["capture"]["packets"] > 0
+        assert bool(cell["lab"]["reused"]) == (cell["lab"]["cell_in_lab"] > 1)
+        assert manifest["cells"][cell["cell_id"]]["order"] == cell["order"]
+    for split in kept.glob("blocks/lab-*/split.json"):
+        record = json.loads(split.read_text())
+        assert record["lossless"] == 1 and record["cells_served"] == 3, record
+        assert record["packets"] == record["in_cells"] + record["in_gaps"]
+    assert len(list(kept.glob("blocks/lab-*/split.json"))) == 2 and not list(kept.glob("blocks/*/pki"))
+    assert {json.loads(p.read_text())["lab"]["why"] for p in fresh.glob("runs/*/cell.json")} == {
+        "--fresh-lab-per-cell"}
+    report = (kept / "report.md").read_text()
+    assert "blocked" in report
+    assert owned("container") == [] and owned("network") == []
+
+
+def _handshake(port: int, ca: Path, session: ssl.SSLSession | None = None) -> ssl.SSLSocket:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers("ECDHE-ECDSA-CHACHA20-POLY1305")
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    return ctx.wrap_socket(raw, server_hostname="broker", session=session)  # the handshake is done on return
+
+
+def _full_handshakes_offering_a_session(capture: Path) -> list[str]:
+    """Per connection whose ClientHello offered a session (ID or ticket): 'full' (the server sent its Certificate)
+    or 'resumed'."""
+    out = subprocess.run(["tshark", "-r", str(capture), "-Y", "tls.handshake", "-T", "fields", "-e", "tcp.stream",
+                          "-e", "tls.handshake.type", "-e", "tls.handshake.session_id_length"],
+                         capture_output=True, text=True, check=True).stdout
+    offered: set[str] = set()
+    certificate: set[str] = set()
+    for line in out.splitlines():
+        stream, types, id_len = (line.split("\t") + ["", ""])[:3]
+        kinds = types.split(",")
+        if "1" in kinds and id_len.split(",")[0] not in ("", "0"):
+            offered.add(stream)
+        if "11" in kinds:
+            certificate.add(stream)
+    return ["full" if s in certificate else "resumed" for s in sorted(offered)]
+
+
+def test_a_session_of_the_cell_before_is_refused_by_the_next_cells_broker(tmp_path: Path) -> None:
+    scenario = load_scenario("tls")
+    lab = KeptLab(tmp_path / "blocks")
+    try:
+        with lab.cell(scenario, tmp_path / "runs" / "n") as here:
+            ca = here.lay.pki / "ca.crt"
+            first = _handshake(here.topo.host_port, ca)
+            session = first.session
+            first.close()
+            again = _handshake(here.topo.host_port, ca, session)  # the same broker process resumes it
+            assert again.session_reused, "control: the broker that issued the session resumes it"
+            again.close()
+            here.end_capture()
+        with lab.cell(scenario, tmp_path / "runs" / "n+1") as here:
+            refused = _handshake(here.topo.host_port, here.lay.pki / "ca.crt", session)
+            assert not refused.session_reused
+            refused.close()
+            here.end_capture()
+    finally:
+        lab.down()
+    assert _full_handshakes_offering_a_session(tmp_path / "runs" / "n" / "capture" / "capture.pcapng") == ["resumed"]
+    assert _full_handshakes_offering_a_session(tmp_path / "runs" / "n+1" / "capture" / "capture.pcapng") == ["full"]
+    assert owned("container") == []

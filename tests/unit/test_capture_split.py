@@ -1,0 +1,62 @@
+"""A block's capture cut per cell (orchestrator/lab/capture_split.py): every packet in exactly one cell or in the
+gaps, each output a pcapng tshark reads, a capture still being written read only up to its last whole block."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from orchestrator.lab.capture_split import CaptureSplitter, count_packets
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "connections" / "t12_session_id.pcapng"  # 4 TLS connections
+
+
+def _frames(path: Path) -> list[tuple[float, int]]:
+    """(time, connection: the client's port) of every frame, as tshark reads the file."""
+    out = subprocess.run(["tshark", "-r", str(path), "-T", "fields", "-e", "frame.time_epoch", "-e", "tcp.srcport",
+                          "-e", "tcp.dstport"], capture_output=True, text=True, check=True).stdout
+    return [(float(t), max(int(a), int(b))) for t, a, b in (line.split("\t") for line in out.splitlines() if line)]
+
+
+@pytest.fixture(scope="module")
+def frames() -> list[tuple[float, int]]:
+    if shutil.which("tshark") is None:
+        pytest.fail("tshark is missing (scripts/ensure-system.sh check installs it)")
+    return _frames(FIXTURE)
+
+
+def test_two_cells_and_the_gaps_hold_every_packet_once(tmp_path: Path, frames: list[tuple[float, int]]) -> None:
+    mid = frames[len(frames) // 2][0]  # inside a connection: its later packets are not the second cell's
+    split = CaptureSplitter(FIXTURE, tmp_path / "gaps.pcapng")
+    a = split.cut("a", frames[0][0] - 1, mid, tmp_path / "a.pcapng")
+    b = split.cut("b", mid, frames[-1][0] + 1, tmp_path / "b.pcapng")
+    record = split.finish()
+    got = {name: _frames(tmp_path / f"{name}.pcapng") for name in ("a", "b", "gaps")}
+    assert sorted(got["a"] + got["b"] + got["gaps"]) == sorted(frames)  # lossless, no packet twice
+    assert record == {"packets": len(frames), "in_cells": a.packets + b.packets, "in_gaps": len(got["gaps"]),
+                      "lossless": 1}
+    assert all(t < mid for t, _ in got["a"]) and all(t >= mid for t, _ in got["b"] + got["gaps"])
+    straddling = {s for t, s in frames if t < mid} & {s for t, s in frames if t >= mid}
+    assert straddling and {s for _, s in got["gaps"]} == straddling and b.to_gaps == len(got["gaps"]) > 0
+    assert not straddling & {s for _, s in got["b"]}  # a connection begun before the cell is not the cell's
+
+
+def test_a_capture_still_being_written_is_read_up_to_its_last_whole_block(
+        tmp_path: Path, frames: list[tuple[float, int]]) -> None:
+    data = FIXTURE.read_bytes()
+    growing = tmp_path / "capture.pcapng"
+    growing.write_bytes(data[:len(data) // 2 + 7])  # a torn block at the end, as a write in progress leaves it
+    split = CaptureSplitter(growing, tmp_path / "gaps.pcapng")
+    first = split.cut("a", frames[0][0] - 1, frames[-1][0] + 1, tmp_path / "a.pcapng")
+    assert 0 < first.packets < len(frames) and first.to_gaps == 0
+    with growing.open("ab") as f:
+        f.write(data[len(data) // 2 + 7:])
+    split.cut("b", frames[-1][0] + 1, frames[-1][0] + 2, tmp_path / "b.pcapng")
+    record = split.finish()
+    assert count_packets(tmp_path / "a.pcapng") == first.packets and count_packets(tmp_path / "b.pcapng") == 0
+    assert record == {"packets": len(frames), "in_cells": first.packets, "in_gaps": len(frames) - first.packets,
+                      "lossless": 1}  # what came after the first cut (of no window) is in the gaps
+    assert len(_frames(tmp_path / "gaps.pcapng")) == len(frames) - first.packets

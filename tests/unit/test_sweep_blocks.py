@@ -1,0 +1,93 @@
+"""A sweep runs its plan block by block (orchestrator/measure/sweep.py run_cells): one kept-up lab per block, taken
+down after its last cell and after a cell that failed (the next cell brings a fresh one up); each cell's order and
+lab recorded; where the plan, the variant, the site or an impairment says so, a fresh lab per cell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.measure import sweep as sw
+from orchestrator.measure.run import RunOutcome
+from orchestrator.model.sweep import SweepPlan
+from orchestrator.results import manifest as bundles
+
+
+class FakeLab:
+    made: list[FakeLab] = []
+
+    def __init__(self, blocks: Path) -> None:
+        self.blocks, self.downs, self.cells = blocks, 0, []
+        FakeLab.made.append(self)
+
+    def down(self, evidence_too: object = None) -> None:
+        self.downs += 1
+
+
+class Progress:
+    def cell_started(self, index: int, total: int, cell: Any, expected_s: float) -> None: ...
+    def messages(self, received: int, expected: int) -> None: ...
+    def cell_finished(self, cell: Any, status: str, error: str | None) -> None: ...
+    def note(self, message: str) -> None: ...
+
+
+def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: SweepPlan,
+         failing: tuple[str, ...] = ()) -> list[tuple[str, Any, dict[str, Any]]]:
+    FakeLab.made = []
+    ran: list[tuple[str, Any, dict[str, Any]]] = []
+
+    def execute_run(spec: Any, run_dir: Path, *, cell: dict[str, Any], lab: Any, **_: Any) -> RunOutcome:
+        ran.append((cell["cell_id"], lab, cell))
+        if lab is not None:
+            lab.cells.append(cell["cell_id"])
+        return RunOutcome(run_dir, "failed" if cell["cell_id"] in failing else "ok", 0, None, None)
+
+    monkeypatch.setattr(sw, "execute_run", execute_run)
+    monkeypatch.setattr(sw, "KeptLab", FakeLab)
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    bundles.save_manifest(bundle, bundles.new_manifest(plan, "t", ["testbed"], source={}, environment={}))
+    result = sw.run_cells(bundle, plan, plan.cells(), Progress())
+    assert set(result.statuses) == {c.cell_id for c in plan.cells()}
+    entries = bundles.load_manifest(bundle)["cells"]
+    assert [entries[c.cell_id]["status"] for c in plan.cells()] == [result.statuses[c.cell_id] for c in plan.cells()]
+    return ran
+
+
+def test_each_block_keeps_one_lab_up_and_every_cell_says_where_it_ran(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = SweepPlan(scenarios=["plain", "tls"], payloads=[65, 100, 200], samples=5, seed=4)
+    ran = _run(tmp_path, monkeypatch, plan)
+    assert [cell_id for cell_id, _, _ in ran] == [c.cell_id for c in plan.cells()]
+    assert len(FakeLab.made) == 2 and all(lab.downs == 1 for lab in FakeLab.made)
+    assert [lab.cells for lab in FakeLab.made] == [[c.cell_id for c in b] for b in plan.blocks()]
+    orders = [cell["order"] for _, _, cell in ran]
+    assert [o["position"] for o in orders] == list(range(1, 7)) and {o["of"] for o in orders} == {6}
+    assert [(o["block"], o["in_block"], o["block_size"]) for o in orders] == [
+        (1, 1, 3), (1, 2, 3), (1, 3, 3), (2, 1, 3), (2, 2, 3), (2, 3, 3)]
+    assert {cell["lab"]["mode"] for _, _, cell in ran} == {"kept-up"} and orders[0]["mode"] == "blocked"
+
+
+def test_a_failed_cell_takes_its_blocks_lab_down_before_the_next_cell(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = SweepPlan(scenarios=["tls"], payloads=[65, 100, 200], samples=5)
+    first = plan.cells()[0].cell_id
+    ran = _run(tmp_path, monkeypatch, plan, failing=(first,))
+    [lab] = FakeLab.made
+    assert lab.downs == 2  # after the failed cell, and at the block's end (a no-op for a lab already down)
+    assert [cell_id for cell_id, _, _ in ran][0] == first and all(got is lab for _, got, _ in ran)
+
+
+@pytest.mark.parametrize("fields,why", [
+    ({"fresh_lab_per_cell": True}, "--fresh-lab-per-cell"),
+    ({"impairments": ["wifi-good"]}, "an impaired cell sets its delay line up with a lab of its own"),
+    ({"publisher": "esp32", "serial_port": "/dev/null"}, "a board's cell brings a fresh lab up"),
+])
+def test_a_fresh_lab_per_cell_where_the_plan_the_variant_or_an_impairment_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fields: dict[str, Any], why: str) -> None:
+    plan = SweepPlan(scenarios=["tls"], payloads=[65, 100], samples=5, **fields)
+    ran = _run(tmp_path, monkeypatch, plan)
+    assert FakeLab.made == [] and all(lab is None for _, lab, _ in ran)
+    assert all(cell["lab"]["mode"] == "fresh-per-cell" and cell["lab"]["why"].startswith(why) for _, _, cell in ran)
