@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import IO
 
 from orchestrator.errors import TestbedError
-from orchestrator.model.layout import MANIFEST, BundleLayout, is_secret, secrets_in_bundle
+from orchestrator.model.layout import MANIFEST, SECRET_MODE, BundleLayout, is_secret, secrets_in_bundle
 from orchestrator.results.manifest import load_manifest, save_manifest
 from orchestrator.results.scrub import known_secrets, scrubbed_copy
+from orchestrator.results.space import write_failed
 
 SUMS = "SHA256SUMS"
 
@@ -59,7 +60,7 @@ def archive(bundle: Path, *, include_secrets: bool = False, dest: Path | None = 
                                "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
         save_manifest(bundle, manifest)
         sources[MANIFEST] = manifest_path
-        _pack(bundle.name, sources, dest)
+        _pack(bundle.name, sources, dest, private=any(is_secret(rel) for rel in included))
     return dest, excluded
 
 
@@ -79,19 +80,30 @@ def _scrub(bundle: Path, sources: dict[str, Path], tmpdir: Path) -> dict[str, in
     return done
 
 
-def _pack(top: str, sources: dict[str, Path], dest: Path) -> None:
+def _pack(top: str, sources: dict[str, Path], dest: Path, *, private: bool = False) -> None:
+    """The archive at ``dest``, whole or not at all: a failure (a full disk) or Ctrl-C leaves no temporary file
+    and an earlier archive as it was. Its mode is the umask's, or 0600 when it holds secrets (``private``)."""
     sums = "".join(f"{_sha256(sources[rel])}  {rel}\n" for rel in sorted(sources))
     tmp = dest.with_name(f".{dest.name}.tmp")
-    with tarfile.open(tmp, "w:gz") as tar:
-        for rel in sorted(sources):
-            tar.add(sources[rel], arcname=f"{top}/{rel}", recursive=False)
-        data = sums.encode()
-        info = tarfile.TarInfo(f"{top}/{SUMS}")
-        info.size = len(data)
-        info.mtime = int(dt.datetime.now(dt.UTC).timestamp())
-        info.mode = 0o644
-        tar.addfile(info, io.BytesIO(data))
-    os.replace(tmp, dest)
+    try:
+        with tarfile.open(tmp, "w:gz") as tar:
+            for rel in sorted(sources):
+                tar.add(sources[rel], arcname=f"{top}/{rel}", recursive=False)
+            data = sums.encode()
+            info = tarfile.TarInfo(f"{top}/{SUMS}")
+            info.size = len(data)
+            info.mtime = int(dt.datetime.now(dt.UTC).timestamp())
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+        if private:
+            os.chmod(tmp, SECRET_MODE)
+        os.replace(tmp, dest)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise write_failed(dest, exc) from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def verify(archive_path: Path) -> tuple[int, list[str]]:

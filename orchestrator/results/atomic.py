@@ -1,7 +1,8 @@
 """Atomic file writes: a temporary file in the same folder, fsync, then os.replace.
 
-Readers (and a crash) see the old file or the new one, never a part of one. A file is written with the
-mode its name declares (orchestrator/model/layout.py: 0600 for a secret file, else 0644).
+Readers (and a crash) see the old file or the new one, never a part of one; a write that fails (a full disk,
+Ctrl-C) leaves no temporary file. A file is written with the mode the umask gives, except a declared secret file,
+0600 (results/space.py default_mode); a full disk is a DiskFull error naming the file (results/space.py).
 """
 
 from __future__ import annotations
@@ -14,22 +15,23 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import TestbedError
-from orchestrator.model.layout import SECRET_MODE, file_mode, is_secret
+from orchestrator.model.layout import SECRET_MODE, is_secret
+from orchestrator.results.space import default_mode, write_failed
 
 
 def write_bytes_atomic(path: Path, data: bytes, mode: int | None = None) -> Path:
-    """``data`` into ``path``; ``mode`` None: the declared one (0600 for a secret file, else 0644)."""
+    """``data`` into ``path``; ``mode`` None: default_mode (0600 for a secret file, else the umask's)."""
     return write_chunks_atomic(path, (data,), mode)
 
 
 def write_chunks_atomic(path: Path, chunks: Iterable[bytes], mode: int | None = None) -> Path:
     """The ``chunks`` one after the other into ``path`` (written as they come: the whole never in memory)."""
-    mode = file_mode(path) if mode is None else mode
+    mode = default_mode(path) if mode is None else mode
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise TestbedError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise write_failed(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             for data in chunks:
@@ -40,7 +42,7 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes], mode: int | None = 
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise TestbedError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise write_failed(path, exc) from None
     except BaseException:  # the chunks' maker failed, or Ctrl-C: no temporary file left behind
         Path(tmp).unlink(missing_ok=True)
         raise
