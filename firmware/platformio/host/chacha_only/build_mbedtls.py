@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Build mbedTLS 2.28 on this computer with the ESP32 firmware's user config file
 (firmware/platformio/include/mbedtls_chacha_only.h), the way env esp32dev-chacha-only builds it on the board.
+`--line 3.6`: mbedTLS 3.6 (Debian 13's source package, suite trixie of the same mirror) with
+include/mbedtls3_chacha_only.h, the way env esp32dev-idf5-tls13 builds it (output build/mbedtls-chacha-only-3.6).
 
 Source: Debian's source package `mbedtls` (2.28 on bookworm, the same release as ESP-IDF 4.4), fetched
 with `apt-get source --download-only` through a private apt configuration in the output directory: the
@@ -30,12 +32,24 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 FW_ROOT = HERE.parents[1]  # firmware/platformio
 REPO = FW_ROOT.parents[1]
-USER_CONFIG = FW_ROOT / "include" / "mbedtls_chacha_only.h"
-DEFAULT_OUT = REPO / "build" / "mbedtls-chacha-only"
 RECIPE = 1  # bump when the way of building changes
 
-# The compile flags that make mbedTLS read the user config file - the same two as platformio.ini's env.
-CONFIG_CFLAGS = f'-I{USER_CONFIG.parent} -DMBEDTLS_USER_CONFIG_FILE=\\"{USER_CONFIG.name}\\"'
+
+class Line:
+    """One mbedTLS release line: its Debian suite (None: the machine's own), the user config, the output."""
+
+    def __init__(self, version: str, suite: str | None, config: str, out: str) -> None:
+        self.version, self.suite, self.out = version, suite, REPO / "build" / out
+        self.user_config = FW_ROOT / "include" / config
+        # The compile flags that make mbedTLS read the user config file - the same two as platformio.ini's env.
+        self.cflags = f'-I{self.user_config.parent} -DMBEDTLS_USER_CONFIG_FILE=\\"{self.user_config.name}\\"'
+
+
+LINES = {"2.28": Line("2.28", None, "mbedtls_chacha_only.h", "mbedtls-chacha-only"),
+         "3.6": Line("3.6", "trixie", "mbedtls3_chacha_only.h", "mbedtls-chacha-only-3.6")}
+LINE = LINES["2.28"]  # main() sets the line asked for
+USER_CONFIG = LINE.user_config
+DEFAULT_OUT = LINE.out
 
 
 class BuildError(Exception):
@@ -52,7 +66,7 @@ def cmake_args(prefix: Path) -> list[str]:
         "-DUSE_STATIC_MBEDTLS_LIBRARY=ON",
         "-DMBEDTLS_FATAL_WARNINGS=OFF",
         "-DGEN_FILES=OFF",
-        f"-DCMAKE_C_FLAGS={CONFIG_CFLAGS}",
+        f"-DCMAKE_C_FLAGS={LINE.cflags}",
     ]
 
 
@@ -105,6 +119,12 @@ def fetch_debian_source(work: Path) -> Path:
     for d in ("lists/partial", "cache/archives/partial", "parts"):
         (apt / d).mkdir(parents=True, exist_ok=True)
     one_line, deb822 = _deb_src_sources(Path("/etc/apt"))
+    if LINE.suite is not None:  # another release: its suite from the same mirror, nothing else
+        mirror = re.search(r"^deb-src\s+(?:\[[^\]]*\]\s+)?(\S+)", one_line, flags=re.M) or re.search(
+            r"^URIs:\s*(\S+)", deb822, flags=re.M)
+        if mirror is None:
+            raise BuildError("no Debian mirror in /etc/apt/sources.list{,.d}")
+        one_line, deb822 = f"deb-src {mirror.group(1)} {LINE.suite} main\n", ""
     (apt / "sources.list").write_text(one_line)
     (apt / "parts" / "deb-src.sources").write_text(deb822)
     opts = [
@@ -150,12 +170,13 @@ def extract(tarball: Path, dest: Path) -> Path:
         else:
             tf.extractall(dest)  # noqa: S202 - Debian's checked source package
     roots = [p for p in dest.iterdir() if p.is_dir()]
-    if len(roots) != 1 or not (roots[0] / "include" / "mbedtls" / "config.h").is_file():
-        raise BuildError(f"{tarball.name} is not an mbedTLS 2.x source tree (no include/mbedtls/config.h)")
-    version_h = (roots[0] / "include" / "mbedtls" / "version.h").read_text()
+    header = "config.h" if LINE.version == "2.28" else "build_info.h"  # where the version string is
+    if len(roots) != 1 or not (roots[0] / "include" / "mbedtls" / header).is_file():
+        raise BuildError(f"{tarball.name} is not an mbedTLS {LINE.version} source tree (no include/mbedtls/{header})")
+    version_h = (roots[0] / "include" / "mbedtls" / ("version.h" if LINE.version == "2.28" else header)).read_text()
     m = re.search(r'#define\s+MBEDTLS_VERSION_STRING\s+"([0-9.]+)"', version_h)
-    if not m or not m.group(1).startswith("2.28."):
-        raise BuildError(f"{tarball.name}: mbedTLS {m.group(1) if m else '?'}, need 2.28.x (ESP-IDF 4.4's)")
+    if not m or not m.group(1).startswith(LINE.version + "."):
+        raise BuildError(f"{tarball.name}: mbedTLS {m.group(1) if m else '?'}, need {LINE.version}.x")
     return roots[0]
 
 
@@ -170,7 +191,7 @@ def build(out: Path, tarball: Path | None, jobs: int) -> tuple[Path, bool]:
         "recipe": RECIPE,
         "tarball": tarball.name,
         "tarball_sha256": sha256(tarball),
-        "user_config_sha256": sha256(USER_CONFIG),
+        "user_config_sha256": sha256(LINE.user_config),
         "cmake_args": args,
     }
     digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
@@ -205,16 +226,19 @@ def build(out: Path, tarball: Path | None, jobs: int) -> tuple[Path, bool]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
+    ap.add_argument("--line", choices=sorted(LINES), default="2.28", help="the mbedTLS release line (default 2.28)")
+    ap.add_argument("--out", type=Path, help="output directory (default build/mbedtls-chacha-only[-3.6])")
     ap.add_argument("--source-tarball", type=Path, help="an mbedTLS 2.28.x release tarball instead of apt")
     ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2)
     ns = ap.parse_args(argv)
+    global LINE
+    LINE = LINES[ns.line]
     for tool in ("cmake", "cc"):
         if shutil.which(tool) is None:
             print(f"build_mbedtls: error: {tool} not found (apt-get install -y cmake gcc)", file=sys.stderr)
             return 1
     try:
-        prefix, rebuilt = build(ns.out.resolve(), ns.source_tarball, ns.jobs)
+        prefix, rebuilt = build((ns.out or LINE.out).resolve(), ns.source_tarball, ns.jobs)
     except BuildError as e:
         print(f"build_mbedtls: error: {e}", file=sys.stderr)
         return 1

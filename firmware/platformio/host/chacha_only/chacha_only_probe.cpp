@@ -19,7 +19,11 @@
 #include <mbedtls/net_sockets.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/ssl_ciphersuites.h>
+#include <mbedtls/version.h>
 #include <mbedtls/x509_crt.h>
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000
+#include <psa/crypto.h>
+#endif
 
 namespace {
 
@@ -40,7 +44,12 @@ int fail(const char* what, int rc) {
 int list_suites() {
   for (const int* id = mbedtls_ssl_list_ciphersuites(); *id != 0; ++id) {
     const mbedtls_ssl_ciphersuite_t* info = mbedtls_ssl_ciphersuite_from_id(*id);
-    std::printf("0x%04X %s\n", static_cast<unsigned>(*id), info != nullptr ? info->name : "(not compiled)");
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000
+    const char* name = info != nullptr ? mbedtls_ssl_ciphersuite_get_name(info) : "(not compiled)";
+#else
+    const char* name = info != nullptr ? info->name : "(not compiled)";
+#endif
+    std::printf("0x%04X %s\n", static_cast<unsigned>(*id), name);
   }
   return 0;
 }
@@ -110,6 +119,9 @@ int connect_once(const char* host, const char* port, const char* ca_file, const 
 }  // namespace
 
 int main(int argc, char** argv) {
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000
+  if (psa_crypto_init() != PSA_SUCCESS) return fail("psa_crypto_init", -1);  // before a TLS 1.3 handshake
+#endif
   if (argc == 2 && std::strcmp(argv[1], "list") == 0) return list_suites();
   if (argc == 6 && std::strcmp(argv[1], "connect") == 0) return connect_once(argv[2], argv[3], argv[4], argv[5]);
   return usage();
