@@ -143,7 +143,7 @@ def test_tls13_chacha20_from_the_device(build36: Build36, pki: Pki, broker13: in
 
 @pytest.mark.slow
 def test_tls12_on_mbedtls36_unchanged_overhead(build36: Build36, pki: Pki, broker_factory, tmp_path: Path) -> None:
-    """The `tls` scenario's TLS 1.2 ChaCha20 on 3.6: the 1.2 suite alone keeps the device at TLS 1.2 (RFC 7905: 21 B)."""
+    """The `tls` scenario's TLS 1.2 ChaCha20 on 3.6: the 1.2 suite alone keeps the device at TLS 1.2 (21 B)."""
     _need_capture()
     broker = broker_factory("ECDHE-ECDSA-CHACHA20-POLY1305")
     cap = Capture(broker.tls_port, tmp_path / "tls12.pcapng")
@@ -168,3 +168,35 @@ def test_mbedtls228_names_a_tls13_suite_it_lacks(host_build, pki: Pki, tmp_path:
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
         f"vdevice: error CipherNotCompiled: cipher suite {TLS13_CHACHA} is not compiled into this mbedTLS"]
+
+
+@pytest.mark.slow
+def test_tls13_resume_ticket_resumes_every_reconnection(build36: Build36, pki: Pki, broker13: int,
+                                                        tmp_path: Path) -> None:
+    """resume-ticket under TLS 1.3: the session is saved when its NewSessionTicket arrives (after the handshake),
+    so every connection after the first offers it and resumes - on the wire: pre_shared_key (41) in the ServerHello
+    and no Certificate (11) or CertificateVerify (15) after decryption with the device's key log."""
+    _need_capture()
+    cap = Capture(broker13, tmp_path / "resume13.pcapng")
+    try:
+        summary = vdevice(build36, pki, broker13, tmp_path, 65, 6, f"{TLS13_CHACHA},{TLS12_CHACHA}",
+                          "--connection", "resume-ticket", "--per-connection", "2",
+                          "--connections-log", str(tmp_path / "connections.csv"))
+    finally:
+        cap.stop()
+    assert (summary["tls_version"], summary["connections"], summary["resumed_connections"]) == ("TLSv1.3", 3, 2)
+    claims = [line.split(",")[5] for line in (tmp_path / "connections.csv").read_text().splitlines()[1:]]
+    assert claims == ["0", "1", "1"]
+    rows = _tshark(cap.path, broker13, tmp_path / "keys.log", "tls.handshake.type", "tcp.stream",
+                   "tls.handshake.type", "tls.handshake.extension.type")
+    streams: dict[str, list[tuple[set[str], set[str]]]] = {}
+    for stream, types, exts in rows:
+        streams.setdefault(stream, []).append((set(types.split("|")), set(exts.split("|"))))
+    assert len(streams) == 3
+    for i, stream in enumerate(sorted(streams, key=int)):
+        types = set().union(*(t for t, _ in streams[stream]))
+        server_hello_exts = next(e for t, e in streams[stream] if "2" in t)
+        resumed = "41" in server_hello_exts
+        assert resumed == (i > 0), (stream, server_hello_exts)
+        assert ("11" in types) == (i == 0) and ("15" in types) == (i == 0), (stream, types)
+        assert "4" in types  # the broker's NewSessionTicket, read and kept by the device
