@@ -11,6 +11,6 @@ i=0
 while kill -0 "$old" 2>/dev/null || [ "$(cat "$PRIV/broker.pid")" = "$old" ] \
       || ! /usr/local/bin/testbed-broker-health; do
   i=$((i + 1))
-  if [ "$i" -gt 400 ]; then echo "the broker did not come back within 20 s" >&2; exit 1; fi
-  sleep 0.05
+  if [ "$i" -gt 1000 ]; then echo "the broker did not come back within 20 s" >&2; exit 1; fi
+  sleep 0.02
 done

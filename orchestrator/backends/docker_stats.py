@@ -26,8 +26,11 @@ from orchestrator.backends.docker import sdk_client
 class StatsSampler:
     """Follow one container's stats stream in a thread; CPU at the end, memory at its peak."""
 
-    def __init__(self, container_name: str) -> None:
+    def __init__(self, container_name: str, *, from_start: bool = False) -> None:
+        """``from_start``: the container ran before this sampler (a sweep block's kept-up broker): its cgroup's CPU
+        is counted from the first sample, not from the container's start."""
         self.container_name = container_name
+        self.from_start = from_start
         self.cpu_start_ns: int | None = None
         self.cpu_last_ns: int | None = None
         self.peak_mem: int | None = None
@@ -49,7 +52,7 @@ class StatsSampler:
     def _follow(self) -> None:
         try:
             container = sdk_client(timeout=30).containers.get(self.container_name)
-            self.pid = int((container.attrs.get("State") or {}).get("Pid") or 0) or None
+            self.pid = main_process(int((container.attrs.get("State") or {}).get("Pid") or 0) or None)
             for s in container.stats(stream=True, decode=True):
                 self._take(s)
                 if self._stop.is_set():
@@ -89,6 +92,8 @@ class StatsSampler:
         cgroup_s = None
         if self.cpu_last_ns is not None:
             cgroup_s = self.cpu_last_ns / 1e9  # total since the broker started: the whole run
+            if self.from_start and self.cpu_start_ns is not None:
+                cgroup_s = (self.cpu_last_ns - self.cpu_start_ns) / 1e9
         process_s = self.process_series[-1][1] / 1e9 if self.process_series else None
         return {"broker_cpu_s": process_s if process_s is not None else cgroup_s,
                 "broker_cpu_source": "process" if process_s is not None else "cgroup" if cgroup_s is not None else None,
@@ -126,6 +131,17 @@ def process_rss_bytes(pid: int | None) -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def main_process(pid: int | None) -> int | None:
+    """The process a container runs for: its first process, or that one's only child when the first is a supervisor
+    (the broker image's entrypoint runs Mosquitto as its child, so a new process can replace it)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as fh:
+            children = fh.read().split()
+    except OSError:
+        return pid
+    return int(children[0]) if len(children) == 1 else pid
 
 
 def process_cpu_ns(pid: int | None) -> int | None:

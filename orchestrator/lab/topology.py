@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from orchestrator.model.layout import Layout
 from orchestrator.model.scenario import Scenario
 from orchestrator.results.atomic import protect_secrets, write_json_atomic, write_text_atomic
 from orchestrator.signals import sigint_deferred
-from orchestrator.waiting import poll, wait_until
+from orchestrator.waiting import poll, throttled, wait_until
 
 TOPIC = "testbed/sensors"
 
@@ -98,14 +99,20 @@ def wait_subscribed(lay: Layout, timeout_s: float = 30.0) -> dict[str, object]:
             raise TestbedError(f"the subscriber failed: {st['error']}", evidence=compose.logs(["subscriber"]))
         if st.get("subscribed"):
             return st
+        containers_failed()  # at most every 0.5 s: the status file is read every 0.05 s
+        return None
+
+    def failed() -> bool:
         found = compose.containers()
         subscriber = next((c for c in found if c.service == "subscriber"), None)
         if docker.first_failure(found) is not None or subscriber is None or not subscriber.state.running:
             state = subscriber.state.status if subscriber else "gone"
             raise compose.service_failure("the subscriber never subscribed", detail=f"its container is {state}")
-        return None
+        return False
 
-    return wait_until(subscribed, timeout_s, interval_s=0.2, describe="the subscriber did not subscribe",
+    containers_failed = throttled(failed, 0.5)
+
+    return wait_until(subscribed, timeout_s, interval_s=0.05, describe="the subscriber did not subscribe",
                       evidence=lambda: compose.logs(["subscriber", "broker"]))
 
 
@@ -178,9 +185,10 @@ def save_evidence(lay: Layout) -> Failure | None:
     except TestbedError as exc:  # the engine went away: say so where the evidence would be
         write_json_atomic(lay.containers, {"error": f"could not inspect the containers: {exc.message}"})
         return None
-    for c in found:
-        if c.service:
-            write_text_atomic(lay.container_log(c.service), compose.logs([c.service], tail=100000) + "\n")
+    services = [c.service for c in found if c.service]
+    with ThreadPoolExecutor(max_workers=max(1, len(services))) as pool:  # one `compose logs` each, side by side
+        for service, text in zip(services, pool.map(lambda s: compose.logs([s], tail=100000), services), strict=True):
+            write_text_atomic(lay.container_log(service), text + "\n")
     failure = docker.first_failure(found)
     write_json_atomic(lay.containers, {
         "first_failure": failure.model_dump(mode="json") if failure else None,

@@ -102,7 +102,7 @@ def measure(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Imp
         record.lap("up")
         mechanism = variant.mechanism(impairment, spec)
         topo, publisher = variant.place(scenario, lay, pki, spec, topo, mechanism, exposure)
-        sampler = StatsSampler(BROKER.container()).start()
+        sampler = StatsSampler(BROKER.container(), from_start=lab is not None).start()
         record.set(**variant.with_broker_up(spec))
         status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B{variant.what(spec)}")
         publisher.start(topo)

@@ -9,9 +9,11 @@ certificate, the CA's and the ServerKeyExchange - the client signs nothing); the
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import ssl
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ import pytest
 from orchestrator.lab.keptlab import KeptLab
 from orchestrator.model.scenario import load_scenario
 
-from .conftest import owned
+from .conftest import owned, service_container
 from .docker_user import DockerUser
 
 PLAN = ("--scenarios", "plain,tls", "--payloads", "65,100,200", "--samples", "30", "--interval", "20ms", "--seed", "3")
@@ -136,3 +138,68 @@ def test_a_session_of_the_cell_before_is_refused_by_the_next_cells_broker(tmp_pa
     assert _full_handshakes_offering_a_session(tmp_path / "runs" / "n" / "capture" / "capture.pcapng") == ["resumed"]
     assert _full_handshakes_offering_a_session(tmp_path / "runs" / "n+1" / "capture" / "capture.pcapng") == ["full"]
     assert owned("container") == []
+
+
+def _publishing(out: Path, cell_id: str, lines: int, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        logs = list(out.glob(f"*/runs/{cell_id}/logs/subscriber.csv"))
+        if logs and logs[0].read_text().count("\n") > lines:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{cell_id} never got going (exit {proc.poll()})")
+
+
+def _cells(bundle: Path) -> dict[str, dict[str, Any]]:
+    return {p.parent.name: json.loads(p.read_text()) for p in bundle.glob("runs/*/cell.json")}
+
+
+def test_a_failed_cell_does_not_poison_the_next_and_ctrl_c_in_a_block_leaves_nothing(
+        docker_user: DockerUser) -> None:
+    """The broker container killed in the block's first cell: that cell fails, the next cells run ok on a fresh lab.
+    Then Ctrl-C in a block's second cell: the first is kept, the second interrupted, nothing left running."""
+    docker_user.testbed("down")
+    plan = ["--scenarios", "tls", "--payloads", "65,100,200", "--samples", "100", "--interval", "30ms",
+            "--baseline", "tls"]
+    out = docker_user.mkdir(docker_user.work / "kept-kill")
+    proc = docker_user.popen("sweep", *plan, "--out", str(out))
+    first = second = ""
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not list(out.glob("*/manifest.json")):
+            time.sleep(0.05)
+        first, second, _third = json.loads(next(out.glob("*/manifest.json")).read_text())["cell_order"]
+        _publishing(out, first, 10, proc)
+        subprocess.run(["docker", "kill", service_container("broker")], capture_output=True, check=False)
+        _stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1 and f"1 cell(s) failed: {first}" in stderr, stderr[-3000:]
+    cells = _cells(next(p for p in out.iterdir() if p.is_dir()))
+    assert cells[first]["status"] == "failed" and "broker" in cells[first]["error"]
+    assert [cells[c]["status"] for c in cells if c != first] == ["ok", "ok"]
+    assert cells[second]["lab"]["folder"] == "blocks/lab-002" and cells[second]["lab"]["cell_in_lab"] == 1
+    assert owned("container") == []
+
+    out = docker_user.mkdir(docker_user.work / "kept-sigint")
+    proc = docker_user.popen("sweep", *plan, "--out", str(out))
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not list(out.glob("*/manifest.json")):
+            time.sleep(0.05)
+        first, second, _third = json.loads(next(out.glob("*/manifest.json")).read_text())["cell_order"]
+        _publishing(out, second, 10, proc)
+        proc.send_signal(signal.SIGINT)
+        _stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+    bundle = next(p for p in out.iterdir() if p.is_dir())
+    cells = _cells(bundle)
+    assert cells[first]["status"] == "ok" and (bundle / "runs" / first / "metrics.json").exists()
+    assert cells[second]["status"] == "interrupted" and set(cells) == {first, second}
+    assert (bundle / "runs" / second / "logs" / "subscriber.log").exists()  # its evidence, saved on the way down
+    assert json.loads((bundle / "blocks" / "lab-001" / "split.json").read_text())["lossless"] == 1
+    assert owned("container") == [] and owned("network") == []

@@ -102,7 +102,8 @@ def test_sigint_mid_cell_then_resume_runs_exactly_the_missing_cells(tmp_path):
     run_testbed("down")
     out = tmp_path / "out"
     proc = subprocess.Popen([TESTBED, "sweep", "--payloads", "65", "--samples", "150", "--interval", "40ms",
-                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--order", "as-listed", "--out", str(out)],  # plain first, then tls
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # wait until the SECOND cell is publishing, then Ctrl-C
     deadline = time.monotonic() + 180
     sent = False
@@ -150,8 +151,8 @@ def test_broker_killed_mid_cell_fails_that_cell_and_sweep_goes_on(tmp_path):
 
     t = threading.Thread(target=kill_broker)
     t.start()
-    proc = run_testbed("sweep", "--payloads", "65", "--samples", "100", "--interval", "30ms", "--out", str(out),
-                       timeout=600)
+    proc = run_testbed("sweep", "--payloads", "65", "--samples", "100", "--interval", "30ms", "--order", "as-listed",
+                       "--out", str(out), timeout=600)
     t.join()
     assert killed.is_set()
     assert proc.returncode == 1 and "1 cell(s) failed: plain-65B-none-r1" in proc.stderr
