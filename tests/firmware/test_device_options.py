@@ -37,7 +37,7 @@ def test_describe_options_is_the_def(host_build: HostBuild, program: str) -> Non
 def test_the_def_has_the_device_axes() -> None:
     options = {o.name: o for o in read_def()}
     assert (options["payload"].min, options["payload"].max, options["payload"].default) == (1, 4096, 65)
-    assert (options["qos"].min, options["qos"].max, options["qos"].default) == (0, 1, 0)
+    assert (options["qos"].min, options["qos"].max, options["qos"].default) == (0, 2, 0)
     assert (options["seed"].min, options["seed"].max, options["seed"].default) == (0, 2**64 - 1, 1)
     assert options["connection"].choices == ("persistent", "reconnect", "resume-id", "resume-ticket")
     assert options["close"].choices == ("disconnect", "drop")
@@ -48,7 +48,7 @@ def test_the_def_has_the_device_axes() -> None:
 @pytest.mark.parametrize("argv,env,error", [
     (["--payload", "5000"], {}, 'InvalidArgument: --payload: expected an integer 1..4096, got "5000"'),
     (["--payload=0"], {}, 'InvalidArgument: --payload: expected an integer 1..4096, got "0"'),
-    (["--qos", "2"], {}, 'InvalidArgument: --qos: expected an integer 0..1, got "2"'),
+    (["--qos", "3"], {}, 'InvalidArgument: --qos: expected an integer 0..2, got "3"'),
     (["--interval-ms", "3600001"], {},
      'InvalidArgument: --interval-ms: expected milliseconds 0..3600000 (decimals allowed), got "3600001"'),
     (["--samples", "1000001"], {}, 'InvalidArgument: --samples: expected an integer 1..1000000, got "1000001"'),

@@ -185,8 +185,8 @@ def test_fleet_refuses_missing_devices_and_unknown_options(host_build: HostBuild
         ([fleet, "--out-dir", str(tmp_path)], "fleet: error InvalidArgument: --devices N is required (1..5000)"),
         ([fleet, "--devices", "3", "--out-dir", str(tmp_path), "--device-id", "x"],
          "fleet: error InvalidArgument: unknown option: --device-id (fleet --help lists its options)"),
-        ([fleet, "--devices", "3", "--out-dir", str(tmp_path), "--qos", "2"],
-         'fleet: error InvalidArgument: --qos: expected an integer 0..1, got "2"'),
+        ([fleet, "--devices", "3", "--out-dir", str(tmp_path), "--qos", "3"],
+         'fleet: error InvalidArgument: --qos: expected an integer 0..2, got "3"'),
         ([fleet, "--devices", "3", "--out-dir", str(tmp_path), "--connect-rate", "0"],
          'fleet: error InvalidArgument: --connect-rate: expected a number 0.01..10000 (decimals allowed), got "0"'),
     ]

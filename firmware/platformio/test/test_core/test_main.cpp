@@ -176,7 +176,8 @@ static void test_publish_refuses_invalid(void) {
   ASSERT_ERR(Err::InvalidArgument, mqtt::encode_publish("t", p, 1, 1, 0, false, false, out, sizeof(out), &len));
   ASSERT_ERR(Err::InvalidArgument, mqtt::encode_publish("t", p, 1, 0, 5, false, false, out, sizeof(out), &len));
   ASSERT_ERR(Err::InvalidArgument, mqtt::encode_publish("t", p, 1, 0, 0, false, true, out, sizeof(out), &len));
-  ASSERT_ERR(Err::InvalidArgument, mqtt::encode_publish("t", p, 1, 2, 1, false, false, out, sizeof(out), &len));
+  ASSERT_ERR(Err::InvalidArgument, mqtt::encode_publish("t", p, 1, 3, 1, false, false, out, sizeof(out), &len));
+  ASSERT_ERR(Err::InvalidArgument, mqtt::encode_publish("t", p, 1, 2, 0, false, false, out, sizeof(out), &len));
   ASSERT_ERR(Err::BufferTooSmall, mqtt::encode_publish("t", p, 1, 0, 0, false, false, out, 5, &len));
   const char bad_utf8[] = {'a', static_cast<char>(0xC0), static_cast<char>(0x80), 0};
   ASSERT_ERR(Err::InvalidArgument, mqtt::encode_publish(bad_utf8, p, 1, 0, 0, false, false, out, sizeof(out), &len));
@@ -572,9 +573,9 @@ static void test_publisher_qos1_waits_for_matching_puback(void) {
   TEST_ASSERT_EQUAL_INT(2, stats.messages_sent);
   TEST_ASSERT_NOT_NULL(strstr(pub->error_text(), "expected 2"));
   // Both PUBLISH are reported (after their PUBACK wait); the round trip is mono before write_all ->
-  // mono after the PUBACK: two clock reads of 37 us apart here (last_tx, then the end).
+  // mono after the PUBACK: three clock reads of 37 us apart here (last_tx, the ack deadline, the end).
   TEST_ASSERT_EQUAL_INT(2, rec.n);
-  TEST_ASSERT_EQUAL_INT(2 * clk.cost_us, rec.puback[0]);
+  TEST_ASSERT_EQUAL_INT(3 * clk.cost_us, rec.puback[0]);
   TEST_ASSERT_EQUAL_INT(-1, rec.puback[1]);  // the wrong PUBACK is no round trip
 }
 

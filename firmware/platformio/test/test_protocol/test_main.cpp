@@ -124,8 +124,8 @@ static void test_body_refuses_with_named_causes(void) {
   check_body_error(tls + "ca=x\n", Err::MissingKey, "\"ciphers\" missing");
   check_body_error(tls + "ca=x\nciphers=y\ncert=z\n", Err::MissingKey, "\"key\" missing");
   std::string qos = ok;
-  qos.replace(qos.find("qos=0"), 5, "qos=2");
-  check_body_error(qos, Err::InvalidArgument, "\"qos\": \"2\" is not an integer 0..1");
+  qos.replace(qos.find("qos=0"), 5, "qos=3");
+  check_body_error(qos, Err::InvalidArgument, "\"qos\": \"3\" is not an integer 0..2");
   std::string id = ok;
   id.replace(id.find("id=cell-1"), 9, "id=a b");
   check_body_error(id, Err::InvalidArgument, "\"id\"");

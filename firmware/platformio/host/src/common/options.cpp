@@ -87,6 +87,10 @@ bool check_together(const Options& o, std::string* error) {
     *error = "mutual TLS needs both --cert and --key";
     return false;
   }
+  if (o.topic_alias && o.mqtt_level != 5) {
+    *error = "--topic-alias on needs --mqtt 5 (topic aliases are MQTT 5's)";
+    return false;
+  }
   if (o.has_password && !o.has_username) {
     *error = "--password needs --username (MQTT 3.1.1 section 3.1.2.9)";
     return false;
@@ -180,6 +184,12 @@ bool options_from(const Values& v, Options* o, std::string* error) {
   o->per_connection = static_cast<uint32_t>(v.uint(Id::per_connection));
   tb::parse_close_mode(v.text(Id::close), &o->close);
   o->connections_log = v.text(Id::connections_log);
+  o->mqtt_level = std::string(v.text(Id::mqtt)) == "5" ? 5 : 4;
+  o->clean_session = std::string(v.text(Id::session)) != "persistent";
+  o->session_expiry_s = static_cast<uint32_t>(v.uint(Id::session_expiry_s));
+  o->topic_alias = std::string(v.text(Id::topic_alias)) == "on";
+  o->inflight = static_cast<uint16_t>(v.uint(Id::inflight));
+  o->ack_timeout_ms = static_cast<uint32_t>(v.uint(Id::ack_timeout_ms));
   return check_together(*o, error);
 }
 
@@ -215,7 +225,7 @@ std::string usage() {
          "  --ciphers LIST (IANA names, comma-separated; default TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256)\n"
          "  --ca FILE --server-name NAME --cert FILE --key FILE (mutual TLS) --username U --password P\n"
          "  --password-file FILE (the password is its first line: keeps it off the command line)\n"
-         "  --payload BYTES (65) --samples N (200) --interval-ms MS (250) --qos 0|1 --device-id ID (v1)\n"
+         "  --payload BYTES (65) --samples N (200) --interval-ms MS (250) --qos 0|1|2 --device-id ID (v1)\n"
          "  --topic T (testbed/sensors) --client-id ID --keylog FILE --send-log FILE.csv --summary FILE.json\n"
          "  --seed S (1) --connect-timeout-ms MS (10000)\n"
          "  --connection persistent|reconnect|resume-id|resume-ticket (persistent: one connection for the run;\n"
@@ -225,6 +235,9 @@ std::string usage() {
          "  --close disconnect|drop (disconnect: MQTT DISCONNECT + close_notify; drop: the socket just closed)\n"
          "  --connections-log FILE.csv (conn,t_open_us,tcp_connect_ms,handshake_ms,connack_ms,resumed,messages,\n"
          "      close,error: one row per connection)\n"
+         "  --mqtt 3.1.1|5 --session clean|persistent (persistent: a lost connection is opened again and the\n"
+         "      unacknowledged messages sent again with DUP) --session-expiry-s S (3600; MQTT 5)\n"
+         "  --topic-alias off|on (MQTT 5) --inflight N (1; QoS 1/2 messages awaiting their ack) --ack-timeout-ms MS\n"
          "  --check: check the options (files read, nothing sent), print ok; --describe-options: the table as JSON\n"
          "Every option X-Y can also be given as environment variable TESTBED_X_Y; flags win.\n" +
          options_help(TB_VDEVICE);
@@ -277,6 +290,12 @@ tb::PublishConfig publish_config(const Options& o) {
   cfg.mode = o.connection;
   cfg.per_connection = o.per_connection;
   cfg.close = o.close;
+  cfg.mqtt_level = o.mqtt_level;
+  cfg.clean_session = o.clean_session;
+  cfg.session_expiry_s = o.session_expiry_s;
+  cfg.topic_alias = o.topic_alias;
+  cfg.inflight = o.inflight;
+  cfg.ack_timeout_ms = o.ack_timeout_ms;
   return cfg;
 }
 

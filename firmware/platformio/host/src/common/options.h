@@ -35,6 +35,12 @@ struct Options {
   uint32_t per_connection = 0;  // K, ignored for persistent
   tb::CloseMode close = tb::CloseMode::Disconnect;
   std::string connections_log;  // CSV, one row per connection
+  uint8_t mqtt_level = 4;       // --mqtt 3.1.1 (4) | 5
+  bool clean_session = true;    // --session clean | persistent
+  uint32_t session_expiry_s = 0;
+  bool topic_alias = false;     // --topic-alias on (MQTT 5)
+  uint16_t inflight = 1;
+  uint32_t ack_timeout_ms = 10000;
   tb::opt::Values values;       // every option as given (device_options.def)
 };
 

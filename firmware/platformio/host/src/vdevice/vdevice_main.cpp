@@ -87,11 +87,15 @@ class KeylogFile : public tb::KeylogSink {
 // The send log (a row per PUBLISH) and the connections log (a row per connection); either may be absent.
 class SendLog : public tb::SendObserver {
  public:
-  SendLog(LineFile* sends, LineFile* connections) : f_(sends), conn_(connections) {}
-  bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t, int64_t) override {
+  // acks: QoS 1/2, the rows get ack_us (the time to PUBACK / PUBCOMP on the monotonic clock, empty when
+  // none came) and mqtt_bytes (the PUBLISH's bytes).
+  SendLog(LineFile* sends, LineFile* connections, bool acks) : f_(sends), conn_(connections), acks_(acks) {}
+  bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes, int64_t ack_us) override {
     if (f_ == nullptr) return true;
-    char line[96];
-    snprintf(line, sizeof(line), "%" PRIu32 ",%" PRId64 ",%zu", seq, t_send_us, payload_bytes);
+    char line[128];
+    int n = snprintf(line, sizeof(line), "%" PRIu32 ",%" PRId64 ",%zu", seq, t_send_us, payload_bytes);
+    if (acks_ && ack_us >= 0) snprintf(line + n, sizeof(line) - n, ",%" PRId64 ",%zu", ack_us, mqtt_bytes);
+    if (acks_ && ack_us < 0) snprintf(line + n, sizeof(line) - n, ",,%zu", mqtt_bytes);
     return f_->line(line);
   }
   void on_connection(const tb::ConnectionStats& c) override {
@@ -104,6 +108,7 @@ class SendLog : public tb::SendObserver {
  private:
   LineFile* f_;
   LineFile* conn_;
+  bool acks_;
 };
 
 // Peak resident set size of this process image. VmHWM restarts at exec; ru_maxrss would carry the
@@ -162,7 +167,12 @@ bool write_summary(const Options& o, const Outcome& r, std::string* error) {
                      ",\"close\":" + json_string(tb::close_mode_name(o.close)) +
                      ",\"connections\":" + std::to_string(r.stats.connections) +
                      ",\"resumed_connections\":" + std::to_string(r.stats.resumed_connections) +
-                     ",\"tls_library\":" + json_string(tls_library()) + "," + cpu +
+                     ",\"qos\":" + std::to_string(o.qos) + ",\"mqtt\":" + json_string(o.mqtt_level == 5 ? "5" : "3.1.1") +
+                     ",\"session\":" + json_string(o.clean_session ? "clean" : "persistent") +
+                     ",\"inflight\":" + std::to_string(o.inflight) + ",\"reconnects\":" +
+                     std::to_string(r.stats.reconnects) + ",\"resent\":" + std::to_string(r.stats.resent) +
+                     ",\"lost\":" + std::to_string(r.stats.lost) + ",\"tls_library\":" + json_string(tls_library()) +
+                     "," + cpu +
                      ",\"errors\":" + errs + ",\"ok\":" + (r.errors.empty() ? "true" : "false") + "}\n";
   std::string tmp = o.summary + ".tmp";
   FILE* f = fopen(tmp.c_str(), "w");
@@ -205,7 +215,7 @@ bool open_outputs(const Options& o, Outputs* out, std::string* line) {
     *line = "SendLog: " + error;
     return false;
   }
-  if (!o.send_log.empty()) out->send.line("seq,t_send_us,bytes");
+  if (!o.send_log.empty()) out->send.line(o.qos > 0 ? "seq,t_send_us,bytes,ack_us,mqtt_bytes" : "seq,t_send_us,bytes");
   if (!o.connections_log.empty() && !out->connections.open(o.connections_log, "connections log", &error)) {
     *line = "SendLog: " + error;
     return false;
@@ -251,7 +261,7 @@ int publish(const Options& o, const std::string& ca, const std::string& cert, co
   SimulatedSensors sensors(o.seed);
   KeylogFile keylog(files.keylog);
   SendLog send_log(o.send_log.empty() ? nullptr : &files.send,
-                   o.connections_log.empty() ? nullptr : &files.connections);
+                   o.connections_log.empty() ? nullptr : &files.connections, o.qos > 0);
   tb::TlsOptions tls;
   tls.ca_pem = ca.c_str();
   tls.client_cert_pem = cert.empty() ? nullptr : cert.c_str();
@@ -295,7 +305,7 @@ int check(const Options& o, const std::string& ca) {
   PosixClock clock(&g_stop);
   SimulatedSensors sensors(o.seed);
   tb::PlainTcp tcp(clock);
-  SendLog none(nullptr, nullptr);
+  SendLog none(nullptr, nullptr, false);
   std::unique_ptr<tb::Publisher> publisher(new tb::Publisher(tcp, clock, sensors, none));
   tb::Err e = publisher->validate(publish_config(o));
   std::string error = publisher->error_text();

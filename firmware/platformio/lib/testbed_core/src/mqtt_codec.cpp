@@ -1,94 +1,11 @@
 #include "mqtt_codec.h"
+#include "mqtt_wire.h"
 
 #include <cstring>
 
 namespace tb {
 namespace mqtt {
-namespace {
-
-// Sequential writer over a fixed buffer; any overflow sets ok = false.
-struct Writer {
-  Writer(uint8_t* o, size_t c) : out(o), cap(c) {}
-  uint8_t* out;
-  size_t cap;
-  size_t pos = 0;
-  bool ok = true;
-
-  void byte(uint8_t b) {
-    if (pos >= cap) {
-      ok = false;
-      return;
-    }
-    out[pos++] = b;
-  }
-  void u16(uint16_t v) {
-    byte(static_cast<uint8_t>(v >> 8));
-    byte(static_cast<uint8_t>(v & 0xFF));
-  }
-  void bytes(const uint8_t* p, size_t n) {
-    if (n > cap - pos || pos > cap) {
-      ok = false;
-      return;
-    }
-    if (n > 0) memcpy(out + pos, p, n);
-    pos += n;
-  }
-  void str(const char* s, size_t n) {
-    u16(static_cast<uint16_t>(n));
-    bytes(reinterpret_cast<const uint8_t*>(s), n);
-  }
-};
-
-// Writes fixed header byte + remaining length; returns false when it does not fit.
-bool write_fixed_header(Writer& w, uint8_t first, uint32_t remaining) {
-  uint8_t rl[4];
-  size_t n = encode_remaining_length(remaining, rl);
-  if (n == 0) return false;
-  w.byte(first);
-  w.bytes(rl, n);
-  return w.ok;
-}
-
-Err finish(const Writer& w, size_t* out_len) {
-  if (!w.ok) return Err::BufferTooSmall;
-  *out_len = w.pos;
-  return Err::Ok;
-}
-
-// Reads a u16-length-prefixed field inside [p, end).
-bool read_u16(const uint8_t*& p, const uint8_t* end, uint16_t* v) {
-  if (end - p < 2) return false;
-  *v = static_cast<uint16_t>((p[0] << 8) | p[1]);
-  p += 2;
-  return true;
-}
-
-bool read_field(const uint8_t*& p, const uint8_t* end, const uint8_t** data, uint16_t* n) {
-  if (!read_u16(p, end, n)) return false;
-  if (end - p < *n) return false;
-  *data = p;
-  p += *n;
-  return true;
-}
-
-// Decodes the fixed header and checks that the buffer holds exactly that one packet.
-Err whole_packet(const uint8_t* in, size_t len, uint8_t type, FixedHeader* h) {
-  Err e = decode_fixed_header(in, len, h);
-  if (e == Err::NeedMore) return Err::Malformed;  // the caller promised a complete packet
-  if (e != Err::Ok) return e;
-  if (h->type != type) return Err::Malformed;
-  if (h->header_len + h->remaining != len) return Err::Malformed;
-  return Err::Ok;
-}
-
-bool has_wildcard(const char* s, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    if (s[i] == '+' || s[i] == '#') return true;
-  }
-  return false;
-}
-
-}  // namespace
+using namespace wire;
 
 size_t encode_remaining_length(uint32_t value, uint8_t* out) {
   if (value > kMaxRemainingLength) return 0;
@@ -156,62 +73,7 @@ bool valid_utf8_string(const uint8_t* s, size_t len) {
   return true;
 }
 
-static bool valid_str(const char* s, size_t* n) {
-  *n = strlen(s);
-  return *n <= 0xFFFF && valid_utf8_string(reinterpret_cast<const uint8_t*>(s), *n);
-}
-
-Err encode_connect(const ConnectOptions& opt, uint8_t* out, size_t cap, size_t* out_len) {
-  if (opt.client_id == nullptr) return Err::InvalidArgument;
-  size_t cid_len = 0, user_len = 0, pass_len = 0;
-  if (!valid_str(opt.client_id, &cid_len)) return Err::InvalidArgument;
-  if (cid_len == 0 && !opt.clean_session) return Err::InvalidArgument;  // spec 3.1.3.1
-  if (opt.password != nullptr && opt.username == nullptr) return Err::InvalidArgument;  // 3.1.2.9
-  if (opt.username != nullptr && !valid_str(opt.username, &user_len)) return Err::InvalidArgument;
-  if (opt.password != nullptr) {
-    pass_len = strlen(opt.password);  // binary data, no UTF-8 rule
-    if (pass_len > 0xFFFF) return Err::InvalidArgument;
-  }
-  uint8_t flags = 0;
-  if (opt.clean_session) flags |= 0x02;
-  if (opt.username != nullptr) flags |= 0x80;
-  if (opt.password != nullptr) flags |= 0x40;
-
-  uint32_t remaining = 10 + 2 + static_cast<uint32_t>(cid_len);
-  if (opt.username != nullptr) remaining += 2 + static_cast<uint32_t>(user_len);
-  if (opt.password != nullptr) remaining += 2 + static_cast<uint32_t>(pass_len);
-
-  Writer w{out, cap};
-  if (!write_fixed_header(w, kConnect << 4, remaining)) return Err::BufferTooSmall;
-  w.str("MQTT", 4);
-  w.byte(4);  // protocol level 3.1.1
-  w.byte(flags);
-  w.u16(opt.keepalive_s);
-  w.str(opt.client_id, cid_len);
-  if (opt.username != nullptr) w.str(opt.username, user_len);
-  if (opt.password != nullptr) w.str(opt.password, pass_len);
-  return finish(w, out_len);
-}
-
-Err encode_publish(const char* topic, const uint8_t* payload, size_t payload_len, uint8_t qos,
-                   uint16_t packet_id, bool retain, bool dup, uint8_t* out, size_t cap, size_t* out_len) {
-  if (topic == nullptr || (payload == nullptr && payload_len > 0)) return Err::InvalidArgument;
-  if (qos > 1) return Err::InvalidArgument;  // this client speaks QoS 0 and 1
-  if (qos == 0 && (packet_id != 0 || dup)) return Err::InvalidArgument;  // spec 2.3.1, 3.3.1.1
-  if (qos == 1 && packet_id == 0) return Err::InvalidArgument;
-  size_t topic_len = 0;
-  if (!valid_str(topic, &topic_len) || topic_len == 0) return Err::InvalidArgument;  // 4.7.3
-  if (has_wildcard(topic, topic_len)) return Err::InvalidArgument;                     // 3.3.2.1
-  uint64_t remaining = 2 + static_cast<uint64_t>(topic_len) + (qos > 0 ? 2 : 0) + payload_len;
-  if (remaining > kMaxRemainingLength) return Err::InvalidArgument;
-  uint8_t first = static_cast<uint8_t>((kPublish << 4) | (dup ? 0x08 : 0) | (qos << 1) | (retain ? 1 : 0));
-  Writer w{out, cap};
-  if (!write_fixed_header(w, first, static_cast<uint32_t>(remaining))) return Err::BufferTooSmall;
-  w.str(topic, topic_len);
-  if (qos > 0) w.u16(packet_id);
-  w.bytes(payload, payload_len);
-  return finish(w, out_len);
-}
+// encode_connect and encode_publish (3.1.1 and 5) are in mqtt5_codec.cpp.
 
 Err encode_puback(uint16_t packet_id, uint8_t* out, size_t cap, size_t* out_len) {
   if (packet_id == 0) return Err::InvalidArgument;

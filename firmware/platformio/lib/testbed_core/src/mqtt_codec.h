@@ -1,5 +1,7 @@
-// MQTT 3.1.1 packet encoding and decoding into caller-provided fixed buffers.
+// MQTT 3.1.1 and 5 packet encoding and decoding into caller-provided fixed buffers.
 // Encoders refuse what the specification forbids; decoders refuse malformed input.
+// MQTT 5 and QoS 2 (CONNECT/CONNACK properties, topic alias, the acknowledgements with reason codes):
+// mqtt5_codec.cpp.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +29,9 @@ enum PacketType : uint8_t {
   kDisconnect = 14,
 };
 
+constexpr uint8_t kLevel311 = 4;  // the CONNECT's protocol level: MQTT 3.1.1
+constexpr uint8_t kLevel5 = 5;    // MQTT 5.0
+
 constexpr uint32_t kMaxRemainingLength = 268435455;  // 0xFF 0xFF 0xFF 0x7F (spec 2.2.3)
 
 // Writes the variable-length Remaining Length into out (at least 4 bytes).
@@ -45,14 +50,62 @@ struct ConnectOptions {
   const char* username = nullptr;  // optional
   const char* password = nullptr;  // optional; requires username in 3.1.1
   uint16_t keepalive_s = 60;
-  bool clean_session = true;
+  bool clean_session = true;       // 3.1.1 Clean Session; MQTT 5 Clean Start
+  uint8_t level = kLevel311;       // kLevel311 or kLevel5
+  uint32_t session_expiry_s = 0;   // MQTT 5: the Session Expiry Interval property, sent when non-zero
 };
 
 Err encode_connect(const ConnectOptions& opt, uint8_t* out, size_t cap, size_t* out_len);
 
-// PUBLISH; qos 0 or 1 (packet_id must be non-zero for qos 1 and is absent for qos 0).
+// PUBLISH; qos 0, 1 or 2 (packet_id must be non-zero for qos 1 and 2 and is absent for qos 0).
+// MQTT 3.1.1 (no properties).
 Err encode_publish(const char* topic, const uint8_t* payload, size_t payload_len, uint8_t qos,
                    uint16_t packet_id, bool retain, bool dup, uint8_t* out, size_t cap, size_t* out_len);
+
+struct PublishOptions {
+  uint8_t level = kLevel311;
+  uint8_t qos = 0;
+  uint16_t packet_id = 0;
+  bool retain = false;
+  bool dup = false;
+  uint16_t topic_alias = 0;  // MQTT 5: the Topic Alias property when non-zero; then topic may be ""
+};
+// PUBLISH of either version (MQTT 5: a property length, and the Topic Alias when set).
+Err encode_publish(const char* topic, const uint8_t* payload, size_t payload_len, const PublishOptions& o,
+                   uint8_t* out, size_t cap, size_t* out_len);
+
+// PUBACK, PUBREC, PUBREL (flags 0010) or PUBCOMP. MQTT 5: the reason code follows the packet id unless
+// it is 0 (Success), which is then left out (3.4.2.1).
+Err encode_ack(uint8_t type, uint16_t packet_id, uint8_t level, uint8_t reason, uint8_t* out, size_t cap,
+               size_t* out_len);
+
+struct AckView {
+  uint8_t type = 0;  // kPuback, kPubrec, kPubrel or kPubcomp
+  uint16_t packet_id = 0;
+  uint8_t reason = 0;  // MQTT 5 reason code (0 when absent, always 0 in 3.1.1); >= 0x80 is a failure
+};
+// One whole PUBACK/PUBREC/PUBREL/PUBCOMP of the given protocol level (MQTT 5: reason code and
+// properties optional, the properties skipped).
+Err decode_ack(const uint8_t* in, size_t len, uint8_t level, AckView* out);
+
+struct ConnackView {
+  bool session_present = false;
+  uint8_t code = 0;                  // 3.1.1 return code 0..5, or the MQTT 5 reason code
+  uint16_t receive_maximum = 65535;  // MQTT 5 property 0x21 (absent: 65535)
+  uint16_t topic_alias_maximum = 0;  // MQTT 5 property 0x22 (absent: 0, no alias allowed)
+  uint8_t maximum_qos = 2;           // MQTT 5 property 0x24 (absent: 2)
+  bool has_session_expiry = false;   // MQTT 5 property 0x11: the broker's session expiry for us
+  uint32_t session_expiry_s = 0;
+  const char* reason_string = nullptr;  // MQTT 5 property 0x1F, not NUL-terminated
+  uint16_t reason_string_len = 0;
+};
+Err decode_connack(const uint8_t* in, size_t len, uint8_t level, ConnackView* out);
+
+// MQTT 5 DISCONNECT (from the broker): its reason code (0 when absent) and reason string.
+Err decode_disconnect5(const uint8_t* in, size_t len, uint8_t* reason, const char** text, uint16_t* text_len);
+
+// MQTT 5 reason code names (spec 2.4), e.g. 0x94 "Topic Alias invalid".
+const char* reason_name(uint8_t code);
 
 Err encode_puback(uint16_t packet_id, uint8_t* out, size_t cap, size_t* out_len);
 Err encode_pingreq(uint8_t* out, size_t cap, size_t* out_len);

@@ -13,6 +13,22 @@ Err Publisher::transport_error(Err e, const char* what) {
   return e;
 }
 
+// QoS, MQTT version, topic alias and the in-flight window of a run.
+bool Publisher::protocol_ok(const PublishConfig& cfg) {
+  if (cfg.qos > 2) {
+    err_.set("qos must be 0, 1 or 2");
+  } else if (cfg.mqtt_level != mqtt::kLevel311 && cfg.mqtt_level != mqtt::kLevel5) {
+    err_.set("the MQTT protocol level must be 4 (3.1.1) or 5");
+  } else if (cfg.topic_alias && cfg.mqtt_level != mqtt::kLevel5) {
+    err_.set("a topic alias needs MQTT 5");
+  } else if (cfg.inflight == 0 || cfg.inflight > kMaxInflight) {
+    err_.set("in-flight messages must be 1..%u (the core's fixed in-flight store)", kMaxInflight);
+  } else {
+    return true;
+  }
+  return false;
+}
+
 Err Publisher::validate(const PublishConfig& cfg) {
   err_.clear();
   checked_connect_len_ = 0;
@@ -24,10 +40,7 @@ Err Publisher::validate(const PublishConfig& cfg) {
     err_.set("broker port must be 1..65535");
     return Err::InvalidArgument;
   }
-  if (cfg.qos > 1) {
-    err_.set("qos must be 0 or 1");
-    return Err::InvalidArgument;
-  }
+  if (!protocol_ok(cfg)) return Err::InvalidArgument;
   if (cfg.mode != ConnectionMode::Persistent && cfg.per_connection == 0) {
     err_.set("messages per connection must be at least 1");
     return Err::InvalidArgument;
@@ -44,8 +57,14 @@ Err Publisher::validate(const PublishConfig& cfg) {
                      sizeof(payload_), &err_);
   if (e != Err::Ok) return e;
   size_t len = 0;
-  e = mqtt::encode_publish(cfg.topic, reinterpret_cast<const uint8_t*>(payload_), cfg.payload_size, cfg.qos,
-                           cfg.qos ? 1 : 0, false, false, packet_, sizeof(packet_), &len);
+  mqtt::PublishOptions po;
+  po.level = cfg.mqtt_level;
+  po.qos = cfg.qos;
+  po.packet_id = cfg.qos ? 1 : 0;
+  po.topic_alias = cfg.topic_alias ? 1 : 0;
+  e = mqtt::encode_publish(cfg.topic, reinterpret_cast<const uint8_t*>(payload_), cfg.payload_size, po, packet_,
+                           sizeof(packet_), &len);
+  if (e == Err::Ok && cfg.topic[0] == '\0') e = Err::InvalidArgument;  // the first PUBLISH carries the topic
   if (e != Err::Ok) {
     err_.set("topic \"%s\" is not a valid MQTT topic name for publishing (1..65535 bytes UTF-8, no + or #)",
              cfg.topic);
@@ -57,6 +76,7 @@ Err Publisher::validate(const PublishConfig& cfg) {
     return e;
   }
   checked_connect_len_ = len;
+  rest_timeout_ms_ = cfg.ack_timeout_ms;
   return Err::Ok;
 }
 
@@ -67,7 +87,11 @@ mqtt::ConnectOptions connect_options(const PublishConfig& cfg) {
   co.username = cfg.username;
   co.password = cfg.password;
   co.keepalive_s = cfg.keepalive_s;
-  co.clean_session = true;  // no session state is kept between connections (MQTT 3.1.1 3.1.2.4)
+  // true: no session state is kept between connections (3.1.1 3.1.2.4); false: the broker keeps the
+  // session (its subscriptions and our unacknowledged QoS 1/2 messages) across them
+  co.clean_session = cfg.clean_session;
+  co.level = cfg.mqtt_level;
+  co.session_expiry_s = cfg.mqtt_level == mqtt::kLevel5 && !cfg.clean_session ? cfg.session_expiry_s : 0;
   return co;
 }
 
@@ -80,9 +104,12 @@ size_t Publisher::checked_connect(const uint8_t** bytes) const {
   return checked_connect_len_;
 }
 
+// timeout_ms bounds the wait for the packet's first byte; the rest of it is given the ack timeout (a
+// short wait between messages must not cut a packet in two).
 Err Publisher::read_packet(uint32_t timeout_ms, size_t* len) {
   Err e = transport_.read_exact(rx_, 1, timeout_ms);
   if (e != Err::Ok) return e;
+  if (timeout_ms < rest_timeout_ms_) timeout_ms = rest_timeout_ms_;
   size_t pos = 1;
   mqtt::FixedHeader h;
   while (true) {
@@ -133,19 +160,9 @@ Err Publisher::connect(const PublishConfig& cfg, ConnectionStats* cs) {
     if (e == Err::Malformed || e == Err::Protocol) return e;
     return transport_error(e, "waiting for CONNACK failed");
   }
-  bool session_present = false;
-  uint8_t rc = 0;
-  e = mqtt::decode_connack(rx_, rlen, &session_present, &rc);
-  if (e != Err::Ok) {
-    err_.set("expected CONNACK, got a malformed or different packet (type %u)", rx_[0] >> 4);
-    return Err::Protocol;
-  }
+  e = read_connack(cfg, rlen);
   cs->connack_us = clock_.mono_us() - start;
-  if (rc != 0) {
-    err_.set("the broker refused the MQTT connection: CONNACK %u (%s)", rc, mqtt::connack_reason(rc));
-    return Err::ConnackRefused;
-  }
-  return Err::Ok;
+  return e;
 }
 
 Err Publisher::ping(const PublishConfig& cfg) {
@@ -154,28 +171,13 @@ Err Publisher::ping(const PublishConfig& cfg) {
   if (e != Err::Ok) return e;
   e = transport_.write_all(packet_, len);
   if (e != Err::Ok) return transport_error(e, "sending PINGREQ failed");
-  size_t rlen = 0;
-  e = read_packet(cfg.ack_timeout_ms, &rlen);
-  if (e != Err::Ok) return (e == Err::Malformed || e == Err::Protocol) ? e : transport_error(e, "waiting for PINGRESP");
-  if (mqtt::decode_pingresp(rx_, rlen) != Err::Ok) {
-    err_.set("expected PINGRESP, got packet type %u", rx_[0] >> 4);
-    return Err::Protocol;
-  }
-  return Err::Ok;
-}
-
-Err Publisher::wait_puback(const PublishConfig& cfg, uint16_t id) {
-  size_t rlen = 0;
-  Err e = read_packet(cfg.ack_timeout_ms, &rlen);
-  if (e != Err::Ok) return (e == Err::Malformed || e == Err::Protocol) ? e : transport_error(e, "waiting for PUBACK");
-  uint16_t got = 0;
-  if (mqtt::decode_puback(rx_, rlen, &got) != Err::Ok) {
-    err_.set("expected PUBACK %u, got packet type %u", id, rx_[0] >> 4);
-    return Err::Protocol;
-  }
-  if (got != id) {
-    err_.set("PUBACK for packet id %u, expected %u", got, id);
-    return Err::AckMismatch;
+  bool pingresp = false;
+  while (!pingresp) {  // acknowledgements of messages in flight may come first
+    size_t rlen = 0;
+    e = read_packet(cfg.ack_timeout_ms, &rlen);
+    if (e != Err::Ok) return (e == Err::Malformed || e == Err::Protocol) ? e : transport_error(e, "waiting for PINGRESP");
+    e = handle_packet(cfg, rlen, &pingresp);
+    if (e != Err::Ok) return e;
   }
   return Err::Ok;
 }
@@ -197,6 +199,15 @@ Err Publisher::wait_until(const PublishConfig& cfg, int64_t target_us, int64_t* 
     }
     int64_t wake = target_us;
     if (last_tx_us != nullptr && ping_every > 0 && *last_tx_us + ping_every < wake) wake = *last_tx_us + ping_every;
+    if (last_tx_us != nullptr && inflight_count_ > 0) {  // read acknowledgements while waiting
+      Err e = overdue(cfg, now);  // the oldest message's acknowledgement is later than ack_timeout_ms
+      if (e != Err::Ok) return e;
+      const int64_t limit = ack_deadline(cfg);
+      if (limit < wake) wake = limit;
+      e = await_packet(cfg, static_cast<uint32_t>((wake - now + 999) / 1000));
+      if (e != Err::Ok && e != Err::RecvTimeout) return e;
+      continue;
+    }
     clock_.sleep_until_mono_us(wake);
   }
 }

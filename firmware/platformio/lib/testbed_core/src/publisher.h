@@ -39,6 +39,16 @@ struct PublishConfig {
   ConnectionMode mode = ConnectionMode::Persistent;
   uint32_t per_connection = 1;  // K messages per connection, >= 1; ignored for Persistent
   CloseMode close = CloseMode::Disconnect;  // how every connection ends (Persistent's one too)
+  // MQTT version and session (publisher_session.cpp). level: mqtt::kLevel311 or kLevel5.
+  uint8_t mqtt_level = mqtt::kLevel311;
+  // false: a persistent session (3.1.1 Clean Session 0; MQTT 5 Clean Start 0 with session_expiry_s):
+  // a connection lost mid-run is opened again (for up to reconnect_for_ms) and the unacknowledged
+  // messages are sent again with DUP, as the specification requires (3.1.1 4.4, MQTT 5 4.4).
+  bool clean_session = true;
+  uint32_t session_expiry_s = 0;  // MQTT 5 only; ignored in 3.1.1 (the broker keeps the session)
+  bool topic_alias = false;       // MQTT 5: topic alias 1; the PUBLISHes after the first carry an empty topic
+  uint16_t inflight = 1;          // QoS 1/2 messages sent and not yet acknowledged at most (1..kMaxInflight)
+  uint32_t reconnect_for_ms = 60000;
 };
 
 // One connection of a run, reported when it has ended (SendObserver::on_connection).
@@ -68,10 +78,11 @@ class SensorSource {
 class SendObserver {
  public:
   virtual ~SendObserver() = default;
-  // Called once per PUBLISH handed to the transport: at QoS 0 right after write_all, at QoS 1 after
-  // the wait for its PUBACK (also when that wait failed). puback_us: the PUBACK round trip on the
-  // board's monotonic clock (clock.mono_us() just before write_all(PUBLISH) -> just after the whole
-  // PUBACK was read), -1 at QoS 0 or when no PUBACK came. false stops the run (Err::SendLog).
+  // Called once per message: at QoS 0 right after write_all, at QoS 1 and 2 when its exchange ended
+  // (PUBACK, PUBCOMP) or was given up. puback_us: the time to PUBACK (QoS 1) or PUBCOMP (QoS 2) on the
+  // board's monotonic clock (clock.mono_us() just before the first write_all(PUBLISH) -> just after the
+  // whole PUBACK/PUBCOMP was read, resends included), -1 at QoS 0 or when none came. With an in-flight
+  // window above 1 the calls follow the acknowledgements' order. false stops the run (Err::SendLog).
   virtual bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes,
                        int64_t puback_us) = 0;
   // Called once per connection after it ended (also a failed one, with its error), before the next opens.
@@ -86,11 +97,29 @@ struct RunStats {
   uint32_t messages_sent = 0;
   uint32_t connections = 0;          // opened or attempted
   uint32_t resumed_connections = 0;  // with the client's claim resumed = 1
+  uint32_t reconnects = 0;  // a persistent session's connections opened again after a loss
+  uint32_t resent = 0;      // PUBLISH sent again with DUP (and PUBREL again) after such a reconnect
+  uint32_t lost = 0;        // in-flight messages given up (the broker had no session, or the run failed)
+};
+
+// One QoS 1/2 message between its PUBLISH and its PUBACK/PUBCOMP. Its payload is made again from these
+// fields for a resend (payload_encode is deterministic), so the store holds no payload bytes.
+struct InFlight {
+  uint32_t seq = 0;
+  int64_t t_send_us = 0;
+  int64_t handed_us = 0;  // monotonic, just before the first PUBLISH was handed to the transport
+  SensorReading reading;
+  size_t mqtt_bytes = 0;  // the first PUBLISH's bytes
+  uint16_t id = 0;
+  uint8_t state = 0;  // 0 free, 1 awaiting PUBACK (QoS 1) or PUBREC (QoS 2), 2 awaiting PUBCOMP
+  uint32_t resent_at_reconnect = 0;  // RunStats::reconnects when it was last sent again
+  int64_t sent_us = 0;  // monotonic, its last (re)send: the ack timeout counts from here
 };
 
 class Publisher {
  public:
   static constexpr size_t kPacketCapacity = kMaxPayload + 512;
+  static constexpr uint16_t kMaxInflight = 256;  // the in-flight store's slots (device_options.def: inflight)
 
   Publisher(Transport& transport, Clock& clock, SensorSource& sensors, SendObserver& observer)
       : transport_(transport), clock_(clock), sensors_(sensors), observer_(observer) {}
@@ -108,6 +137,7 @@ class Publisher {
   const char* error_text() const { return err_.c_str(); }
 
  private:
+  bool protocol_ok(const PublishConfig& cfg);
   Err connect(const PublishConfig& cfg, ConnectionStats* cs);
   Err encode_connect_packet(const PublishConfig& cfg, size_t* len);  // into packet_
   Err connection(const PublishConfig& cfg, int64_t* t0, uint32_t first, uint32_t count, ConnectionStats* cs,
@@ -118,7 +148,22 @@ class Publisher {
   Err read_packet(uint32_t timeout_ms, size_t* len);
   Err wait_broker_close(uint32_t timeout_ms);
   Err ping(const PublishConfig& cfg);
-  Err wait_puback(const PublishConfig& cfg, uint16_t id);
+  // publisher_session.cpp: the in-flight window, acknowledgements, a persistent session's recovery.
+  Err send_publish(const PublishConfig& cfg, const InFlight& m, uint8_t qos, bool dup, size_t* len);
+  InFlight* new_inflight(uint32_t seq);
+  Err handle_packet(const PublishConfig& cfg, size_t len, bool* pingresp);
+  Err await_packet(const PublishConfig& cfg, uint32_t timeout_ms);
+  Err drain(const PublishConfig& cfg, uint16_t keep);
+  Err overdue(const PublishConfig& cfg, int64_t now);
+  const InFlight* oldest() const;
+  int64_t ack_deadline(const PublishConfig& cfg) const;  // the earliest last send + ack timeout
+  void complete(InFlight* m, int64_t ack_us);
+  void give_up_inflight();
+  Err resend_inflight(const PublishConfig& cfg);
+  bool recoverable(const PublishConfig& cfg, Err e) const;
+  Err recover(const PublishConfig& cfg, int64_t* last_tx, RunStats* stats);
+  Err read_connack(const PublishConfig& cfg, size_t rlen);
+  Err broker_disconnect(size_t len);
   // last_tx_us: nullptr while no connection is open (no PINGREQ then)
   Err wait_until(const PublishConfig& cfg, int64_t target_us, int64_t* last_tx_us);
   Err transport_error(Err e, const char* what);
@@ -134,11 +179,22 @@ class Publisher {
   const volatile sig_atomic_t* stop_ = nullptr;
   const volatile sig_atomic_t* driver_stop_ = nullptr;
   ErrorText err_;
-  uint16_t packet_id_ = 0;  // QoS 1, continues across the run's connections
+  uint16_t packet_id_ = 0;  // QoS 1/2, continues across the run's connections
+  InFlight inflight_[kMaxInflight];
+  uint16_t inflight_count_ = 0;
+  uint16_t window_ = 1;        // min(cfg.inflight, the broker's Receive Maximum)
+  uint16_t alias_max_ = 0;     // the broker's Topic Alias Maximum (MQTT 5 CONNACK)
+  bool alias_set_ = false;     // alias 1 carries the topic on this connection
+  bool session_present_ = false;
+  RunStats* run_stats_ = nullptr;
+  uint32_t rest_timeout_ms_ = 10000;
+  size_t payload_size_ = 0;
+  bool send_log_failed_ = false;
+  uint32_t futile_recoveries_ = 0;  // recoveries in a row with no exchange completed in between
   size_t checked_connect_len_ = 0;  // the CONNECT validate() left in packet_
   char payload_[kMaxPayload + 1];
   uint8_t packet_[kPacketCapacity];
-  uint8_t rx_[64];
+  uint8_t rx_[256];  // what the broker sends: CONNACK (MQTT 5: with properties), acks, PINGRESP, DISCONNECT
 };
 
 }  // namespace tb

@@ -21,6 +21,12 @@ Err Publisher::run(const PublishConfig& cfg, RunStats* stats) {
   const uint32_t per = persistent ? cfg.samples : cfg.per_connection;
   int64_t t0 = persistent ? -1 : clock_.mono_us();  // Persistent: set after the CONNACK
   packet_id_ = 0;
+  for (InFlight& m : inflight_) m = InFlight();
+  inflight_count_ = 0;
+  run_stats_ = stats;
+  payload_size_ = cfg.payload_size;
+  send_log_failed_ = false;
+  futile_recoveries_ = 0;
   uint32_t seq = 0;
   for (uint32_t i = 0; e == Err::Ok && seq < cfg.samples; ++i) {
     if (!persistent) {  // no connection open: sleep until the first message of the next one is due
@@ -55,48 +61,54 @@ Err Publisher::connection(const PublishConfig& cfg, int64_t* t0, uint32_t first,
   if (e != Err::Ok) return end_connection(cfg, e);
   int64_t last_tx = clock_.mono_us();
   if (*t0 < 0) *t0 = last_tx;
-  for (uint32_t k = 0; k < count; ++k) {
+  uint32_t k = 0;
+  while (e == Err::Ok && k < count) {
     const uint32_t seq = first + k;
     e = wait_until(cfg, *t0 + static_cast<int64_t>(seq * cfg.interval_us), &last_tx);
     if (e == Err::Interrupted) interrupted(cfg, seq);
-    if (e != Err::Ok) break;
-    e = publish_one(cfg, seq, &last_tx, stats);
-    if (e != Err::Ok) break;
+    if (e == Err::Ok) e = publish_one(cfg, seq, &last_tx, stats);
+    if (e != Err::Ok && recoverable(cfg, e)) e = recover(cfg, &last_tx, stats);  // a persistent session
+    if (stats->messages_sent > seq) ++k;  // else the same message again, after the recovery
+  }
+  while (e == Err::Ok && inflight_count_ > 0) {  // the last acknowledgements before the end
+    e = drain(cfg, 0);
+    if (e != Err::Ok && recoverable(cfg, e)) e = recover(cfg, &last_tx, stats);
   }
   cs->messages = stats->messages_sent - first;
   return end_connection(cfg, e);
 }
 
-// One reading: sensors, payload, PUBLISH, at QoS 1 its PUBACK, the observer.
+// One reading: sensors, payload, PUBLISH; at QoS 1/2 it joins the in-flight store, and the window is
+// waited down below its limit (a window of 1: its own acknowledgement, before the next message).
 Err Publisher::publish_one(const PublishConfig& cfg, uint32_t seq, int64_t* last_tx, RunStats* stats) {
-  SensorReading reading;
-  Err e = sensors_.read(seq, &reading);
+  InFlight one;
+  InFlight* m = cfg.qos > 0 ? new_inflight(seq) : &one;
+  m->seq = seq;
+  Err e = sensors_.read(seq, &m->reading);
   if (e != Err::Ok) {
     err_.set("sensor read failed at message %" PRIu32, seq);
     return e;
   }
-  int64_t t_send = clock_.wall_us();
-  e = payload_encode(cfg.device_id, seq, t_send, reading, cfg.payload_size, payload_, sizeof(payload_), &err_);
-  if (e != Err::Ok) return e;
-  if (cfg.qos == 1) packet_id_ = static_cast<uint16_t>(packet_id_ == 0xFFFF ? 1 : packet_id_ + 1);
+  m->t_send_us = clock_.wall_us();
+  m->handed_us = clock_.mono_us();
+  m->sent_us = m->handed_us;
   size_t len = 0;
-  e = mqtt::encode_publish(cfg.topic, reinterpret_cast<const uint8_t*>(payload_), cfg.payload_size, cfg.qos,
-                           cfg.qos == 1 ? packet_id_ : 0, false, false, packet_, sizeof(packet_), &len);
-  if (e != Err::Ok) {
-    err_.set("PUBLISH cannot be encoded (%s)", err_name(e));
-    return e;
+  e = send_publish(cfg, *m, cfg.qos, false, &len);
+  m->mqtt_bytes = len;
+  if (e != Err::Ok && len == 0 && cfg.qos > 0) {  // not encoded: nothing went out
+    m->state = 0;
+    --inflight_count_;
   }
-  const int64_t handed_us = clock_.mono_us();
-  e = transport_.write_all(packet_, len);
-  if (e != Err::Ok) return transport_error(e, "sending PUBLISH failed");
+  if (e != Err::Ok && (len == 0 || cfg.qos == 0)) return e;
   *last_tx = clock_.mono_us();
-  stats->messages_sent = seq + 1;
-  int64_t puback_us = -1;
-  if (cfg.qos == 1) {
-    e = wait_puback(cfg, packet_id_);
-    if (e == Err::Ok) puback_us = clock_.mono_us() - handed_us;
+  stats->messages_sent = seq + 1;  // handed to the transport (a failed write included: it is kept)
+  if (e != Err::Ok) return e;
+  if (cfg.qos == 0) {
+    if (!observer_.on_sent(seq, m->t_send_us, cfg.payload_size, len, -1)) send_log_failed_ = true;
+  } else {
+    e = drain(cfg, static_cast<uint16_t>(window_ - 1));
   }
-  if (!observer_.on_sent(seq, t_send, cfg.payload_size, len, puback_us) && e == Err::Ok) {
+  if (send_log_failed_ && e == Err::Ok) {
     err_.set("recording message %" PRIu32 " in the send log failed", seq);
     e = Err::SendLog;
   }
@@ -106,6 +118,7 @@ Err Publisher::publish_one(const PublishConfig& cfg, uint32_t seq, int64_t* last
 // Disconnect: after a good connection DISCONNECT and the broker's close, then close() (close_notify);
 // after a failure close() alone. Drop: abort() either way - nothing more goes to the broker.
 Err Publisher::end_connection(const PublishConfig& cfg, Err e) {
+  if (e != Err::Ok) give_up_inflight();
   if (cfg.close == CloseMode::Drop) {
     transport_.abort();
     return e;
