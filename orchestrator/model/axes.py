@@ -247,6 +247,12 @@ DEVICE_STACK_HELP = ("the virtual device's TLS library, its image: mbedtls-2.28 
                      "1.2) or mbedtls-3.6 (Arduino-ESP32 3.x, ESP-IDF 5; TLS 1.2 and 1.3)")
 DEVICES_HELP = ("virtual devices publishing at once (a fleet: each its own id, seq and send log; "
                 "persistent connections; see docs/fleet.md)")
+SESSION_HELP = ("clean (no state kept between connections) or persistent (3.1.1 Clean Session 0 / MQTT 5 Clean "
+                "Start 0 with --session-expiry-s: a lost connection is opened again and the unacknowledged QoS 1/2 "
+                "messages are sent again with DUP)")
+_VDEVICE_ONLY = Only("mqtt-options-are-vdevices", "{value}: the MQTT version, session, topic alias, in-flight window "
+                     "and ack timeout options are the virtual device's (one device, --publisher virtual)",
+                     publishers=frozenset({"virtual"}))
 _BOARD_ONLY = Only("board-options-need-esp32", "--serial-port, --board-host and --reset-board are for --publisher "
                    "esp32", publishers=frozenset({"esp32"}), sites=frozenset({"local"}))
 
@@ -264,7 +270,30 @@ AXES = AxisTable((
     Axis("interval_ms", float, 250.0, "time between messages, e.g. 250ms or 1s", gt=0, le=3_600_000,
          option="interval", cli_type=str, cli_default="250ms", from_cli=parse_interval,
          device=Device("interval_ms", run_key="interval_us", run_value=lambda ms: round(ms * 1000))),
-    Axis("qos", Literal[0, 1], 0, "MQTT QoS 0 or 1", device=Device("qos")),
+    Axis("qos", Literal[0, 1, 2], 0, "MQTT QoS 0, 1 or 2 (the publisher's and the subscriber's)",
+         sweep=Sweep("qos", (0,), "comma list of MQTT QoS levels (0,1,2)", nest=6),
+         cell=lambda v: f"qos{v}" if v else "", device=Device("qos")),
+    Axis("mqtt", Literal["3.1.1", "5"], "3.1.1", "MQTT version of the publisher and the subscriber",
+         sweep=Sweep("mqtt", ("3.1.1",), "comma list of MQTT versions (3.1.1,5)", nest=7),
+         cell=lambda v: "" if v == "3.1.1" else f"mqtt{v}", only=_VDEVICE_ONLY,
+         device=Device("mqtt", "lifecycle", run_key=None, when=lambda v: v.get("mqtt", "3.1.1") != "3.1.1")),
+    Axis("session", Literal["clean", "persistent"], "clean", SESSION_HELP, only=_VDEVICE_ONLY,
+         device=Device("session", "lifecycle", run_key=None, when=lambda v: v.get("session", "clean") != "clean")),
+    Axis("session_expiry_s", int, 3600, "MQTT 5: the persistent session's expiry interval (s)", ge=0,
+         le=4_294_967_295, only=_VDEVICE_ONLY,
+         device=Device("session_expiry_s", "lifecycle", run_key=None,
+                       when=lambda v: v.get("mqtt") == "5" and v.get("session") == "persistent")),
+    Axis("topic_alias", Literal["off", "on"], "off",
+         "MQTT 5: topic alias 1 (the PUBLISHes after the first carry an empty topic)", only=_VDEVICE_ONLY,
+         device=Device("topic_alias", "lifecycle", run_key=None, when=lambda v: v.get("topic_alias") == "on")),
+    Axis("inflight", int, 1, "QoS 1/2 messages sent and not yet acknowledged at most (1: each waits for its ack)",
+         ge=1, le=256, only=_VDEVICE_ONLY,
+         device=Device("inflight", "lifecycle", run_key=None, when=lambda v: v.get("inflight", 1) != 1)),
+    Axis("ack_timeout_ms", int, 10000, "how long the device waits for an acknowledgement before it counts the "
+         "connection as lost (a persistent session then reconnects and resends with DUP)", ge=1, le=3_600_000,
+         option="ack_timeout", only=_VDEVICE_ONLY,
+         device=Device("ack_timeout_ms", "lifecycle", run_key=None,
+                       when=lambda v: v.get("ack_timeout_ms", 10000) != 10000)),
     Axis("impairment", str, "none", "impairment profile name or YAML file",
          sweep=Sweep("impairments", ("none",), "comma list of impairment profiles", nest=1, lab=True),
          cell=stem),

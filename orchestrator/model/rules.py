@@ -78,6 +78,12 @@ def _esp32_needs_port(v: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _topic_alias_needs_mqtt5(v: Mapping[str, Any]) -> str | None:
+    if v.get("topic_alias", "off") == "on" and v.get("mqtt", "3.1.1") != "5":
+        return "--topic-alias on needs --mqtt 5 (topic aliases are MQTT 5's)"
+    return None
+
+
 def _repeat_seeds_fit(v: Mapping[str, Any]) -> str | None:
     if v["seed"] + v["repeat"] - 1 > MAX_SEED:
         return f"--seed {v['seed']} with --repeat {v['repeat']}: repeat r runs with seed + r - 1, above {MAX_SEED}"
@@ -87,6 +93,7 @@ def _repeat_seeds_fit(v: Mapping[str, Any]) -> str | None:
 RULES: tuple[Rule, ...] = (
     Rule("payload-fits", _payload_fits),
     Rule("esp32-needs-serial-port", _esp32_needs_port),
+    Rule("topic-alias-needs-mqtt5", _topic_alias_needs_mqtt5),
 )
 SWEEP_RULES: tuple[Rule, ...] = (  # on a sweep's own values, once per plan
     Rule("repeat-seeds-fit", _repeat_seeds_fit),
