@@ -85,8 +85,7 @@ class KeptLab:
     def _up(self, scenario: Scenario, qos: int) -> None:
         n = 1 + sum(1 for p in self.blocks.glob("lab-*") if p.is_dir()) if self.blocks.is_dir() else 1
         lay, pki = prepare_run_dir(self.blocks / f"lab-{n:03d}", scenario)
-        topo = topology(scenario, lay, qos=qos)
-        compose.check_port_free(topo.bind, topo.host_port)
+        topo = compose.with_host_port(topology(scenario, lay, qos=qos), fixed=False)  # a free port, as a run's
         self.lay, self.pki, self.topo, self.served = lay, pki, topo, 0
         self.splitter = CaptureSplitter(lay.capture, lay.capture.parent / "gaps.pcapng")
         compose.up(topo, services=("broker", "capture"))
