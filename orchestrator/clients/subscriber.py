@@ -42,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="broker")
     p.add_argument("--port", type=int, default=1883)
     p.add_argument("--topic", default="testbed/sensors")
-    p.add_argument("--qos", type=int, choices=(0, 1), default=0)
+    p.add_argument("--qos", type=int, choices=(0, 1, 2), default=0)
+    p.add_argument("--mqtt", choices=("3.1.1", "5"), default="3.1.1", help="MQTT version of the subscription")
     p.add_argument("--client-id", default="testbed-subscriber")
     p.add_argument("--username")
     p.add_argument("--password-file", help="file holding user:password lines; the --username line is used")
@@ -133,7 +134,10 @@ class Recorder:
 
 def make_client(args: argparse.Namespace, rec: Recorder, stop: threading.Event) -> mqtt.Client:
     """A paho client with our credentials, TLS context and callbacks (status and messages into ``rec``)."""
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=args.client_id, clean_session=True)
+    if args.mqtt == "5":  # MQTT 5 has no clean_session argument: Clean Start is given at connect()
+        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=args.client_id, protocol=mqtt.MQTTv5)
+    else:
+        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=args.client_id, clean_session=True)
     if args.username:
         pw = read_password(args.password_file, args.username) if args.password_file else None
         client.username_pw_set(args.username, pw)
@@ -183,7 +187,10 @@ def connect(client: mqtt.Client, args: argparse.Namespace, rec: Recorder, stop: 
     deadline = time.monotonic() + args.connect_timeout
     while True:
         try:
-            client.connect(args.host, args.port, keepalive=60)
+            if args.mqtt == "5":
+                client.connect(args.host, args.port, keepalive=60, clean_start=True)
+            else:
+                client.connect(args.host, args.port, keepalive=60)
             return True
         except (OSError, ssl.SSLError) as exc:
             if time.monotonic() > deadline or stop.is_set():
