@@ -22,6 +22,8 @@ from fwtest_support import HOST_SRC, REPO, Pki, broker_may_read, free_port, mosq
 from test_firmware_tls_acceptance import Capture, _mqtt_packet_len, _need_capture, _tshark
 
 FETCH = REPO / "firmware" / "platformio" / "host" / "mbedtls3" / "fetch_debian_mbedtls.py"
+BUILD_MBEDTLS = REPO / "firmware" / "platformio" / "host" / "chacha_only" / "build_mbedtls.py"
+FW_INCLUDE = REPO / "firmware" / "platformio" / "include"
 TLS13_CHACHA = "TLS_CHACHA20_POLY1305_SHA256"
 TLS12_CHACHA = "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"
 
@@ -47,6 +49,28 @@ def build36(tmp_path_factory: pytest.TempPathFactory) -> Build36:
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     include = Path(next(a for a in args if a.startswith("-DMBEDTLS_INCLUDE_DIR=")).split("=", 1)[1])
     return Build36(build / "vdevice", include)
+
+
+@pytest.fixture(scope="module")
+def build_pad1(tmp_path_factory: pytest.TempPathFactory) -> Build36:
+    """vdevice on mbedTLS 3.6 built from Debian 13's source with include/mbedtls3_padding1.h (granularity 1)."""
+    need_tool("cmake", "cmake")
+    need_tool("cc", "gcc")
+    built = subprocess.run([sys.executable, str(BUILD_MBEDTLS), "--line", "3.6-pad1", "-j2"], capture_output=True,
+                           text=True, check=False, timeout=1500)
+    assert built.returncode == 0, built.stderr
+    prefix = Path(built.stdout.strip().splitlines()[-1])
+    build = tmp_path_factory.mktemp("fw-host-mbedtls36-pad1")
+    # the core is compiled with the library's own user config (its headers must see what the library was built with)
+    flags = f'-I{FW_INCLUDE} -DMBEDTLS_USER_CONFIG_FILE=\\"mbedtls3_padding1.h\\"'
+    for argv in (["cmake", "-S", str(HOST_SRC), "-B", str(build), "-DTESTBED_WERROR=ON", f"-DCMAKE_CXX_FLAGS={flags}",
+                  f"-DMBEDTLS_INCLUDE_DIR={prefix / 'include'}", f"-DMBEDTLS_LIB={prefix / 'lib' / 'libmbedtls.a'}",
+                  f"-DMBEDX509_LIB={prefix / 'lib' / 'libmbedx509.a'}",
+                  f"-DMBEDCRYPTO_LIB={prefix / 'lib' / 'libmbedcrypto.a'}"],
+                 ["cmake", "--build", str(build), "-j2", "--target", "vdevice"]):
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return Build36(build / "vdevice", prefix / "include")
 
 
 def padding_granularity(include: Path) -> int:
@@ -200,3 +224,22 @@ def test_tls13_resume_ticket_resumes_every_reconnection(build36: Build36, pki: P
         assert resumed == (i > 0), (stream, server_hello_exts)
         assert ("11" in types) == (i == 0) and ("15" in types) == (i == 0), (stream, types)
         assert "4" in types  # the broker's NewSessionTicket, read and kept by the device
+
+
+@pytest.mark.slow
+def test_granularity_1_build_adds_exactly_22_bytes(build_pad1: Build36, pki: Pki, broker13: int,
+                                                  tmp_path: Path) -> None:
+    """The variant beside the stock build: TLS 1.3 records unpadded, 5 + 1 + 16 = 22 B per PUBLISH, as OpenSSL."""
+    _need_capture()
+    cap = Capture(broker13, tmp_path / "pad1.pcapng")
+    try:
+        for p in (65, 100):
+            summary = vdevice(build_pad1, pki, broker13, tmp_path / f"p{p}", p, 8, f"{TLS13_CHACHA},{TLS12_CHACHA}")
+            assert (summary["tls_version"], summary["cipher_suite"]) == ("TLSv1.3", TLS13_CHACHA)
+    finally:
+        cap.stop()
+    both = tmp_path / "keys-both.log"
+    both.write_text("".join((tmp_path / f"p{p}" / "keys.log").read_text() for p in (65, 100)))
+    overheads = publish_overheads(cap.path, broker13, both)
+    assert len(overheads) == 16 and {o for _, o in overheads} == {22}
+    print(f"TLS 1.3 on mbedTLS 3.6, granularity 1: overhead per PUBLISH {dict(overheads)}")

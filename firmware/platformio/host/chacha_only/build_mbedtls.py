@@ -46,7 +46,9 @@ class Line:
 
 
 LINES = {"2.28": Line("2.28", None, "mbedtls_chacha_only.h", "mbedtls-chacha-only"),
-         "3.6": Line("3.6", "trixie", "mbedtls3_chacha_only.h", "mbedtls-chacha-only-3.6")}
+         "3.6": Line("3.6", "trixie", "mbedtls3_chacha_only.h", "mbedtls-chacha-only-3.6"),
+         # the same with TLS 1.3 records unpadded (granularity 1), the variant measured beside the stock 16
+         "3.6-pad1": Line("3.6", "trixie", "mbedtls3_padding1.h", "mbedtls-chacha-only-3.6-pad1")}
 LINE = LINES["2.28"]  # main() sets the line asked for
 USER_CONFIG = LINE.user_config
 DEFAULT_OUT = LINE.out
