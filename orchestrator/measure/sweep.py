@@ -160,7 +160,7 @@ def run_cells(bundle: Path, plan: SweepPlan, cells: list[Cell], progress: SweepP
         finally:
             entry.update(status=status, error=error, finished_utc=_now())
             recorded = cell_record_if_any(Layout(run_dir).cell)
-            for key in ("impairment_state", "board", "connection", "hosts"):  # board: the banner of the board
+            for key in ("impairment_state", "board", "device", "connection", "hosts"):  # board, device: banners
                 if recorded is not None and getattr(recorded, key):
                     entry[key] = getattr(recorded, key)
             _record_cell(bundle, cell, entry)
