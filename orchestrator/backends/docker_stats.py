@@ -86,9 +86,16 @@ class StatsSampler:
         self.samples += 1
 
     def stop(self) -> dict[str, Any]:
+        """The figures so far. The stream sends a sample a second; rather than wait up to that second for the next
+        one, the process's CPU and RSS are read once more now (the cgroup's figures are the last sample's)."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=3)
+            self._thread.join(timeout=0.05)
+        own, rss, now = process_cpu_ns(self.pid), process_rss_bytes(self.pid), time.time()
+        if own is not None and self.process_series:
+            self.process_series.append((now, own))
+        if rss is not None and self.rss_series:
+            self.rss_series.append((now, rss))
         cgroup_s = None
         if self.cpu_last_ns is not None:
             cgroup_s = self.cpu_last_ns / 1e9  # total since the broker started: the whole run

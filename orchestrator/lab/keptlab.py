@@ -17,6 +17,7 @@ fresh one up, in a new lab-NNN folder.
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -54,12 +55,14 @@ REUSED = ["broker container, its network namespace and the lab network", "captur
 
 @dataclass
 class CellLab:
-    """The lab as one cell sees it: its run folder, PKI and topology, and how its capture ends."""
+    """The lab as one cell sees it: its run folder, PKI and topology, how its capture ends, and what says its
+    subscriber has subscribed (called once its publisher's container is started)."""
 
     lay: Layout
     pki: Pki | None
     topo: Topology
     end_capture: Callable[[], None]
+    ready: Callable[[], object] = lambda: None
 
 
 @contextmanager
@@ -81,6 +84,7 @@ class KeptLab:
         self.splitter: CaptureSplitter | None = None
         self.served = 0
         self.facts: dict[str, Any] = {}
+        self._removing: threading.Thread | None = None
 
     def _up(self, scenario: Scenario, qos: int) -> None:
         n = 1 + sum(1 for p in self.blocks.glob("lab-*") if p.is_dir()) if self.blocks.is_dir() else 1
@@ -100,15 +104,16 @@ class KeptLab:
             if self.lay is None:
                 self._up(scenario, qos)
             else:
-                BROKER.restart_process()
-                start = time.time()
+                BROKER.restart_process()  # while the cell before's clients are being removed
+                self._clients_removed()
+                start = time.time()  # the old clients' last segments and the restart are before the window
             assert self.lay is not None and self.topo is not None
             lay, pki = prepare_run_dir(run_dir, scenario, pki_from=self.lay.pki)  # the lab's PKI, in the cell's folder
             topo = replace(self.topo, run_dir=lay.root, subscriber_args=subscriber_args(scenario, lay, qos=qos))
             self.facts = self._facts()
             compose.start_service(topo, "subscriber")
-            wait_subscribed(lay)
-            yield CellLab(lay, pki, topo, lambda: self._cut(lay, start))
+            # the publisher's container may start while the subscriber subscribes (it waits for its go)
+            yield CellLab(lay, pki, topo, lambda: self._cut(lay, start), lambda: wait_subscribed(lay))
             self.served += 1
         except BaseException:
             self.down(Layout(run_dir))
@@ -117,8 +122,15 @@ class KeptLab:
             with sigint_deferred():
                 if self.lay is not None:
                     save_evidence(Layout(run_dir))
-                    docker.remove([compose.container_name(s) for s in CLIENTS])
+                    names = [compose.container_name(s) for s in CLIENTS]
+                    self._removing = threading.Thread(target=docker.remove, args=(names,), name="remove-clients")
+                    self._removing.start()  # joined by the next cell (during its broker restart) or down()
                 protect_secrets(run_dir)
+
+    def _clients_removed(self) -> None:
+        if self._removing is not None:
+            self._removing.join()
+            self._removing = None
 
     def _facts(self) -> dict[str, Any]:
         assert self.lay is not None
@@ -147,6 +159,7 @@ class KeptLab:
         self.lay = None
         with sigint_deferred():
             try:
+                self._clients_removed()
                 if evidence_too is not None:
                     save_evidence(evidence_too)
                 save_evidence(lay)

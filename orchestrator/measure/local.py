@@ -106,6 +106,7 @@ def measure(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Imp
         record.set(**variant.with_broker_up(spec))
         status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B{variant.what(spec)}")
         publisher.start(topo)
+        here.ready()  # a kept-up lab's subscriber subscribes while the publisher's container starts
         record.lap("publisher_start")
         try:
             with impairment_applied(impairment, lay, mechanism, spec.seed, variant.board_path) as watch:
