@@ -1,7 +1,8 @@
 """Read the publisher's send log, a fleet's send logs and the subscriber's receive log (CSV, one line per
 message).
 
-publisher:  ``seq,t_send_us,bytes``
+publisher:  ``seq,t_send_us,bytes``; at QoS 1/2 ``seq,t_send_us,bytes,ack_us,mqtt_bytes`` (vdevice: the time to
+            PUBACK / PUBCOMP on its monotonic clock, empty when none came, and the PUBLISH's bytes)
 fleet:      logs/fleet/<device>.csv, each ``seq,t_send_us,bytes,t_intended_us`` (read into one table
             with a ``device`` column taken from the file name)
 subscriber: ``seq,t_recv_us,bytes,dup,device`` (``device``: the payload's id, empty when it names none);
@@ -26,6 +27,7 @@ import pandas as pd
 from orchestrator.errors import TestbedError
 
 PUBLISHER_COLUMNS = ("seq", "t_send_us", "bytes")
+ACK_COLUMNS = ("ack_us", "mqtt_bytes")  # after those, in a QoS 1/2 send log (vdevice)
 SUBSCRIBER_COLUMNS = ("seq", "t_recv_us", "bytes", "dup")
 SUBSCRIBER_DEVICE_COLUMNS = (*SUBSCRIBER_COLUMNS, "device")
 FLEET_SEND_COLUMNS = ("seq", "t_send_us", "bytes", "t_intended_us")
@@ -157,7 +159,26 @@ def read_log(path: Path, columns: tuple[str, ...]) -> LogTable:
 
 
 def read_publisher_log(path: Path) -> LogTable:
-    return read_log(path, PUBLISHER_COLUMNS)
+    """seq,t_send_us,bytes; a QoS 1/2 log's ack columns (``ACK_COLUMNS``) are left to read_publisher_acks."""
+    lines, warnings = _lines(path)
+    if lines and lines[0].strip().lower().split(",")[3:] == list(ACK_COLUMNS):
+        lines = [",".join(ln.split(",")[:len(PUBLISHER_COLUMNS)]) for ln in lines]
+    frame, more = _parse(lines, PUBLISHER_COLUMNS, path.name)
+    return LogTable(frame, warnings + more)
+
+
+def read_publisher_acks(path: Path) -> pd.DataFrame | None:
+    """A QoS 1/2 send log's per-message ack columns: seq, ack_us (the time to PUBACK / PUBCOMP on the device's
+    monotonic clock, missing when none came) and mqtt_bytes (the PUBLISH's); None for a log without them."""
+    lines, _ = _lines(path)
+    if not lines or lines[0].strip().lower().split(",")[3:] != list(ACK_COLUMNS):
+        return None
+    rows = [ln.split(",") for ln in lines[1:] if ln.count(",") == len(PUBLISHER_COLUMNS) + len(ACK_COLUMNS) - 1]
+    return pd.DataFrame({
+        "seq": pd.array([int(r[0]) for r in rows], dtype="Int64"),
+        "ack_us": pd.array([int(r[3]) if r[3].strip() else None for r in rows], dtype="Int64"),
+        "mqtt_bytes": pd.array([int(r[4]) for r in rows], dtype="Int64"),
+    })
 
 
 def subscriber_columns(lines: list[str]) -> tuple[str, ...]:
