@@ -224,10 +224,24 @@ def apply(
     try:
         helpers.start(containers)
         return _apply_run(impairment, targets, inventory)[1]
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the playbook was stopped midway, what it applied cleared
+        with sigint_deferred():
+            _clear_interrupted(targets, inventory)
+        raise
     except BaseException:
         with sigint_deferred():
             helpers.remove(containers)  # the playbook cleared what it applied
         raise
+
+
+def _clear_interrupted(targets: Sequence[ImpairmentTarget], inventory: Path | None) -> None:
+    """Clear after an apply that was interrupted; a clear that fails is said, as an interruption (exit 130)."""
+    try:
+        _clear_run(targets, inventory)
+    except TestbedError as exc:
+        where = f" --inventory {inventory}" if inventory else ""
+        raise TestbedError(f"interrupted while applying; clearing failed: {exc.message}", evidence=exc.evidence,
+                           hint=f"the impairment may be left: testbed impair clear{where}", exit_code=130) from None
 
 
 def clear(targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None) -> None:
