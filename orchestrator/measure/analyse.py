@@ -15,6 +15,7 @@ from orchestrator.analysis.connections import connections_table
 from orchestrator.analysis.keying import Keying
 from orchestrator.analysis.pipeline import RunAnalysis, RunInputs, analyse_run, write_run_outputs
 from orchestrator.backends.tshark import export_chunks
+from orchestrator.measure import exchanges
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
@@ -36,6 +37,8 @@ def analyse_run_folder(run_dir: Path, scenario: Scenario, spec: RunSpec, resourc
     analysis = analyse_run(run_inputs(lay, scenario, spec, keylogs, board_clock, keying), export_chunks)
     if spec.connection != "persistent":
         add_connections(analysis, lay, scenario, spec, keylogs)
+    if exchanges.wanted(spec):  # QoS 1/2, MQTT 5: each message's exchange (measure/exchanges.py)
+        exchanges.add_exchanges(analysis, lay, scenario, keylogs)
     if board_clock is not None:
         analysis.metrics["clock"] = with_delay_verdict(analysis.metrics, board_clock, summary.get("puback_rtt_ms"))
     res = dict(analysis.metrics.get("resources") or {})

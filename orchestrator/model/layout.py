@@ -40,6 +40,7 @@ CELL = "cell.json"
 METRICS = "metrics.json"
 PER_MESSAGE = "per_message.csv"
 PACKETS = "packets.csv"
+EXCHANGES = "exchanges.csv"  # QoS 1/2 or MQTT 5 cells: each message's exchange (analysis/exchange.py)
 IMPAIRMENT = "impairment.json"
 RESOURCES = "resources.json"
 SCENARIO = "scenario.json"
@@ -137,6 +138,10 @@ class Layout:
     @property
     def packets(self) -> Path:
         return self.root / PACKETS
+
+    @property
+    def exchanges(self) -> Path:
+        return self.root / EXCHANGES
 
     @property
     def impairment(self) -> Path:
