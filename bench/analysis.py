@@ -19,10 +19,14 @@ With ``--fleet`` (instead of the captures above): a ~1,000,000-packet FLEET capt
 (the firmware core's host ``fleet``, built in /tmp/fwb-bench when missing) x 425 messages over TLS 1.2
 ECDHE-ECDSA-CHACHA20-POLY1305 to a Mosquitto on 127.0.0.1 (a free port), a paho subscriber, dumpcap on lo;
 cached in ~/.cache/testbed-bench/fleet/ (``--re-record`` to record again; recording takes minutes).
-Prints (a), (b), (a)/(b) against the target 1.2 and (a)'s PEAK MEMORY against 2 GiB: (a) runs in a child
-process whose getrusage max RSS (its own + its largest child's, tshark's) is summed.
+There (a) is the analysis AND the writing of what a user gets (per_message.csv, packets.csv, metrics.json),
+run in a child process; printed: (a), (b), (a)/(b) against the target 1.2 and (a)'s PEAK MEMORY, the VmHWM
+of the Python process (writing included) + the VmHWM of tshark, against 2 GiB; at each of --fleet-sizes
+packets (the first N of the capture, cut by editcap and cached next to it) and the whole, so the growth shows.
+--compare-with DIR runs the same child of another checkout in the same loop (before vs after, one run).
 
     .venv/bin/python bench/analysis.py --fleet --repeats 1 --pyshark-packets 0 [--re-record]
+        [--fleet-sizes 250000,500000] [--compare-with /tmp/old-checkout]
 
 (c) needs pyshark, a bench-only extra: `pip install -e '.[bench]'` (or skip (c) with --pyshark-packets 0).
 """
@@ -71,6 +75,12 @@ def main() -> int:
     fl.add_argument("--fleet-connect-rate", type=float, default=40,
                     help="devices started per second (mbedTLS handshakes cost ~30 ms CPU: 200/s timed out on 2 cores)")
     fl.add_argument("--fleet-payload", type=int, default=65)
+    fl.add_argument("--fleet-sizes", default="250000,500000",
+                    help="also time the first N packets of the capture, for each N (comma-separated; the whole "
+                         "capture is always timed)")
+    fl.add_argument("--compare-with", type=Path,
+                    help="another checkout (e.g. `git worktree add /tmp/old main~3`) whose analysis child runs "
+                         "alongside ours, interleaved")
     ap.add_argument("--analysis-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.analysis_child:
@@ -79,7 +89,8 @@ def main() -> int:
         raise SystemExit(PYSHARK_MISSING)  # say so before minutes of (a) and (b), not after
     if args.fleet:
         signal.signal(signal.SIGTERM, lambda s, _f: sys.exit(128 + s))  # cleanup runs on SIGTERM too
-        bench_fleet(fleet_case(args), args.repeats, args.pyshark_packets)
+        sizes = [int(x) for x in args.fleet_sizes.split(",") if x.strip()]
+        bench_fleet(fleet_case(args), args.repeats, args.pyshark_packets, sizes, args.compare_with)
         return 0
     ref = reference_dir()
     cases = [Case("reference capture (plain + TLS 1.2 ChaCha20, analysed on port 8883)",

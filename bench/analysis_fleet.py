@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -11,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from analysis_fleet_record import stop
-from analysis_timing import Case, print_times, time_bare_tshark, time_pyshark
+from analysis_timing import Case, fmt, time_bare_tshark, time_pyshark
 
 from orchestrator.analysis import RunInputs, analyse_run, write_run_outputs
-from orchestrator.analysis.keying import keying_for
+from orchestrator.analysis.keying import DeviceFleet, keying_for
+from orchestrator.analysis.logs import fleet_send_logs
 from orchestrator.analysis.pcapfile import scan_capture
+from orchestrator.backends.process import run
 from orchestrator.backends.tshark import export_chunks
 
 ENTRY = Path(__file__).with_name("analysis.py")  # the command line the child runs: --analysis-child
@@ -89,13 +92,14 @@ def _tree(pid: int) -> list[int]:
     return pids
 
 
-def time_analysis_child(case: Case) -> dict[str, Any]:
-    """Our analysis in a child process, its process tree polled every 50 ms: each process's VmHWM
-    (tshark's peak, read before it exits) and the tree's summed VmRSS (what is resident at once)."""
+def time_analysis_child(case: Case, entry: Path = ENTRY) -> dict[str, Any]:
+    """Our analysis (and the writing of its outputs) in a child process running ``entry`` (this bench, or the
+    same bench of another checkout: --compare-with), its process tree polled every 50 ms: each process's
+    VmHWM (tshark's peak, read before it exits) and the tree's summed VmRSS (what is resident at once)."""
     import json
 
-    proc = subprocess.Popen([sys.executable, str(ENTRY), "--analysis-child", _inputs_json(case.inputs)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, str(entry), "--analysis-child", _inputs_json(case.inputs)],
+                            stdout=subprocess.PIPE, text=True, cwd=entry.parent.parent)
     hwm: dict[int, tuple[str, int]] = {}
     tree_peak = 0
     try:
@@ -114,10 +118,12 @@ def time_analysis_child(case: Case) -> dict[str, Any]:
     finally:
         stop(proc)  # type: ignore[arg-type]
     if proc.returncode != 0:
-        raise SystemExit(f"the analysis child failed (exit {proc.returncode})")
+        raise SystemExit(f"the analysis child ({entry}) failed (exit {proc.returncode})")
     res = json.loads(out.strip().splitlines()[-1])
     res["polled_tree_kb"] = tree_peak
     res["tshark_kb"] = max((kb for name, kb in hwm.values() if name.startswith("tshark")), default=0)
+    res["total_s"] = res["analysis_s"] + res["write_s"]
+    res["sum_kb"] = res["self_with_write_kb"] + res["tshark_kb"]  # Python's peak includes the writing
     return res
 
 
@@ -126,36 +132,104 @@ def _verdict(ok: bool) -> str:
 
 
 def _gib(kb: float) -> str:
-    return f"{kb / 1024**2:.2f} GiB"
+    return f"{kb / 1024**2:.2f}"
 
 
-def bench_fleet(case: Case, repeats: int, pyshark_packets: int) -> None:
+def _last_packet_us(pcap: Path) -> int:
+    out = run(["capinfos", "-e", "-S", str(pcap)], timeout=600).stdout
+    for line in out.splitlines():
+        if line.startswith("Last packet time:"):
+            return int(round(float(line.split(":", 1)[1]) * 1e6))
+    raise SystemExit(f"capinfos printed no last packet time for {pcap}:\n{out}")
+
+
+def _cut_log(src: Path, dst: Path, column: str, last_us: int) -> None:
+    """The lines of a CSV log whose ``column`` (a time in us) is at most ``last_us`` (the header kept)."""
+    lines = src.read_text().splitlines(keepends=True)
+    at = lines[0].rstrip("\n").split(",").index(column)
+    dst.write_text("".join([lines[0], *(ln for ln in lines[1:] if int(ln.split(",")[at]) <= last_us)]))
+
+
+def cut_capture(case: Case, packets: int) -> Case:
+    """The run the first ``packets`` packets of the fleet capture are: the capture cut by editcap, the send and
+    receive logs cut at its last packet's time (so the tables grow with the capture, as a shorter run's
+    would); cached in a folder next to the capture, with the same key logs and expectations."""
+    import dataclasses
+    import shutil
+
+    src, inputs = case.inputs.pcap, case.inputs
+    folder = src.parent / f"first{packets}"
+    out = folder / src.name
+    if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
+        shutil.rmtree(folder, ignore_errors=True)
+        (folder / "devices").mkdir(parents=True)
+        run(["editcap", "-r", str(src), str(folder / "cut.pcapng"), f"1-{packets}"], timeout=600)
+        last_us = _last_packet_us(folder / "cut.pcapng")
+        assert inputs.fleet_dir is not None and inputs.subscriber_log is not None
+        send_logs = set(fleet_send_logs(inputs.fleet_dir))
+        for log in inputs.fleet_dir.iterdir():
+            if log in send_logs:
+                _cut_log(log, folder / "devices" / log.name, "t_send_us", last_us)
+            else:
+                shutil.copy(log, folder / "devices" / log.name)
+        _cut_log(inputs.subscriber_log, folder / inputs.subscriber_log.name, "t_recv_us", last_us)
+        (folder / "cut.pcapng").replace(out)  # last: its presence says the folder is complete
+    cut = dataclasses.replace(inputs, pcap=out, subscriber_log=folder / inputs.subscriber_log.name,
+                              keying=DeviceFleet(inputs.devices, folder / "devices"))
+    return Case(f"{case.name}, first {packets:,} packets", cut)
+
+
+def _sizes(case: Case, sizes: list[int]) -> list[tuple[int, Case]]:
     total = scan_capture(case.inputs.pcap).packets
-    a_runs: list[dict[str, Any]] = []
-    b_times: list[float] = []
-    for _ in range(repeats):  # interleaved so machine load hits both alike
-        b_times.append(time_bare_tshark(case))
-        a_runs.append(time_analysis_child(case))
-    a_times = [r["analysis_s"] for r in a_runs]
-    a, b = print_times(case, total, repeats, a_times, b_times)
-    ratio = a / b
-    print(f"    (a)/(b) = {ratio:.2f} on medians, {min(a_times) / min(b_times):.2f} on best runs   "
-          f"target <= {RATIO_TARGET}: {_verdict(ratio <= RATIO_TARGET)}")
-    worst = max(a_runs, key=lambda r: r["self_kb"] + r["tshark_kb"])
-    peak = worst["self_kb"] + worst["tshark_kb"]
-    print(f"    peak memory of (a): Python max RSS {_gib(worst['self_kb'])} (of which {_gib(worst['start_self_kb'])} "
-          f"before analyse_run) + tshark max RSS {_gib(worst['tshark_kb'])} = {_gib(peak)}   "
-          f"target <= 2 GiB: {_verdict(peak * 1024 <= MEMORY_TARGET_BYTES)}")
-    print(f"      (VmHWM of each; resident at once, the tree's RSS polled every 50 ms: peak "
-          f"{_gib(max(r['polled_tree_kb'] for r in a_runs))}; getrusage RUSAGE_CHILDREN ru_maxrss "
-          f"(its largest child) {_gib(worst['rusage_children_kb'])}; "
-          f"Python incl. writing the outputs: {_gib(max(r['self_with_write_kb'] for r in a_runs))})")
-    print("    writing per_message.csv + packets.csv + metrics.json (not in (a)): "
-          f"{statistics.median(r['write_s'] for r in a_runs):.2f} s; analysis warnings: {len(a_runs[0]['warnings'])}")
-    for w in a_runs[0]["warnings"]:
-        print(f"      - {w}")
+    cases = [(n, cut_capture(case, n)) for n in sorted(set(sizes)) if 0 < n < total]
+    return [*cases, (total, case)]
+
+
+def _row(label: str, b: float, runs: list[dict[str, Any]]) -> str:
+    a = statistics.median(r["analysis_s"] for r in runs)
+    w = statistics.median(r["write_s"] for r in runs)
+    total = statistics.median(r["total_s"] for r in runs)
+    worst = max(runs, key=lambda r: r["sum_kb"])
+    peak = worst["sum_kb"]
+    return (f"  {label:<14} {a:8.2f} + {w:6.2f} = {total:7.2f} s  {total / b:5.2f} "
+            f"{_verdict(total / b <= RATIO_TARGET):>6}   {_gib(worst['self_with_write_kb']):>5} + "
+            f"{_gib(worst['tshark_kb']):>5} = {_gib(peak):>5} GiB {_verdict(peak * 1024 <= MEMORY_TARGET_BYTES):>6}"
+            f"   (tree RSS at once {_gib(max(r['polled_tree_kb'] for r in runs))} GiB)")
+
+
+def bench_fleet(case: Case, repeats: int, pyshark_packets: int, sizes: list[int],
+                compare_with: Path | None = None) -> None:
+    """(a) = analysis + writing per_message.csv, packets.csv and metrics.json, against (b), at each size; with
+    ``compare_with`` the same child of another checkout runs alongside, interleaved (its figures marked)."""
+    entries = [("ours", ENTRY)] + ([("compared", compare_with / "bench" / "analysis.py")] if compare_with else [])
+    for n, sized in _sizes(case, sizes):
+        b_times: list[float] = []
+        runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in entries}
+        for _ in range(repeats):  # interleaved so machine load hits all alike
+            b_times.append(time_bare_tshark(sized))
+            for label, entry in entries:
+                runs[label].append(time_analysis_child(sized, entry))
+        b = statistics.median(b_times)
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"\n== {sized.name}: {sized.inputs.pcap.name}, {n:,} packets, {repeats} repeat(s); load average "
+              f"{load} on {os.cpu_count()} cores")
+        print(f"  (b) bare tshark -T fields: median {b:.2f} s ({n / b:,.0f} packets/s), runs {fmt(b_times)}")
+        print(f"  (a) = analysis + writing the outputs; (a)/(b) target <= {RATIO_TARGET}; peak memory = VmHWM of "
+              "Python (writing included) + VmHWM of tshark, target <= 2 GiB")
+        print(f"  {'':<14} {'analysis':>8} + {'write':>6} = {'(a)':>7}    (a)/(b)          "
+              "Python + tshark =  sum")
+        for label, _ in entries:
+            print(_row(label if label == "ours" else f"{label}*", b, runs[label]))
+        warned = runs["ours"][0]["warnings"]
+        for w in warned[:3]:
+            print(f"      warning: {w}")
+        if len(warned) > 3:
+            print(f"      ... {len(warned) - 3} more warning(s)")
+    if compare_with:
+        print(f"\n  * compared: the analysis child of {compare_with} (another checkout), run in the same loop")
     if pyshark_packets > 0:
+        total = scan_capture(case.inputs.pcap).packets
         c_slice, n = time_pyshark(case, pyshark_packets)
         rate = n / c_slice
         print(f"(c) pyshark default iteration: first {n:,} packets in {c_slice:.2f} s = {rate:,.0f} packets/s; "
-              f"EXTRAPOLATED to {total:,} packets: {total / rate:,.0f} s = {total / rate / a:.0f} x (a)")
+              f"EXTRAPOLATED to {total:,} packets: {total / rate:,.0f} s")
