@@ -1,5 +1,5 @@
 """Per message, the whole QoS exchange from the capture: its PUBLISH (and DUP resends), PUBACK, or PUBREC, PUBREL
-and PUBCOMP, paired by packet id, with the bytes each way (docs/metrics.md "Exchange bytes").
+and PUBCOMP, paired by packet id, with the bytes each way (docs/qos-sessions.md).
 
 The capture is read in one extra export pass of its own fields (:data:`EXCHANGE_FIELDS`: tshark's header flags,
 length and packet id of every MQTT packet, and the TLS records of each frame). Every MQTT packet has header
