@@ -243,3 +243,13 @@ def test_granularity_1_build_adds_exactly_22_bytes(build_pad1: Build36, pki: Pki
     overheads = publish_overheads(cap.path, broker13, both)
     assert len(overheads) == 16 and {o for _, o in overheads} == {22}
     print(f"TLS 1.3 on mbedTLS 3.6, granularity 1: overhead per PUBLISH {dict(overheads)}")
+
+
+@pytest.mark.parametrize(("mode", "resumed"), [("reconnect", 0), ("resume-id", 2), ("resume-ticket", 2)])
+def test_tls12_resumption_on_36_as_on_228(build36: Build36, pki: Pki, broker_factory, tmp_path: Path,
+                                          mode: str, resumed: int) -> None:
+    """TLS 1.2 on 3.6: the client's claim (the offered master secret kept, read through tls_compat.h) as on 2.28."""
+    broker = broker_factory("ECDHE-ECDSA-CHACHA20-POLY1305")
+    summary = vdevice(build36, pki, broker.tls_port, tmp_path, 65, 6, TLS12_CHACHA, "--connection", mode,
+                      "--per-connection", "2")
+    assert (summary["tls_version"], summary["connections"], summary["resumed_connections"]) == ("TLSv1.2", 3, resumed)
