@@ -16,6 +16,17 @@ CONTAINER_PKI = "/run/testbed/pki"
 CONTAINER_PASSWORDS = "/run/testbed/passwords"
 CONTAINER_ACL = "/data/config/acl"  # not a secret: user names and a topic
 PUBLISHER_USER, SUBSCRIBER_USER = CLIENTS  # the run's users (the CN of a client certificate)
+# Mosquitto's `persistence`: off, so a session and its queued QoS 1/2 messages live in the broker's memory only and
+# do not survive a broker restart or kill (a fresh broker per cell; a persistent session survives the publisher's
+# reconnects, not the broker's). Recorded in the cell.json of cells where it matters (broker_record).
+PERSISTENCE = False
+
+
+def broker_record() -> dict[str, object]:
+    """cell.json ``broker``: the broker's settings that decide what a session keeps."""
+    return {"implementation": "mosquitto", "persistence": PERSISTENCE,
+            "sessions": "kept in memory across the client's reconnects; lost when the broker restarts"
+            if not PERSISTENCE else "written to the broker's persistence file; kept across a restart"}
 
 
 def render_acl(topic: str) -> str:
@@ -30,7 +41,7 @@ def render_mosquitto_conf(scenario: Scenario, *, acl: bool = False) -> str:
     lines = [
         f"# rendered by testbed from scenario '{scenario.name}'; do not edit, it is rewritten every run",
         "per_listener_settings true",
-        "persistence false",
+        f"persistence {'true' if PERSISTENCE else 'false'}",
         "log_dest stdout",
         "log_type error",
         "log_type warning",

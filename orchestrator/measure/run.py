@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import TestbedError
+from orchestrator.lab.brokerconf import broker_record
 from orchestrator.lab.keptlab import KeptLab
 from orchestrator.measure.analyse import analyse_run_folder
 from orchestrator.measure.cell import CellWriter, utc_now
@@ -79,6 +80,8 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
         "connection": {"asked": asked, "used": used, "per_connection": spec.per_connection, "close": spec.close,
                        "note": why},
         "spec": spec.model_dump(), "status": "running", "error": None, "started_utc": utc_now(), "timings": {}}))
+    if spec.qos > 0 or spec.values().get("session", "clean") != "clean":  # what the broker keeps of a session
+        record.set(broker=broker_record())
     record.save()
     try:
         variant = variant_for(spec)

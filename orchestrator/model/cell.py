@@ -38,6 +38,7 @@ class CellRecord(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)  # <phase>_s: seconds from the previous phase
     exposure: dict[str, Any] | None = None  # a board's cell: where the broker was reachable and how it authenticated
     broker_nofile: int | None = None  # a fleet's cell: the Mosquitto process's open-file limit
+    broker: dict[str, Any] | None = None  # a QoS 1/2 or persistent-session cell: the broker's persistence setting
     impairment_state: dict[str, Any] | None = None  # the run's impairment.json, as it was after the cell
     board: dict[str, Any] | None = None  # a board's banner (chip, MAC, firmware, versions, ...)
     device: dict[str, Any] | None = None  # a virtual device: its TLS library as it names it (asked: spec)
