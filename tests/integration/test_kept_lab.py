@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from orchestrator.backends import compose, docker
+from orchestrator.lab.broker import BROKER
 from orchestrator.lab.keptlab import KeptLab
 from orchestrator.model.scenario import load_scenario
 
@@ -133,6 +135,14 @@ def test_a_session_of_the_cell_before_is_refused_by_the_next_cells_broker(tmp_pa
             assert not refused.session_reused
             refused.close()
             here.end_capture()
+        # the primitive the storm's broker-restart event uses: a crash (SIGKILL) of the process, not the container
+        before = {s: docker.container(compose.container_name(s)) for s in ("broker", "capture")}
+        BROKER.restart_process(kill=True)
+        after = {s: docker.container(compose.container_name(s)) for s in ("broker", "capture")}
+        for s, c in after.items():
+            old = before[s]
+            assert c is not None and old is not None and c.state.running and c.state.pid == old.state.pid, s
+        _handshake(here.topo.host_port, here.lay.pki / "ca.crt").close()  # the new process listens
     finally:
         lab.down()
     assert _full_handshakes_offering_a_session(tmp_path / "runs" / "n" / "capture" / "capture.pcapng") == ["resumed"]

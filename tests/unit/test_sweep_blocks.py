@@ -12,6 +12,7 @@ import pytest
 from orchestrator.measure import sweep as sw
 from orchestrator.measure.run import RunOutcome
 from orchestrator.model.sweep import SweepPlan
+from orchestrator.report.order import run_order
 from orchestrator.results import manifest as bundles
 
 
@@ -91,3 +92,12 @@ def test_a_fresh_lab_per_cell_where_the_plan_the_variant_or_an_impairment_says_w
     ran = _run(tmp_path, monkeypatch, plan)
     assert FakeLab.made == [] and all(lab is None for _, lab, _ in ran)
     assert all(cell["lab"]["mode"] == "fresh-per-cell" and cell["lab"]["why"].startswith(why) for _, _, cell in ran)
+
+
+def test_the_report_states_the_order_and_how_the_labs_were_kept() -> None:
+    plan = SweepPlan(scenarios=["plain", "tls"], payloads=[65, 100], seed=9)
+    assert run_order(plan.order_record()) == ("blocked, seed 9: 2 block(s) of 2 cell(s), the lab kept up within a "
+                                              "block (each cell's cell.json says what it reused)")
+    fresh = SweepPlan(scenarios=["plain", "tls"], payloads=[65, 100], order="random", fresh_lab_per_cell=True)
+    assert run_order(fresh.order_record()).endswith("a fresh lab per cell")
+    assert run_order(None) == "not recorded (a bundle from before the blocked order)"
