@@ -199,7 +199,8 @@ def clock_step(check: BoardCheck, metrics: dict[str, Any], summary: dict[str, An
     seen = (f"offset {clock['pre']['offset_us'] / 1000:+.3f} ms, bound +-{clock['bound_us'] / 1000:.3f} ms, drift "
             f"{clock.get('drift_ppm', 0):+.1f} ppm")
     if "available" in owd:
-        seen += "; one-way delay " + ("reported" if owd["available"] else "withheld at this bound (uplink too short)")
+        why = str(owd.get("reason") or "").split(":", 1)[0]  # 'clock bound +-x ms is N % of the median ...'
+        seen += "; one-way delay " + ("reported" if owd["available"] else f"withheld ({why})")
     check.add("clock", None, seen)
 
 
