@@ -85,8 +85,10 @@ def test_check_modes_accept_without_a_network(host_build: HostBuild, pki: Pki) -
     (["--devices", "5001"], 'InvalidArgument: --devices: expected an integer 1..5000, got "5001"'),
     (["--devices", "2", "--connect-rate", "10001"],
      'InvalidArgument: --connect-rate: expected a number 0.01..10000 (decimals allowed), got "10001"'),
-    (["--devices", "2", "--connection", "reconnect"],
-     "InvalidArgument: unknown option: --connection (fleet --help lists its options)"),
+    (["--devices", "2", "--send-log", "x.csv"],
+     "InvalidArgument: unknown option: --send-log (fleet --help lists its options)"),
+    (["--devices", "2", "--connection", "reconnect", "--sleep-ms", "86400001"],
+     'InvalidArgument: --sleep-ms: expected milliseconds 0..86400000 (decimals allowed), got "86400001"'),
     (["--devices", "2", "--payload", "4097"], 'InvalidArgument: --payload: expected an integer 1..4096, got "4097"'),
     ([], "InvalidArgument: --devices N is required (1..5000)"),
 ])

@@ -20,7 +20,7 @@ tb::PublishConfig make_config(const FleetPlan& p, const std::string& id) {
   cfg.host = p.host.c_str();
   cfg.device_id = id.c_str();
   cfg.client_id = id.c_str();
-  cfg.mode = tb::ConnectionMode::Persistent;
+  cfg.sleep_us = p.options->sleep_us;
   return cfg;
 }
 
@@ -44,6 +44,8 @@ void publish(const FleetPlan& p, const std::string& id, uint32_t index, FleetClo
   r->handshake_us = o.conn.transport == "tls" ? st.handshake_us : -1;
   r->connack_us = st.connack_us;
   r->messages = st.messages_sent;
+  r->connections = st.connections;
+  r->resumed = st.resumed_connections;
   r->connected = st.connack_us >= 0 && e != tb::Err::ConnackRefused;
   if (e != tb::Err::Ok) {
     r->error = tb::err_name(e);
@@ -69,6 +71,15 @@ int64_t device_offset_us(const FleetOptions& o, uint32_t index) {
   return static_cast<int64_t>(mix64(mix64(o.conn.seed) + index) % o.conn.interval_us);
 }
 
+Schedule device_schedule(const FleetOptions& o) {
+  Schedule s;
+  s.mode = o.conn.connection;
+  s.per_connection = o.conn.per_connection;
+  s.interval_us = o.conn.interval_us;
+  s.sleep_us = o.sleep_us;
+  return s;
+}
+
 void run_device(const FleetPlan& p, uint32_t index, DeviceResult* r) {
   const FleetOptions& o = *p.options;
   FleetClock clock(*p.stop);
@@ -79,7 +90,8 @@ void run_device(const FleetPlan& p, uint32_t index, DeviceResult* r) {
   r->index = index;
   r->t_start_us = slot + to_wall;
   const std::string id = device_id(o.prefix, index);
-  DeviceLog log(*p.logs, o.out_dir + "/" + id + ".csv", slot + offset + to_wall, o.conn.interval_us);
+  DeviceLog log(*p.logs, o.out_dir + "/" + id + ".csv", slot + offset + to_wall, device_schedule(o), id,
+                o.conn.connections_log);
   if (p.stop->requested()) {
     r->error = tb::err_name(tb::Err::Interrupted);
     r->message = "stopped by a signal before connecting";
@@ -131,7 +143,7 @@ int run_devices(const FleetPlan& p, const std::vector<uint32_t>& indices, std::v
     (*out)[k].error = tb::err_name(tb::Err::Interrupted);
     (*out)[k].message = "stopped by a signal before it was started";
     const std::string id = device_id(p.options->prefix, indices[k]);
-    DeviceLog(*p.logs, p.options->out_dir + "/" + id + ".csv", 0, 0).flush();  // the header: every device has its log
+    DeviceLog(*p.logs, p.options->out_dir + "/" + id + ".csv", 0, Schedule()).flush();  // the header: every device has its log
   }
   while (done.load() < launched) {
     const int s = wait_signal_until(mono_now_us() + 50000);

@@ -31,6 +31,8 @@ struct DeviceResult {
   int64_t handshake_us = -1;
   int64_t connack_us = -1;
   uint32_t messages = 0;
+  uint32_t connections = 0;  // opened or attempted (the lifecycle's: one per K messages; persistent: 1)
+  uint32_t resumed = 0;      // of them, with the client's claim of a resumed TLS session
   bool connected = false;  // CONNACK accepted
   std::string error;       // tb::Err name; empty: the device finished its run
   std::string message;     // the error's text
@@ -39,11 +41,13 @@ struct DeviceResult {
 // Device i's start slot and its seeded random start offset (0 <= offset < interval).
 int64_t device_slot_us(const FleetPlan& p, uint32_t index);
 int64_t device_offset_us(const FleetOptions& o, uint32_t index);
+Schedule device_schedule(const FleetOptions& o);
 uint64_t mix64(uint64_t x);
 
-// Runs device `index`: sleeps until its slot + offset, then tb::Publisher::run; t_intended of its
-// messages = t_start + offset + seq x interval (the core's schedule starts after its CONNACK, so the lag
-// includes the connect).
+// Runs device `index`: sleeps until its slot + offset, then tb::Publisher::run with the run's connection
+// lifecycle (each device its own transport, so its own saved TLS session or ticket); t_intended of its
+// messages = t_start + offset + the schedule's offset of seq (the core's persistent schedule starts after
+// its CONNACK, so the lag includes the connect).
 void run_device(const FleetPlan& p, uint32_t index, DeviceResult* out);
 
 // Runs the given devices in this process, each started (a std::thread) at its slot. SIGINT and SIGTERM must

@@ -72,14 +72,29 @@ bool LogWriter::write(const std::string& path, const std::string& data, bool tru
   return ok;
 }
 
-DeviceLog::DeviceLog(LogWriter& writer, std::string path, int64_t intended0_us, uint64_t interval_us)
-    : writer_(writer), path_(std::move(path)), intended0_us_(intended0_us), interval_us_(interval_us) {
+DeviceLog::DeviceLog(LogWriter& writer, std::string path, int64_t intended0_us, const Schedule& schedule,
+                     std::string device, std::string connections_path)
+    : writer_(writer), path_(std::move(path)), intended0_us_(intended0_us), schedule_(schedule),
+      device_(std::move(device)), connections_path_(std::move(connections_path)) {
   buf_.reserve(4096);
+}
+
+bool start_connections_log(LogWriter& writer, const std::string& path, std::string* error) {
+  return writer.write(path, std::string("device,") + vdev::kConnectionsLogHeader + "\n", true, error);
+}
+
+void DeviceLog::on_connection(const tb::ConnectionStats& c) {
+  ++connections_;
+  if (c.resumed == 1) ++resumed_;
+  if (connections_path_.empty()) return;
+  char line[192];
+  vdev::format_connection_row(c, line, sizeof(line));
+  conn_buf_ += device_ + "," + line + "\n";
 }
 
 bool DeviceLog::on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t, int64_t) {
   char line[96];
-  const int64_t intended = intended0_us_ + static_cast<int64_t>(seq * interval_us_);
+  const int64_t intended = intended0_us_ + schedule_.offset_us(seq);
   int n = snprintf(line, sizeof(line), "%" PRIu32 ",%" PRId64 ",%zu,%" PRId64 "\n", seq, t_send_us, payload_bytes,
                    intended);
   buf_.append(line, n > 0 ? static_cast<size_t>(n) : 0);
@@ -91,6 +106,14 @@ bool DeviceLog::flush() {
   bool ok = writer_.write(path_, buf_, !created_, &error_);
   created_ = true;
   buf_.clear();
+  if (!conn_buf_.empty()) {
+    std::string e;
+    if (!writer_.write(connections_path_, conn_buf_, false, &e) && ok) {
+      error_ = e;
+      ok = false;
+    }
+    conn_buf_.clear();
+  }
   return ok;
 }
 

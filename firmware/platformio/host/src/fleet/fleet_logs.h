@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "connection_log.h"
 #include "publisher.h"
 #include "tls_transport.h"
 
@@ -45,25 +46,50 @@ class LogWriter {
   std::mutex mu_;
 };
 
-// A device's send log: seq,t_send_us,bytes,t_intended_us. t_intended = intended0 + seq x interval.
+// When each message of a device is due, from its first: the core's schedule (tb::scheduled_offset_us).
+struct Schedule {
+  tb::ConnectionMode mode = tb::ConnectionMode::Persistent;
+  uint32_t per_connection = 1;
+  uint64_t interval_us = 0;
+  uint64_t sleep_us = 0;
+  int64_t offset_us(uint32_t seq) const {
+    return tb::scheduled_offset_us(mode, per_connection, interval_us, sleep_us, seq);
+  }
+};
+
+// A device's send log: seq,t_send_us,bytes,t_intended_us (t_intended = intended0 + the schedule's offset of
+// seq); and, when a connections log is kept, its connections' rows (device,conn,... appended to that file
+// with the send log's flushes: one write each, O_APPEND, so the worker processes' rows never interleave).
 class DeviceLog : public tb::SendObserver {
  public:
   static constexpr size_t kFlushBytes = 16 * 1024;  // x 5000 devices: 80 MB at most
-  DeviceLog(LogWriter& writer, std::string path, int64_t intended0_us, uint64_t interval_us);
+  DeviceLog(LogWriter& writer, std::string path, int64_t intended0_us, const Schedule& schedule,
+            std::string device = "", std::string connections_path = "");
   bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes, int64_t puback_us) override;
+  void on_connection(const tb::ConnectionStats& c) override;
   // Writes what is buffered (the header with the first write, also when no message was sent).
   bool flush();
   const std::string& error() const { return error_; }
+  uint32_t connections() const { return connections_; }
+  uint32_t resumed() const { return resumed_; }
 
  private:
   LogWriter& writer_;
   std::string path_;
   int64_t intended0_us_;
-  uint64_t interval_us_;
+  Schedule schedule_;
+  std::string device_;
+  std::string connections_path_;
   std::string buf_;
+  std::string conn_buf_;
+  uint32_t connections_ = 0;
+  uint32_t resumed_ = 0;
   bool created_ = false;
   std::string error_;
 };
+
+// The connections log's header (the file made anew); false with the error.
+bool start_connections_log(LogWriter& writer, const std::string& path, std::string* error);
 
 // Microseconds as milliseconds with 3 decimals; empty when not measured (negative).
 std::string ms_field(int64_t us);

@@ -126,6 +126,12 @@ void setup_process() {
 }
 
 void print_start(const FleetOptions& o, const std::string& host, uint32_t processes) {
+  if (o.conn.connection != tb::ConnectionMode::Persistent) {
+    fprintf(stdout, "fleet: connection %s every %u message(s), close %s, asleep %.3f ms between connections%s\n",
+            tb::connection_mode_name(o.conn.connection), o.conn.per_connection, tb::close_mode_name(o.conn.close),
+            static_cast<double>(o.sleep_us ? o.sleep_us : o.conn.interval_us) / 1000.0,
+            o.sleep_us ? "" : " (one interval)");
+  }
   fprintf(stdout, "fleet: %u devices %s..%s (SIMULATED sensors, seed %" PRIu64 ") -> %s:%u %s, %u x %u B every "
           "%.3f ms, qos %u, connect rate %g/s, %u process(es), logs in %s\n",
           o.devices, device_id(o.prefix, 0).c_str(), device_id(o.prefix, o.devices - 1).c_str(), o.conn.seed,
@@ -169,6 +175,9 @@ int run_fleet_main(const FleetOptions& o, const Pem& pem, uint32_t shards) {
   if (!o.conn.keylog.empty() && !keylog.open(o.conn.keylog, &error)) return fail(kExitUsage, "Keylog", error);
   StopSignal stop;
   LogWriter logs;
+  if (!o.conn.connections_log.empty() && !start_connections_log(logs, o.conn.connections_log, &error)) {
+    return fail(kExitUsage, "SendLog", error);
+  }
   FleetPlan plan;
   plan.options = &o;
   plan.host = resolve_once(o.conn);

@@ -1,6 +1,7 @@
 #include "fleet_options.h"
 #include "host_util.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "payload.h"
@@ -45,14 +46,19 @@ std::string fleet_usage() {
          "  connection options as vdevice's (the same for every device):\n"
          "  --host H (127.0.0.1) --port P (1883 plain / 8883 tls) --transport plain|tls --ciphers LIST\n"
          "  --ca FILE --server-name NAME --cert FILE --key FILE --username U --password P --password-file FILE\n"
-         "  --payload BYTES (65) --samples N (200) --interval-ms MS (250) --qos 0|1 --topic T (testbed/sensors)\n"
+         "  --payload BYTES (65) --samples N (200) --interval-ms MS (250) --qos 0|1|2 --topic T (testbed/sensors)\n"
          "  --keylog FILE (one NSS key log for all devices) --connect-timeout-ms MS (10000)\n"
+         "  each device's connection lifecycle, as vdevice's: --connection persistent|reconnect|resume-id|resume-ticket\n"
+         "  --per-connection K (1) --close disconnect|drop; every device keeps its own TLS session or ticket;\n"
+         "  --sleep-ms MS (0 = one interval: from a connection's last message to the next one's first)\n"
+         "  --connections-log FILE.csv (device,conn,t_open_us,tcp_connect_ms,handshake_ms,connack_ms,resumed,\n"
+         "      messages,close,error: one row per connection of every device)\n"
          "Writes DIR/<id>.csv (seq,t_send_us,bytes,t_intended_us), DIR/connections.csv\n"
-         "(device,t_start_us,tcp_connect_ms,handshake_ms,connack_ms,messages,error) and DIR/summary.json.\n"
+         "(device,t_start_us,tcp_connect_ms,handshake_ms,connack_ms,messages,error: its first connection's) and\n"
+         "DIR/summary.json.\n"
          "Exit 0: every device finished; 1: a device failed; 2: bad options; 130: stopped by SIGINT/SIGTERM.\n"
          "--check: check the options (files read, nothing sent), print ok; --describe-options: the table as JSON.\n"
-         "Every option X-Y can also be given as environment variable TESTBED_X_Y; flags win. Connections are\n"
-         "persistent.\n" +
+         "Every option X-Y can also be given as environment variable TESTBED_X_Y; flags win.\n" +
          vdev::options_help(TB_FLEET);
 }
 
@@ -65,6 +71,7 @@ bool parse_fleet_options(int argc, char** argv, FleetOptions* out, std::string* 
   out->connect_rate = v.decimal(Id::connect_rate);
   out->prefix = v.text(Id::device_prefix);
   out->out_dir = v.text(Id::out_dir);
+  out->sleep_us = static_cast<uint64_t>(std::llround(v.decimal(Id::sleep_ms) * 1000.0));
   return check_fleet(*out, error);
 }
 

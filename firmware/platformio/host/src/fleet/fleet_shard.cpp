@@ -56,9 +56,10 @@ bool write_shard(const std::string& path, const std::vector<DeviceResult>& rs, b
   if (f == nullptr) return false;
   if (keylog_failed) fputs("#keylog_failed\n", f);
   for (const DeviceResult& r : rs) {
-    fprintf(f, "%" PRIu32 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRIu32 "\t%d\t%s\t%s\n", r.index,
-            r.t_start_us, r.tcp_connect_us, r.handshake_us, r.connack_us, r.messages, r.connected ? 1 : 0,
-            r.error.empty() ? "-" : r.error.c_str(), one_line(r.message).c_str());
+    fprintf(f, "%" PRIu32 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRIu32 "\t%" PRIu32 "\t%" PRIu32
+            "\t%d\t%s\t%s\n", r.index, r.t_start_us, r.tcp_connect_us, r.handshake_us, r.connack_us, r.messages,
+            r.connections, r.resumed, r.connected ? 1 : 0, r.error.empty() ? "-" : r.error.c_str(),
+            one_line(r.message).c_str());
   }
   return fclose(f) == 0;
 }
@@ -74,9 +75,9 @@ size_t read_shard(const std::string& path, std::vector<DeviceResult>* all, bool*
     DeviceResult r;
     int connected = 0, used = 0;
     char err[64];
-    if (sscanf(line, "%" SCNu32 "\t%" SCNd64 "\t%" SCNd64 "\t%" SCNd64 "\t%" SCNd64 "\t%" SCNu32 "\t%d\t%63s\t%n",
-               &r.index, &r.t_start_us, &r.tcp_connect_us, &r.handshake_us, &r.connack_us, &r.messages, &connected,
-               err, &used) < 8 || r.index >= all->size()) {
+    if (sscanf(line, "%" SCNu32 "\t%" SCNd64 "\t%" SCNd64 "\t%" SCNd64 "\t%" SCNd64 "\t%" SCNu32 "\t%" SCNu32 "\t%" SCNu32
+               "\t%d\t%63s\t%n", &r.index, &r.t_start_us, &r.tcp_connect_us, &r.handshake_us, &r.connack_us,
+               &r.messages, &r.connections, &r.resumed, &connected, err, &used) < 10 || r.index >= all->size()) {
       continue;
     }
     r.connected = connected != 0;

@@ -39,9 +39,9 @@ LagStats stats_of(std::vector<int64_t>* v) {
   return s;
 }
 
-// One send log: every row's lag, and each seq >= 1's lateness after seq 0.
-bool read_one(const std::string& path, uint64_t interval_us, std::vector<int64_t>* lag, std::vector<int64_t>* steady,
-              uint64_t* rows, std::string* error) {
+// One send log: every row's lag, and each seq >= 1's lateness after seq 0 (against the schedule's t_intended).
+bool read_one(const std::string& path, std::vector<int64_t>* lag, std::vector<int64_t>* steady, uint64_t* rows,
+              std::string* error) {
   FILE* f = fopen(path.c_str(), "r");
   if (f == nullptr) {
     *error = "cannot read " + path + ": " + strerror(errno);
@@ -49,7 +49,7 @@ bool read_one(const std::string& path, uint64_t interval_us, std::vector<int64_t
   }
   char line[128];
   bool ok = fgets(line, sizeof(line), f) != nullptr && strncmp(line, kSendLogHeader, strlen(kSendLogHeader)) == 0;
-  int64_t first = -1;
+  int64_t first = -1, first_intended = 0;
   while (ok && fgets(line, sizeof(line), f) != nullptr) {
     uint64_t seq = 0;
     int64_t sent = 0, intended = 0;
@@ -57,8 +57,11 @@ bool read_one(const std::string& path, uint64_t interval_us, std::vector<int64_t
     if (sscanf(line, "%" SCNu64 ",%" SCNd64 ",%zu,%" SCNd64, &seq, &sent, &bytes, &intended) != 4) ok = false;
     if (!ok) break;
     lag->push_back(sent - intended);
-    if (seq == 0) first = sent;
-    if (seq > 0 && first >= 0) steady->push_back(sent - first - static_cast<int64_t>(seq * interval_us));
+    if (seq == 0) {
+      first = sent;
+      first_intended = intended;
+    }
+    if (seq > 0 && first >= 0) steady->push_back(sent - first - (intended - first_intended));
     ++*rows;
   }
   fclose(f);
@@ -78,11 +81,14 @@ std::string lag_json(const LagStats& s) {
 std::string device_counts_json(const FleetOptions& o, const std::vector<DeviceResult>& rs, uint64_t* messages) {
   std::map<std::string, uint32_t> failed;
   uint32_t connected = 0, nfailed = 0;
+  uint64_t connections = 0, resumed = 0;
   std::string errors;
   *messages = 0;
   for (const DeviceResult& r : rs) {
     connected += r.connected ? 1 : 0;
     *messages += r.messages;
+    connections += r.connections;
+    resumed += r.resumed;
     if (r.error.empty()) continue;
     ++failed[r.error];
     if (nfailed++ < kErrorsListed) {
@@ -92,7 +98,11 @@ std::string device_counts_json(const FleetOptions& o, const std::vector<DeviceRe
   }
   std::string f;
   for (const auto& kv : failed) f += std::string(f.empty() ? "" : ",") + json_string(kv.first) + ":" + std::to_string(kv.second);
-  return "\"connected\":" + std::to_string(connected) + ",\"failed\":{" + f + "},\"failed_devices\":" +
+  return "\"connection_mode\":" + json_string(tb::connection_mode_name(o.conn.connection)) + ",\"per_connection\":" +
+         std::to_string(o.conn.per_connection) + ",\"close\":" + json_string(tb::close_mode_name(o.conn.close)) +
+         ",\"sleep_ms\":" + std::to_string(static_cast<double>(o.sleep_us) / 1000.0) + ",\"connections\":" +
+         std::to_string(connections) + ",\"resumed_connections\":" + std::to_string(resumed) +
+         ",\"connected\":" + std::to_string(connected) + ",\"failed\":{" + f + "},\"failed_devices\":" +
          std::to_string(nfailed) + ",\"messages_sent\":" + std::to_string(*messages) + ",\"errors\":[" + errors + "]";
 }
 
@@ -131,8 +141,7 @@ bool read_lags(const FleetOptions& o, FleetOutcome* r, std::string* error) {
   bool ok = true;
   for (uint32_t i = 0; i < o.devices; ++i) {
     std::string e;
-    if (!read_one(o.out_dir + "/" + device_id(o.prefix, i) + ".csv", o.conn.interval_us, &lag, &steady,
-                  &r->log_rows, &e) && ok) {
+    if (!read_one(o.out_dir + "/" + device_id(o.prefix, i) + ".csv", &lag, &steady, &r->log_rows, &e) && ok) {
       *error = e;
       ok = false;
     }

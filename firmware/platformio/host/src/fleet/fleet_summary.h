@@ -1,5 +1,6 @@
-// The fleet's results: DIR/connections.csv (a row per device), the schedule lag read back from every
-// device's send log, DIR/summary.json.
+// The fleet's results: DIR/connections.csv (a row per device: its first connection's figures), the schedule
+// lag read back from every device's send log, DIR/summary.json (with the lifecycle's connections and the
+// client's count of resumed ones).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,8 @@ struct FleetOutcome {
   std::vector<DeviceResult> devices;
   ProcStats cpu;          // taken when the last device ended (before the logs are read back)
   LagStats lag;           // t_send_us - t_intended_us over every message
-  LagStats steady;        // t_send(seq) - t_send(0) - seq x interval, seq >= 1: lateness after the first message
+  LagStats steady;        // t_send(seq) - t_send(0) - (t_intended(seq) - t_intended(0)), seq >= 1: lateness after the
+                          // first message
   uint64_t log_rows = 0;  // rows read back from the send logs
   bool interrupted = false;
   bool keylog_failed = false;

@@ -57,4 +57,14 @@ SessionResumption resumption_for(ConnectionMode m) {
   return SessionResumption::None;
 }
 
+int64_t scheduled_offset_us(ConnectionMode m, uint32_t per_connection, uint64_t interval_us, uint64_t sleep_us,
+                            uint32_t seq) {
+  if (m == ConnectionMode::Persistent || sleep_us == 0 || per_connection == 0) {
+    return static_cast<int64_t>(seq * interval_us);
+  }
+  const uint64_t c = seq / per_connection;
+  const uint64_t r = seq % per_connection;
+  return static_cast<int64_t>(c * ((per_connection - 1) * interval_us + sleep_us) + r * interval_us);
+}
+
 }  // namespace tb

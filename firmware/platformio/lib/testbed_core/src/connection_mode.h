@@ -35,4 +35,10 @@ bool parse_connection_mode(const char* name, ConnectionMode* out);
 bool parse_close_mode(const char* name, CloseMode* out);
 SessionResumption resumption_for(ConnectionMode m);
 
+// When message `seq` is due, from the run's t0: seq x interval, except that a lifecycle that reconnects
+// with a sleep (sleep_us > 0) has each connection's first message due sleep_us after the previous
+// connection's last (connection c = seq / K starts at c x ((K - 1) x interval + sleep)).
+int64_t scheduled_offset_us(ConnectionMode m, uint32_t per_connection, uint64_t interval_us, uint64_t sleep_us,
+                            uint32_t seq);
+
 }  // namespace tb

@@ -38,6 +38,7 @@ struct PublishConfig {
   uint32_t drain_timeout_ms = 60000;
   ConnectionMode mode = ConnectionMode::Persistent;
   uint32_t per_connection = 1;  // K messages per connection, >= 1; ignored for Persistent
+  uint64_t sleep_us = 0;  // between connections (last message -> next first); 0: one interval (scheduled_offset_us)
   CloseMode close = CloseMode::Disconnect;  // how every connection ends (Persistent's one too)
   // MQTT version and session (publisher_session.cpp). level: mqtt::kLevel311 or kLevel5.
   uint8_t mqtt_level = mqtt::kLevel311;

@@ -6,6 +6,13 @@
 #include "publisher.h"
 
 namespace tb {
+namespace {
+
+int64_t due_us(const PublishConfig& cfg, uint32_t seq) {
+  return scheduled_offset_us(cfg.mode, cfg.per_connection, cfg.interval_us, cfg.sleep_us, seq);
+}
+
+}  // namespace
 
 Err Publisher::interrupted(const PublishConfig& cfg, uint32_t seq) {
   err_.set("stopped by a signal after %" PRIu32 " of %" PRIu32 " messages", seq, cfg.samples);
@@ -30,7 +37,7 @@ Err Publisher::run(const PublishConfig& cfg, RunStats* stats) {
   uint32_t seq = 0;
   for (uint32_t i = 0; e == Err::Ok && seq < cfg.samples; ++i) {
     if (!persistent) {  // no connection open: sleep until the first message of the next one is due
-      e = wait_until(cfg, t0 + static_cast<int64_t>(seq * cfg.interval_us), nullptr);
+      e = wait_until(cfg, t0 + due_us(cfg, seq), nullptr);
       if (e == Err::Interrupted) interrupted(cfg, seq);
       if (e != Err::Ok) break;
     }
@@ -64,7 +71,7 @@ Err Publisher::connection(const PublishConfig& cfg, int64_t* t0, uint32_t first,
   uint32_t k = 0;
   while (e == Err::Ok && k < count) {
     const uint32_t seq = first + k;
-    e = wait_until(cfg, *t0 + static_cast<int64_t>(seq * cfg.interval_us), &last_tx);
+    e = wait_until(cfg, *t0 + due_us(cfg, seq), &last_tx);
     if (e == Err::Interrupted) interrupted(cfg, seq);
     if (e == Err::Ok) e = publish_one(cfg, seq, &last_tx, stats);
     if (e != Err::Ok && recoverable(cfg, e)) e = recover(cfg, &last_tx, stats);  // a persistent session

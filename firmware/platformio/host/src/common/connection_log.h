@@ -1,4 +1,5 @@
-// vdevice's connections log (--connections-log): one CSV row per connection of the run.
+// The connections log (--connections-log) of vdevice and the fleet: one CSV row per connection of the run
+// (the fleet writes its device id first: device,conn,...).
 //   conn,t_open_us,tcp_connect_ms,handshake_ms,connack_ms,resumed,messages,close,error
 // conn = ConnectionStats::index (0, 1, ...), t_open_us wall clock (us since the epoch) just before the
 // connect, the three times in ms with 3 decimals (empty: not measured - plain TCP's handshake, or not
