@@ -27,7 +27,7 @@ REQUIRED: Any = ...  # an axis every RunSpec must be given (pydantic's "no defau
 
 PublisherKind = Literal["virtual", "fleet", "esp32"]
 Site = Literal["local", "inventory"]
-Group = Literal["publish", "fleet", "lifecycle"]
+Group = Literal["publish", "fleet", "lifecycle", "connection"]
 ALL_PUBLISHERS: frozenset[str] = frozenset({"virtual", "fleet", "esp32"})
 ALL_SITES: frozenset[str] = frozenset({"local", "inventory"})
 
@@ -66,7 +66,8 @@ class Device:
     unless ``run_key`` says otherwise, the board's RUN key (``run_key=None``: the board has no such key).
     ``group``: ``publish`` goes to every program (vdevice, the fleet, the board); ``fleet`` only to the
     fleet; ``lifecycle`` to vdevice and the board when ``when`` holds (a connection that is not persistent:
-    the study's cells keep their command line and RUN unchanged).
+    the study's cells keep their command line and RUN unchanged); ``connection`` (the connection lifecycle
+    itself) the same, and to every device of a fleet too.
     """
 
     name: str
@@ -245,8 +246,8 @@ ORDER_HELP = ("the order cells run in: blocked (cells that share a lab configura
               "(every cell in a seeded random order) or as-listed (the lists' product, repeats outermost)")
 DEVICE_STACK_HELP = ("the virtual device's TLS library, its image: mbedtls-2.28 (Arduino-ESP32 2.x, ESP-IDF 4.4; TLS "
                      "1.2) or mbedtls-3.6 (Arduino-ESP32 3.x, ESP-IDF 5; TLS 1.2 and 1.3)")
-DEVICES_HELP = ("virtual devices publishing at once (a fleet: each its own id, seq and send log; "
-                "persistent connections; see docs/fleet.md)")
+DEVICES_HELP = ("virtual devices publishing at once (a fleet: each its own id, seq and send log, and the run's "
+                "--connection lifecycle with its own TLS session; see docs/fleet.md)")
 SESSION_HELP = ("clean (no state kept between connections) or persistent (3.1.1 Clean Session 0 / MQTT 5 Clean "
                 "Start 0 with --session-expiry-s: a lost connection is opened again and the unacknowledged QoS 1/2 "
                 "messages are sent again with DUP)")
@@ -326,15 +327,18 @@ AXES = AxisTable((
          CONNECTION_HELP,
          sweep=Sweep("connections", ("persistent",), "comma list of connection modes: " + CONNECTION_HELP, nest=2),
          cell=lambda v: "" if v == "persistent" else v,
-         only=Only("fleet-is-persistent", "--devices N > 1 keeps one persistent connection per device; --connection "
-                   "{value} is for one device (the fleet measures connection set-up at its connect rate)",
-                   publishers=frozenset({"virtual", "esp32"})),
-         device=Device("connection", "lifecycle", run_key="mode", when=_not_persistent)),
+         device=Device("connection", "connection", run_key="mode", when=_not_persistent)),
     Axis("per_connection", int, 1, "readings per connection (K) when the connection is not persistent",
-         ge=1, le=1_000_000, device=Device("per_connection", "lifecycle", when=_not_persistent)),
+         ge=1, le=1_000_000, device=Device("per_connection", "connection", when=_not_persistent)),
     Axis("close", Literal["disconnect", "drop"], "disconnect",
          "how a connection ends: disconnect (DISCONNECT + close_notify) or drop (as a sensor losing power)",
-         device=Device("close", "lifecycle", when=_not_persistent)),
+         device=Device("close", "connection", when=_not_persistent)),
+    Axis("sleep_ms", float, 0.0, "a fleet's devices asleep between connections: from a connection's last reading "
+         "to the next one's first, e.g. 2s (0: one interval; a persistent connection never sleeps)", ge=0,
+         le=86_400_000, option="sleep", cli_type=str, cli_default="0", from_cli=parse_interval,
+         only=Only("sleep-is-the-fleets", "--sleep {value} ms is the fleet's (--devices N > 1): one virtual device or "
+                   "a board reconnects one interval after its last reading", publishers=frozenset({"fleet"})),
+         device=Device("sleep_ms", "fleet", run_key=None, when=_not_persistent)),
     Axis("devices", int, 1, DEVICES_HELP, ge=1, le=MAX_DEVICES,
          sweep=Sweep("devices", (1,), "comma list of fleet sizes (a sweep axis): " + DEVICES_HELP, nest=3,
                      lab=True),  # the broker's open-file limit is the container's

@@ -48,6 +48,7 @@ class OneValueAxes(BaseModel):
         seed: int
         per_connection: int
         close: str
+        sleep_ms: float
         connect_rate: float
         inventory: str | None
 
@@ -86,8 +87,13 @@ class RunSpecBase(OneValueAxes):
         return rules.id_for_payload(self.values())
 
     @property
-    def connections_expected(self) -> int:
+    def connections_per_device(self) -> int:
         return 1 if self.connection == "persistent" else -(-self.samples // self.per_connection)
+
+    @property
+    def connections_expected(self) -> int:
+        """Every device's connections (a fleet's devices each reconnect on the run's lifecycle)."""
+        return self.devices * self.connections_per_device
 
     @property
     def messages_expected(self) -> int:
@@ -98,7 +104,8 @@ class RunSpecBase(OneValueAxes):
     def expected_duration_s(self) -> float:
         """The schedule: a fleet's last device starts (devices - 1) / connect_rate seconds after the first."""
         start = (self.devices - 1) / self.connect_rate
-        return start + self.samples * self.interval_ms / 1000.0
+        asleep = (self.connections_per_device - 1) * (self.sleep_ms - self.interval_ms) if self.sleep_ms else 0.0
+        return start + (self.samples * self.interval_ms + max(asleep, 0.0)) / 1000.0
 
     def timeout_s(self) -> float:
         """How long to wait for the last message: the schedule plus a margin for start-up and slow links."""

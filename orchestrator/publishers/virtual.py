@@ -55,17 +55,17 @@ def publisher_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSp
                    host: str = "broker") -> list[str]:
     """vdevice's command line for one run (``host``: the broker's address behind the router; the TLS
     server name stays `broker`); for a fleet (``spec.devices`` > 1) the fleet's, which takes the same
-    connection options for every device."""
+    connection options and connection lifecycle for every device."""
     args = connection_args(scenario, lay, pki, spec, host)
+    lifecycle = device_argv(spec.axes, spec.values(), "connection")  # none when persistent: the study's cells
+    if lifecycle:                                                     # keep their command line unchanged
+        lifecycle += ["--connections-log", lay.in_container(lay.publisher_connections)]
     if spec.is_fleet:
         return ["fleet", *device_argv(spec.axes, spec.values(), "fleet"),
-                "--device-prefix", FLEET_PREFIX, "--out-dir", lay.in_container(lay.fleet_dir), *args]
-    args = ["vdevice", *args, "--device-id", spec.device_id, "--client-id", "testbed-publisher",
-            "--send-log", lay.in_container(lay.publisher_log), "--summary", lay.in_container(lay.publisher_summary)]
-    lifecycle = device_argv(spec.axes, spec.values(), "lifecycle")  # none when persistent: the study's cells
-    if lifecycle:                                                    # keep their command line unchanged
-        args += [*lifecycle, "--connections-log", lay.in_container(lay.publisher_connections)]
-    return args
+                "--device-prefix", FLEET_PREFIX, "--out-dir", lay.in_container(lay.fleet_dir), *args, *lifecycle]
+    return ["vdevice", *args, "--device-id", spec.device_id, "--client-id", "testbed-publisher",
+            "--send-log", lay.in_container(lay.publisher_log), "--summary", lay.in_container(lay.publisher_summary),
+            *device_argv(spec.axes, spec.values(), "lifecycle"), *lifecycle]
 
 
 def connection_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, host: str) -> list[str]:

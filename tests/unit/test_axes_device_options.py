@@ -3,7 +3,7 @@
 firmware/platformio/lib/testbed_core/src/device_options.def declares every option vdevice, the fleet and the
 board's RUN parser take. For every axis that reaches the device: the same name, range, default and choices,
 and the programs the axis's group sends it to take it (publish: vdevice and fleet; fleet: the fleet only;
-lifecycle: vdevice; a board key: the board).
+lifecycle: vdevice; connection: vdevice and the fleet; a board key: the board).
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ def test_the_programs_that_take_it(axis: Axis) -> None:
     assert device is not None
     options = device_options()
     takes = options[device.name].programs
-    wanted = {"publish": {"vdevice", "fleet"}, "fleet": {"fleet"}, "lifecycle": {"vdevice"}}[device.group]
+    wanted = {"publish": {"vdevice", "fleet"}, "fleet": {"fleet"}, "lifecycle": {"vdevice"},
+              "connection": {"vdevice", "fleet"}}[device.group]
     assert wanted <= takes, f"{device.name}: {sorted(wanted - takes)} do not take it"
     if device.board_key is not None:
         assert device.board_key in options and "board" in options[device.board_key].programs

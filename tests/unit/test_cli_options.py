@@ -68,7 +68,7 @@ def test_every_run_option_reaches_the_run_spec(tmp_path: Path, monkeypatch: pyte
                       tmp_path / "run")]
 
 
-FLEET_OPTIONS = {"--devices", "--connect-rate"}
+FLEET_OPTIONS = {"--devices", "--connect-rate", "--sleep"}
 LAB_OPTIONS = {"--inventory"}
 
 
@@ -81,11 +81,26 @@ def test_the_fleet_options_reach_the_run_spec(tmp_path: Path, monkeypatch: pytes
     assert calls[0].messages_expected == 5000 and calls[0].expected_duration_s == pytest.approx(249 / 40 + 20)
 
 
-def test_a_fleet_refuses_a_board_and_reconnects_by_name() -> None:
-    for extra, says in ((["--publisher", "esp32", "--serial-port", "/dev/ttyUSB0"], "--publisher virtual"),
-                        (["--connection", "reconnect"], "--connection reconnect")):
-        result = runner.invoke(app, ["run", "--devices", "10", *extra])  # main() prints it without a traceback
-        assert isinstance(result.exception, TestbedError) and says in result.exception.message, result
+def test_a_fleet_reconnects_and_sleeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27: every connection mode with --devices N, K readings per connection and the sleep between them."""
+    calls: list[RunSpec] = []
+    monkeypatch.setattr(measure_run, "execute_run",
+                        lambda spec, out_dir, **_: calls.append(spec) or RunOutcome(tmp_path, "ok", 0, None, None))
+    _invoke(["run", "--devices", "1000", "--connect-rate", "100", "--samples", "40", "--interval", "1s",
+             "--connection", "resume-ticket", "--per-connection", "5", "--sleep", "2s"])
+    assert calls == [RunSpec(scenario="tls", samples=40, interval_ms=1000.0, devices=1000, connect_rate=100.0,
+                             connection="resume-ticket", per_connection=5, sleep_ms=2000.0)]
+    spec = calls[0]
+    assert spec.connections_expected == 8000
+    # 8 connections of 5 readings at 1 s, 2 s asleep between them: 8 x 4 s + 7 x 2 s (+ the last interval)
+    assert spec.expected_duration_s == pytest.approx(999 / 100 + 40 + 7 * (2 - 1))
+
+
+def test_a_fleet_refuses_a_board_and_one_device_refuses_a_sleep_by_name() -> None:
+    result = runner.invoke(app, ["run", "--devices", "10", "--publisher", "esp32", "--serial-port", "/dev/ttyUSB0"])
+    assert isinstance(result.exception, TestbedError) and "--publisher virtual" in result.exception.message, result
+    result = runner.invoke(app, ["run", "--connection", "reconnect", "--sleep", "2s"])
+    assert isinstance(result.exception, TestbedError) and "(rule sleep-is-the-fleets)" in result.exception.message
 
 
 def _grading_tables(tmp_path: Path) -> list[Path]:
