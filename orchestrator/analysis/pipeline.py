@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,15 +18,18 @@ import pandas as pd
 from orchestrator.analysis import handshake, metrics
 from orchestrator.analysis.csvout import csv_chunks
 from orchestrator.analysis.fields import (
+    Columns,
     ExportOutcome,
     ExportRequest,
     FieldExporter,
     compact,
     concat_tables,
+    own_columns,
     parse_fields,
 )
 from orchestrator.analysis.keying import ONE_DEVICE, Keying
 from orchestrator.analysis.logs import read_subscriber_log
+from orchestrator.analysis.memory import give_back_freed_memory
 from orchestrator.analysis.messages import PUBLISH, explode_mqtt, per_message_table
 from orchestrator.analysis.nokeys import order_matched_publish
 from orchestrator.analysis.pcapfile import capture_format, scan_capture
@@ -35,6 +39,8 @@ from orchestrator.results.atomic import write_chunks_atomic, write_text_atomic
 
 SCHEMA_VERSION = SCHEMA_VERSIONS["metrics"]
 ANALYSIS_VERSION = "1.0"
+# what is read of the MQTT message table once its PUBLISH are taken out (handshake.sessions, the count)
+MESSAGE_COLUMNS_KEPT = ("frame", "time", "stream", "src_port", "dst_port", "mqtt_type")
 
 
 @dataclass(frozen=True)
@@ -181,21 +187,22 @@ def _export_tables(inputs: RunInputs, exporter: FieldExporter) -> tuple[pd.DataF
     exporting program's own work (it uses one core, parsing the other): this is what keeps the
     analysis close to a bare export.
     """
-    packet_parts: list[pd.DataFrame] = []
-    msg_parts: list[pd.DataFrame] = []
+    packet_parts: list[Columns] = []
+    msg_parts: list[Columns] = []
     payload_cache: dict[str, tuple[str, int, int] | None] = {}
 
     def handle(text: str) -> None:
         part = parse_fields(text)
-        msg_parts.append(explode_mqtt(part, payload_cache))
-        packet_parts.append(compact(part, drop=["mqtt_msg"]))  # the payloads are in msg_parts now
+        msg_parts.append(own_columns(explode_mqtt(part, payload_cache)))
+        packet_parts.append(own_columns(compact(part, drop=["mqtt_msg"])))  # the payloads are in msg_parts now
 
     outcome = exporter(inputs.export_request(), handle)
     if not packet_parts:
         handle("")
     packets = concat_tables(packet_parts)
-    packet_parts.clear()
-    msgs = pd.concat(msg_parts, ignore_index=True) if len(msg_parts) > 1 else msg_parts[0]
+    give_back_freed_memory()  # the parts' pages, before the next table takes new ones
+    msgs = concat_tables(msg_parts, keep_empty=True)
+    give_back_freed_memory()
     return packets, msgs, outcome
 
 
@@ -208,13 +215,8 @@ def _dissector_bugs(outcome: ExportOutcome) -> list[str]:
             f"tables (first: {bugs[0][:300]})"]
 
 
-def analyse_run(inputs: RunInputs, exporter: FieldExporter) -> RunAnalysis:
-    """Analyse one run, its capture exported by ``exporter`` (``backends.tshark.export_chunks``).
-
-    Raises TestbedError on input that cannot give honest figures.
-    """
-    warnings: list[str] = []
-    capture_format(inputs.pcap)  # empty or foreign file: a clear error before tshark runs
+def _exported(inputs: RunInputs, exporter: FieldExporter, warnings: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The export pass's tables; an unreadable capture is a TestbedError saying what is wrong with the file."""
     packets, msgs, outcome = _export_tables(inputs, exporter)
     if outcome.returncode != 0 or packets.empty:
         # only now walk the record headers: say exactly what is wrong with the file
@@ -232,16 +234,34 @@ def analyse_run(inputs: RunInputs, exporter: FieldExporter) -> RunAnalysis:
         if len(packets) != scan.packets:
             warnings.append(f"tshark read {len(packets)} packets, the record walk counted {scan.packets}")
     warnings.extend(_dissector_bugs(outcome))
-    inbound, outbound, matched_by = _match_publish(msgs, packets, inputs, warnings)
-    unparsed = int(inbound["seq"].isna().sum() + outbound["seq"].isna().sum())
-    if unparsed:
-        warnings.append(f"{unparsed} PUBLISH payloads carry no readable sequence number: not matched to logs")
-    pub_streams = {int(s) for s in inbound["stream"].unique()}
-    sub_streams = {int(s) for s in outbound["stream"].unique()}
-    packets["leg"] = _legs(packets, inputs.broker_port, pub_streams, sub_streams)
+    return packets, msgs
 
-    pub_log, sub_log, warnings = _read_logs(inputs, warnings)
+
+def analyse_run(inputs: RunInputs, exporter: FieldExporter) -> RunAnalysis:
+    """Analyse one run, its capture exported by ``exporter`` (``backends.tshark.export_chunks``).
+
+    The logs are read in a thread while the exporter runs (they do not depend on the capture; the
+    exporter's own work leaves this process waiting most of that time). Raises TestbedError on input
+    that cannot give honest figures (a capture's error first, as if the logs were read after it).
+    """
+    warnings: list[str] = []
+    capture_format(inputs.pcap)  # empty or foreign file: a clear error before tshark runs
+    with ThreadPoolExecutor(1, thread_name_prefix="analysis-logs") as pool:
+        logs = pool.submit(_read_logs, inputs, [])
+        packets, msgs = _exported(inputs, exporter, warnings)
+        inbound, outbound, matched_by = _match_publish(msgs, packets, inputs, warnings)
+        msgs = msgs[list(MESSAGE_COLUMNS_KEPT)]  # the rest (payloads, devices) is in inbound/outbound now
+        give_back_freed_memory()
+        unparsed = int(inbound["seq"].isna().sum() + outbound["seq"].isna().sum())
+        if unparsed:
+            warnings.append(f"{unparsed} PUBLISH payloads carry no readable sequence number: not matched to logs")
+        pub_streams = {int(s) for s in inbound["stream"].unique()}
+        sub_streams = {int(s) for s in outbound["stream"].unique()}
+        packets["leg"] = _legs(packets, inputs.broker_port, pub_streams, sub_streams)
+        pub_log, sub_log, log_warnings = logs.result()
+    warnings = warnings + log_warnings
     pm = per_message_table(inbound, outbound, pub_log, sub_log, warnings, inputs.keys)
+    give_back_freed_memory()
 
     m = _metrics(inputs, packets, msgs, inbound, outbound, pm, pub_log, sub_log, pub_streams, sub_streams,
                  warnings)
