@@ -24,7 +24,9 @@ Other columns, at the capture point (connection times as ``analysis/handshake.py
 ``syn_time`` (first client SYN, epoch seconds); ``tcp_connect_ms`` SYN -> the client's ACK of the
 SYN/ACK; ``tls_handshake_ms`` ClientHello -> the later of both Finished (decrypted; TLS 1.2 without
 keys: the first handshake record after each side's ChangeCipherSpec); ``mqtt_connect_ms`` CONNECT ->
-CONNACK; ``syn_to_first_publish_ms`` first SYN -> the client's first PUBLISH; per direction
+CONNACK; ``client_id`` the MQTT client id its CONNECT carried (decrypted or plain; None when not
+readable): whose connection it is, so a fleet's connections are told apart by device;
+``syn_to_first_publish_ms`` first SYN -> the client's first PUBLISH; per direction
 ``payload_*`` = distinct TCP payload bytes (the sequence span of the data segments, so a retransmitted
 or duplicated segment is counted once), ``retransmitted_*`` = the payload bytes sent again on top,
 ``wire_*`` = frame bytes (all headers) of every captured frame, retransmissions included.
@@ -74,6 +76,7 @@ CONNECTION_FIELDS: tuple[tuple[str, str], ...] = (
     ("ext_len", "tls.handshake.extension.len"),
     ("alert", "tls.alert_message.desc"),
     ("mqtt_type", "mqtt.msgtype"),
+    ("mqtt_client_id", "mqtt.clientid"),
 )
 COLUMNS = tuple(c for c, _ in CONNECTION_FIELDS)
 NUMERIC = ("frame", "time", "frame_len", "stream", "src_port", "dst_port", "seq_raw", "tcp_len")
@@ -248,7 +251,9 @@ def connection_row(pk: pd.DataFrame, broker_port: int, tls: bool) -> dict[str, A
         acks = c[((c["tcp_flags"].to_numpy() & (SYN | ACK)) == ACK) & (c["time"] >= synack["time"].iloc[0]).to_numpy()]
         ack_t = _t(acks.iloc[0]) if len(acks) else None
     tls_part: dict[str, Any] = _tls_figures(c, s) if tls else dict(PLAIN)
-    connect_t = _t(_first_with(c, "mqtt_type", MQTT_CONNECT))
+    connect = _first_with(c, "mqtt_type", MQTT_CONNECT)
+    connect_t = _t(connect)
+    client_id = str(connect["mqtt_client_id"]).split(AGGREGATOR)[0] if connect is not None else ""
     publish_t = _t(_first_with(c, "mqtt_type", MQTT_PUBLISH))
     (up, up_re), (down, down_re) = _payload(c), _payload(s)
     ip = (c["ip_src"].iloc[0] or c["ipv6_src"].iloc[0]) if len(c) else None
@@ -258,6 +263,7 @@ def connection_row(pk: pd.DataFrame, broker_port: int, tls: bool) -> dict[str, A
     return {
         "stream": int(pk["stream"].iloc[0]), "client": f"{ip}:{port}", "client_ip": ip, "client_port": port,
         "syn_time": syn_t, "tcp_connect_ms": _ms(syn_t, ack_t), **tls_part,
+        "client_id": client_id or None,
         "mqtt_connect_ms": _ms(connect_t, _t(_first_with(s, "mqtt_type", MQTT_CONNACK))),
         "syn_to_first_publish_ms": _ms(syn_t, publish_t),
         "payload_client_to_server": up, "payload_server_to_client": down,

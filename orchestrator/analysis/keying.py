@@ -44,6 +44,8 @@ class Keying(Protocol):
     def keys(self) -> tuple[str, ...]: ...  # a message's key columns
     @property
     def matched_by(self) -> str: ...  # how the capture's PUBLISH are matched to the logs (decoded)
+    @property
+    def connections_by(self) -> str | None: ...  # the connections table's column naming a connection's device
 
     def classic_log(self, path: Path) -> Path | None: ...  # publisher.csv, when this keying reads it
     def read_send_log(self, publisher_log: Path | None) -> LogTable | None: ...
@@ -64,6 +66,7 @@ class OneDevice:
     """One publisher: a message is its seq, its send log publisher.csv."""
 
     devices: int = 1
+    connections_by: str | None = None  # every connection is the one device's
     fleet_dir: Path | None = None
     keys: tuple[str, ...] = SEQ_KEY
     matched_by: str = "decoded sequence number"
@@ -110,6 +113,7 @@ class DeviceFleet:
     fleet_dir: Path | None = None
     keys: tuple[str, ...] = FLEET_KEY
     matched_by: str = "decoded device id and sequence number"
+    connections_by: str | None = "client_id"  # each device's CONNECT carries its id as the client id
 
     def classic_log(self, path: Path) -> Path | None:
         return None

@@ -4,7 +4,16 @@ what each cost, and whether the publisher's own claim of resumption agrees.
 Input: the per-connection table of the capture (``analysis/connections.py``, every connection to the
 broker port), the publisher's addresses (from the packets the analysis put on the publisher->broker
 leg) and, when the publisher wrote one, its connections log (``logs/publisher_connections.csv``:
-``conn,t_open_us,tcp_connect_ms,handshake_ms,connack_ms,resumed,messages,close,error``).
+``conn,t_open_us,tcp_connect_ms,handshake_ms,connack_ms,resumed,messages,close,error``; a fleet's has
+``device`` first, its rows in no particular order).
+
+Whose connection: the keying says (``Keying.connections_by``, analysis/keying.py). One device's are all its
+own; a fleet's are told apart by the MQTT client id of their CONNECT (the table's ``client_id``, where the
+capture was decrypted). ``device_conn`` is the connection's number among its device's (0 = its first, by
+SYN), and "after the first" means after each device's own first connection, so a fleet of D devices
+resuming has D full handshakes and every other one resumed. A fleet's claims are matched by (device,
+connection number); one device's, in order. Where a client id is missing every connection is taken as
+one device's.
 
 Output: ``connections.csv`` (the publisher's rows, in SYN order, with the client's claim beside the
 wire's verdict) and the ``connections`` block of metrics.json. Per reading: every byte of the
@@ -48,22 +57,53 @@ def _claim(value: object) -> bool | None:
     return str(value).strip() in ("1", "1.0", "true", "True")
 
 
-def with_claims(rows: pd.DataFrame, claims: pd.DataFrame | None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    """``claimed_resumed`` beside each wire row (the i-th claim for the i-th connection), and where the
-    two disagree."""
+def _clients(rows: pd.DataFrame, by: str | None) -> pd.Series:
+    """Each row's device: the column ``by`` where every row has it, else one device for all."""
+    one = pd.Series([""] * len(rows), index=rows.index, dtype=object)
+    if by is None or by not in rows or not len(rows):
+        return one
+    ids = rows[by]
+    return ids.astype(str) if bool((ids.notna() & (ids.astype(str) != "")).all()) else one
+
+
+def with_device_numbers(rows: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
+    """``device`` (by ``by``, "" for one device) and ``device_conn``: each connection's number among its
+    device's (0: its first, by SYN)."""
     out = rows.copy()
+    clients = _clients(out, by)
+    out["device"] = clients.to_numpy()
+    out["device_conn"] = clients.groupby(clients).cumcount().to_numpy() if len(out) else []
+    return out
+
+
+def _claim_positions(rows: pd.DataFrame, claims: pd.DataFrame) -> list[tuple[int, object]]:
+    """(row index, claimed resumed) pairs: a fleet's by (device, connection number), one device's in order."""
+    if "device" in claims and (rows["device"] != "").all():
+        where = {(c, int(n)): i for i, (c, n) in enumerate(zip(rows["device"], rows["device_conn"], strict=True))}
+        return [(where[(str(d), int(n))], value) for d, n, value in
+                zip(claims["device"], claims["conn"], claims["resumed"], strict=True) if (str(d), int(n)) in where]
+    return list(enumerate(claims["resumed"].tolist()[: len(rows)]))
+
+
+def with_claims(rows: pd.DataFrame, claims: pd.DataFrame | None,
+                by: str | None = None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """``device``, ``device_conn`` and ``claimed_resumed`` beside each wire row (a fleet's claim by device and
+    number, one device's i-th claim for its i-th connection), and where the two disagree."""
+    out = with_device_numbers(rows, by)
     out["claimed_resumed"] = None
     if claims is None or out.empty:
         return out, []
     mismatches: list[dict[str, Any]] = []
-    for i, value in enumerate(claims["resumed"].tolist()[: len(out)]):
+    for i, value in _claim_positions(out, claims):
         claim = _claim(value)
         out.at[i, "claimed_resumed"] = claim
         wire = str(out.at[i, "handshake"])
         if claim is None or wire in ("none", "unknown"):
             continue
         if claim != (wire in RESUMED):
-            mismatches.append({"connection": i + 1, "client_says": "resumed" if claim else "full", "wire": wire})
+            said = {"connection": i + 1, "client_says": "resumed" if claim else "full", "wire": wire}
+            client = str(out.at[i, "device"])
+            mismatches.append({**said, **({"device": client} if client else {})})
     return out, mismatches
 
 
@@ -84,10 +124,12 @@ def _by_kind(rows: pd.DataFrame) -> dict[str, Any]:
 
 
 def _resumption(rows: pd.DataFrame, mode: str, tls: bool) -> dict[str, Any]:
-    """After the first connection: how many were resumed on the wire, and what that says."""
-    later = rows["handshake"].iloc[1:] if len(rows) > 1 else pd.Series(dtype=str)
+    """After each device's first connection: how many were resumed on the wire, and what that says."""
+    numbered = rows if "device_conn" in rows else with_device_numbers(rows)
+    later = numbered.loc[numbered["device_conn"] > 0, "handshake"] if len(rows) else pd.Series(dtype=str)
     resumed = int(later.isin(RESUMED).sum())
-    out: dict[str, Any] = {"reconnections": int(len(later)), "resumed_after_first": resumed}
+    out: dict[str, Any] = {"devices": int(numbered["device"].nunique()) if len(rows) else 0,
+                           "reconnections": int(len(later)), "resumed_after_first": resumed}
     if not tls or not mode.startswith("resume-") or later.empty:
         out["verdict"] = None
     elif resumed == len(later):
@@ -125,5 +167,5 @@ def lifecycle(rows: pd.DataFrame, mismatches: list[dict[str, Any]], *, mode: str
 
 def mismatch_warnings(block: dict[str, Any]) -> list[str]:
     """One warning per disagreement between the publisher's claim and the wire."""
-    return [f"connection {m['connection']}: the publisher says {m['client_says']}, the wire shows {m['wire']}"
-            for m in block["client_claims"]["mismatches"]]
+    return [f"connection {m['connection']}{' (' + m['device'] + ')' if m.get('device') else ''}: the publisher says "
+            f"{m['client_says']}, the wire shows {m['wire']}" for m in block["client_claims"]["mismatches"]]

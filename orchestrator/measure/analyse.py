@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.analysis import brokercpu, lifecycle
+from orchestrator.analysis import brokercpu, handshakecost, lifecycle
 from orchestrator.analysis import metrics as run_metrics
 from orchestrator.analysis.clock import one_way_delay_available
 from orchestrator.analysis.connections import connections_table
@@ -36,7 +36,7 @@ def analyse_run_folder(run_dir: Path, scenario: Scenario, spec: RunSpec, resourc
     keying = variant_for(spec).keying(spec, lay)
     analysis = analyse_run(run_inputs(lay, scenario, spec, keylogs, board_clock, keying), export_chunks)
     if spec.connection != "persistent":
-        add_connections(analysis, lay, scenario, spec, keylogs)
+        add_connections(analysis, lay, scenario, spec, keylogs, keying)
     if exchanges.wanted(spec):  # QoS 1/2, MQTT 5: each message's exchange (measure/exchanges.py)
         exchanges.add_exchanges(analysis, lay, scenario, keylogs)
     if board_clock is not None:
@@ -82,16 +82,17 @@ def run_inputs(lay: Layout, scenario: Scenario, spec: RunSpec, keylogs: list[Pat
 
 
 def add_connections(analysis: RunAnalysis, lay: Layout, scenario: Scenario, spec: RunSpec,
-                    keylogs: list[Path]) -> None:
+                    keylogs: list[Path], keying: Keying) -> None:
     """connections.csv and metrics.json ``connections``: the publisher's connections as the capture shows
-    them (its own claim of resumption checked against the wire; a disagreement is a warning)."""
+    them, each device's numbered (its own claim of resumption checked against the wire; a disagreement is a
+    warning)."""
     pk = analysis.per_packet
     up = pk[pk["leg"] == "publisher->broker"]
     ips = set(up["ip_src"].dropna().astype(str)) | set(up["ipv6_src"].dropna().astype(str))
     sub_streams = set(pk.loc[pk["leg"].isin(["subscriber->broker", "broker->subscriber"]), "stream"].astype(int))
     table = connections_table(lay.capture, scenario.port, scenario.is_tls, keylogs, export_chunks)
     rows, mismatches = lifecycle.with_claims(lifecycle.publisher_rows(table, ips - {""}, sub_streams),
-                                             lifecycle.read_claims(lay.publisher_connections))
+                                             lifecycle.read_claims(lay.publisher_connections), keying.connections_by)
     readings = int(analysis.metrics.get("loss", {}).get("publisher_logged") or spec.samples)
     block = lifecycle.lifecycle(rows, mismatches, mode=spec.connection, per_connection=spec.per_connection,
                                 close=spec.close, expected=spec.connections_expected, readings=readings,
@@ -108,13 +109,17 @@ def add_connections(analysis: RunAnalysis, lay: Layout, scenario: Scenario, spec
 
 def broker_cpu(series: dict[str, list[list[float]] | None], analysis: RunAnalysis, lay: Layout,
                spec: RunSpec) -> dict[str, Any]:
-    """The broker's CPU per reading it received and, for a cell that reconnects, per connection: of the
-    Mosquitto process itself (``process``, where this host can read it) and of its container's cgroup
-    (``cgroup``: with the healthcheck's execs in it; see backends/docker_stats.py)."""
+    """The broker's CPU per reading it received and, for a cell that reconnects, per connection and per
+    handshake of each kind on the wire (analysis/handshakecost.py): of the Mosquitto process itself
+    (``process``, where this host can read it) and of its container's cgroup (``cgroup``: with the
+    healthcheck's execs in it; see backends/docker_stats.py)."""
     arrived = analysis.per_message["broker_in_us"].dropna().to_numpy(dtype=float) / 1e6
     syn = None
+    kinds: dict[str, Any] = {}
     if spec.connection != "persistent" and lay.connections.exists():
-        syn = pd.read_csv(lay.connections)["syn_time"].dropna().to_numpy(dtype=float)
+        table = pd.read_csv(lay.connections, usecols=["syn_time", "handshake"]).dropna(subset=["syn_time"])
+        syn = table["syn_time"].to_numpy(dtype=float)
+        kinds = {str(k): part["syn_time"].to_numpy(dtype=float) for k, part in table.groupby("handshake")}
     out: dict[str, Any] = {}
     for source, samples in series.items():
         if not samples:
@@ -123,6 +128,7 @@ def broker_cpu(series: dict[str, list[list[float]] | None], analysis: RunAnalysi
         out[source] = {"per_reading": brokercpu.per_event(samples, arrived, what="reading")}
         if syn is not None:
             out[source]["per_connection"] = brokercpu.per_event(samples, syn, what="connection")
+            out[source]["per_handshake_kind"] = handshakecost.per_kind(samples, kinds, arrived)
     return out
 
 

@@ -9,7 +9,9 @@ reading, so a reading costs F / K + m. m and the full handshake's F come from tw
 the same scenario: the persistent one (one connection carrying N_p readings: W_p = F + N_p m, its
 publisher's frames in packets.csv) and the reconnect one (C_r connections carrying N_r readings:
 W_r / C_r = F + (N_r / C_r) m). A resumed F is the median wire bytes of a resume cell's resumed
-connections less their readings' m. The break-even K: the readings per connection at which a TLS mode
+connections less their readings' m. A fleet's cells are solved the same way among cells of the same fleet
+size (its persistent cell holds one connection per device: W_p / D = F + (N_p / D) m), and its costs are
+labelled with the size beside the impairment. The break-even K: the readings per connection at which a TLS mode
 costs no more per reading than plain MQTT reconnecting for every reading (plain F + m at K = 1).
 """
 
@@ -77,13 +79,13 @@ def _publisher_wire(cell: Cell) -> float | None:
 
 def wire_per_connection(cell: Cell) -> tuple[float, int, int] | None:
     """(publisher's wire bytes, connections, readings) of a cell: the lifecycle block, or for a persistent
-    cell its one connection from the summary's per-run figures."""
+    cell its one connection per device from the summary's per-run figures."""
     b = _lifecycle(cell)
     readings = metric(cell, "loss.publisher_logged") or metric(cell, "loss.samples_expected")
     if b is not None and b["count"]:
         return float(b["wire_bytes"]), int(b["count"]), int(readings or 0)
     wire = _publisher_wire(cell)
-    return (wire, 1, int(readings)) if wire and readings else None
+    return (wire, max(int(cell.record.devices or 1), 1), int(readings)) if wire and readings else None
 
 
 @dataclass(frozen=True)
@@ -100,14 +102,14 @@ class Cost:
 
 
 def _model(persistent: tuple[float, int, int], reconnect: tuple[float, int, int]) -> tuple[float, float] | None:
-    """(F, m) from W_p = F + N_p m (one connection) and W_r / C_r = F + (N_r / C_r) m."""
-    wp, _, n_p = persistent
+    """(F, m) from W_p / C_p = F + (N_p / C_p) m (one connection per device) and W_r / C_r = F + (N_r / C_r) m."""
+    wp, cp, n_p = persistent
     wr, cr, nr = reconnect
-    k_r = nr / cr
-    if n_p <= k_r:
+    k_p, k_r = n_p / cp, nr / cr
+    if k_p <= k_r:
         return None
-    m = (wp - wr / cr) / (n_p - k_r)
-    return wp - n_p * m, m
+    m = (wp / cp - wr / cr) / (k_p - k_r)
+    return wp / cp - k_p * m, m
 
 
 def _resumed_fixed(cell: Cell, m: float) -> float | None:
@@ -121,26 +123,39 @@ def _resumed_fixed(cell: Cell, m: float) -> float | None:
 
 
 def costs(groups: dict[tuple[int, str, str], list[Cell]]) -> list[Cost]:
-    """The cost model of every (payload, impairment, scenario) that has a persistent and a reconnect cell."""
+    """The cost model of every (payload, impairment, fleet size, scenario) that has a persistent and a reconnect
+    cell."""
     out: list[Cost] = []
     for (payload, cond, scenario), cells in sorted(groups.items()):
-        impairment, mode = split_condition(cond)
+        impairment, rest = split_condition(cond)
+        mode, devices = _mode_and_devices(rest)
         if mode != "reconnect":
             continue
-        persistent = groups.get((payload, condition(impairment), scenario))
+        persistent = groups.get((payload, condition(impairment, devices=devices), scenario))
         p_w = wire_per_connection(persistent[0]) if persistent else None
         r_w = wire_per_connection(cells[0])
         model = _model(p_w, r_w) if p_w and r_w else None
         if model is None:
             continue
         fixed, m = model
-        out.append(Cost(payload, impairment, scenario, "full handshake" if _is_tls(cells[0]) else "plain", fixed, m))
+        where = impairment if devices == 1 else f"{impairment}, {devices} devices"
+        out.append(Cost(payload, where, scenario, "full handshake" if _is_tls(cells[0]) else "plain", fixed, m))
         for resume in ("resume-id", "resume-ticket"):
-            rc = groups.get((payload, condition(impairment, resume), scenario))
+            rc = groups.get((payload, condition(impairment, resume, devices), scenario))
             f_res = _resumed_fixed(rc[0], m) if rc and _is_tls(rc[0]) else None
             if f_res is not None:
-                out.append(Cost(payload, impairment, scenario, f"resumed ({resume[7:]})", f_res, m))
+                out.append(Cost(payload, where, scenario, f"resumed ({resume[7:]})", f_res, m))
     return out
+
+
+def _mode_and_devices(rest: str) -> tuple[str, int]:
+    """("reconnect", 20) of a condition's tail "reconnect + 20 devices" (results/bundle.py condition)."""
+    mode, devices = rest, 1
+    for part in rest.split(" + "):
+        if part.endswith(" devices") and part.split()[0].isdigit():
+            devices = int(part.split()[0])
+            mode = rest.replace(" + " + part, "").replace(part, "") or "persistent"
+    return mode, devices
 
 
 def _is_tls(cell: Cell) -> bool:

@@ -1,0 +1,72 @@
+"""A fleet's connections (analysis/lifecycle.py with the fleet's keying): each connection's device from the client
+id of its CONNECT, numbered among its device's, "after the first" meaning after each device's own first, and the
+fleet's claims (device, conn, ...) matched by device and number whatever their order."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from orchestrator.analysis import lifecycle
+from orchestrator.analysis.keying import ONE_DEVICE, DeviceFleet
+
+DEVICES, CONNS = ("f0000", "f0001", "f0002"), 3
+
+
+def _rows() -> pd.DataFrame:
+    """Three devices' connections interleaved in SYN order: each device's first full, the later ones resumed."""
+    rows = []
+    for c in range(CONNS):
+        for i, d in enumerate(DEVICES):
+            rows.append({"stream": len(rows), "client_id": d, "syn_time": 100.0 + c * 2 + i * 0.1,
+                         "handshake": "full" if c == 0 else "resumed-ticket",
+                         "wire_client_to_server": 600 - 300 * (c > 0),
+                         "wire_server_to_client": 1400 - 1000 * (c > 0), "tcp_end": "FIN client",
+                         "syn_to_first_publish_ms": 20.0, "tcp_connect_ms": 0.1, "tls_handshake_ms": 5.0,
+                         "mqtt_connect_ms": 1.0})
+    return pd.DataFrame(rows)
+
+
+def _claims(lie: tuple[str, int] | None = None) -> pd.DataFrame:
+    claims = [{"device": d, "conn": c, "resumed": 0 if c == 0 else 1} for d in reversed(DEVICES) for c in range(CONNS)]
+    for row in claims:
+        if lie == (row["device"], row["conn"]):
+            row["resumed"] = 1 - row["resumed"]
+    return pd.DataFrame(claims)
+
+
+def _block(rows: pd.DataFrame, mismatches: list) -> dict:
+    return lifecycle.lifecycle(rows, mismatches, mode="resume-ticket", per_connection=3, close="disconnect",
+                               expected=len(DEVICES) * CONNS, readings=27, tls=True)
+
+
+def test_each_device_is_counted_on_its_own() -> None:
+    rows, mismatches = lifecycle.with_claims(_rows(), _claims(), DeviceFleet(3).connections_by)
+    assert list(rows["device"]) == [d for _ in range(CONNS) for d in DEVICES]
+    assert list(rows["device_conn"]) == [c for c in range(CONNS) for _ in DEVICES]
+    block = _block(rows, mismatches)
+    assert block["devices"] == 3 and block["reconnections"] == 6 and block["resumed_after_first"] == 6
+    assert block["verdict"] == "every reconnection resumed"
+    assert block["client_claims"] == {"compared": 9, "mismatches": []}
+
+
+def test_a_lying_device_is_named() -> None:
+    rows, mismatches = lifecycle.with_claims(_rows(), _claims(lie=("f0001", 2)), DeviceFleet(3).connections_by)
+    assert mismatches == [{"connection": 8, "client_says": "full", "wire": "resumed-ticket", "device": "f0001"}]
+    assert lifecycle.mismatch_warnings(_block(rows, mismatches)) == [
+        "connection 8 (f0001): the publisher says full, the wire shows resumed-ticket"]
+
+
+def test_one_device_keying_takes_every_connection_as_its_own() -> None:
+    """The single device's reading, unchanged: after ITS first connection, the two full ones of the others count as
+    reconnections that were not resumed."""
+    rows, _ = lifecycle.with_claims(_rows(), None, ONE_DEVICE.connections_by)
+    block = _block(rows, [])
+    assert block["devices"] == 1 and block["reconnections"] == 8 and block["resumed_after_first"] == 6
+    assert block["verdict"] == "2 of 8 reconnections were full handshakes on the wire"
+
+
+def test_a_connection_without_a_client_id_makes_it_one_device() -> None:
+    table = _rows()
+    table.loc[4, "client_id"] = None  # not decrypted
+    rows, _ = lifecycle.with_claims(table, None, "client_id")
+    assert set(rows["device"]) == {""} and _block(rows, [])["devices"] == 1
