@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.report.lifecycle import Cost, _model, break_even
+from orchestrator.report.lifecycle import Cost, _mode_and_devices, _model, break_even
 
 
 def test_fixed_and_per_reading_bytes_are_solved_from_a_persistent_and_a_reconnect_cell() -> None:
@@ -13,6 +13,17 @@ def test_fixed_and_per_reading_bytes_are_solved_from_a_persistent_and_a_reconnec
     batched = (20 * (fixed + 10 * m), 20, 200)  # K = 10
     assert _model(persistent, batched) == (fixed, m)
     assert _model((fixed + m, 1, 1), reconnect) is None  # no second equation
+
+
+def test_a_fleets_model_is_solved_among_its_own_size() -> None:
+    """Issue 27: a fleet of D devices, its persistent cell one connection per device (W_p / D = F + (N_p / D) m)."""
+    fixed, m, devices = 2400.0, 150.0, 20
+    persistent = (devices * (fixed + 12 * m), devices, devices * 12)
+    reconnect = (devices * 4 * (fixed + 3 * m), devices * 4, devices * 12)  # 4 connections of K = 3 per device
+    assert _model(persistent, reconnect) == (fixed, m)
+    assert _mode_and_devices("reconnect + 20 devices") == ("reconnect", 20)
+    assert _mode_and_devices("20 devices") == ("persistent", 20)
+    assert _mode_and_devices("resume-id") == ("resume-id", 1)
 
 
 def test_break_even_is_the_first_k_at_or_below_plain_reconnecting_per_reading() -> None:
