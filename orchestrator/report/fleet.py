@@ -20,6 +20,14 @@ COLUMNS = ("cell", "devices", "connected", "delivered / lost", "lost: where", "o
            "broker CPU per handshake ms (95 % CI)", "broker memory per client KiB", "loader CPU per message us")
 POOLED_COLUMNS = ("payload", "condition", "scenario", "repeats", "messages", "one-way delay p50 ms <=",
                   "p99 ms <=")
+KIND_COLUMNS = ("cell", "mode", "connections", "resumed after each device's first", "broker CPU per full handshake ms "
+                "(95 % CI)", "per resumed handshake ms (95 % CI)", "per reading us (95 % CI)", "stats windows")
+KIND_ABOUT = (
+    "Fleet cells whose devices reconnect: every device's connections from the capture (its id from the decrypted "
+    "CONNECT), and the broker's CPU per handshake of each kind on the wire and per reading from the same run: "
+    "least squares over the broker's stats windows (its idle CPU a term of its own), 95 % bootstrap intervals "
+    "over the windows; an interval across zero says the run could not tell that cost apart."
+)
 SHORT_PLACE = {"not on capture": "not on capture", "reached broker, not forwarded": "not forwarded",
                "forwarded, not received": "not received"}
 
@@ -86,6 +94,29 @@ def cell_row(cell: Cell, block: dict[str, Any]) -> tuple[str, ...]:
             fmt(memory, 1, 1 / 1024), fmt((block.get("cpu") or {}).get("loader_us_per_message"), 1))
 
 
+def _per_kind(cell: Cell) -> dict[str, Any] | None:
+    cpu = (cell.metrics or {}).get("broker_cpu") or {}
+    source = cpu.get("process") or cpu.get("cgroup") or {}
+    return source.get("per_handshake_kind")
+
+
+def kind_rows(cells: Sequence[tuple[Cell, dict[str, Any]]]) -> list[tuple[str, ...]]:
+    """One row per fleet cell that reconnects: its connections by kind and the broker's CPU per kind."""
+    rows: list[tuple[str, ...]] = []
+    for cell, _block in cells:
+        conns = (cell.metrics or {}).get("connections")
+        kinds = _per_kind(cell)
+        if not isinstance(conns, dict) or kinds is None:
+            continue
+        handshakes = kinds.get("handshakes") or {}
+        resumed = next((v for k, v in handshakes.items() if k.startswith("resumed") and v), None)
+        rows.append((cell.record.cell_id, str(conns.get("mode")), f"{conns.get('count')} of {conns.get('expected')}",
+                     f"{conns.get('resumed_after_first')} of {conns.get('reconnections')}",
+                     _ci(handshakes.get("full"), 1.0, 3), _ci(resumed, 1.0, 3),
+                     _ci(kinds.get("per_reading"), 1000.0, 1), str(kinds.get("windows", NA))))
+    return rows
+
+
 def verdict_text(block: dict[str, Any]) -> str:
     """The broker-ceiling and schedule-lag verdicts of a fleet cell."""
     limit = ((block.get("broker") or {}).get("broker_cpu_limit") or {}).get("verdict") or "no broker CPU series"
@@ -124,6 +155,10 @@ def fleet_section(cells: Sequence[Cell], groups: dict[tuple[int, str, str], list
     blocks: list[Block] = [Heading(2, TITLE), Paragraph(ABOUT),
                            Table(COLUMNS, tuple(cell_row(c, b) for c, b in fleet_cells), "Fleet cells"),
                            Bullets(tuple(verdicts(c, b) for c, b in fleet_cells))]
+    kinds = kind_rows(fleet_cells)
+    if kinds:
+        blocks += [Paragraph(KIND_ABOUT), Table(KIND_COLUMNS, tuple(kinds), "A fleet that reconnects: handshakes by "
+                                                                            "kind and the broker's CPU per kind")]
     fleet_groups = {k: [c for c in v if fleet_block(c) is not None] for k, v in groups.items()}
     pooled = pooled_rows(fleet_groups)
     if pooled:

@@ -109,3 +109,24 @@ def test_no_fleet_cell_no_fleet_section(tmp_path: Path) -> None:
     assert fleet_section(bundle.cells, {}) == []
     build_report(root)
     assert "## Fleet" not in (root / "report.md").read_text()
+
+
+def test_a_reconnecting_fleet_gets_its_handshakes_by_kind_and_the_brokers_cpu_per_kind() -> None:
+    """Issue 27: the per-kind table reads metrics.json connections and broker_cpu.<source>.per_handshake_kind."""
+    from types import SimpleNamespace
+
+    from orchestrator.report.fleet import KIND_COLUMNS, kind_rows
+
+    per_kind = {"handshakes": {"full": {"cpu_ms_per_event": 1.7, "ci95_low": 1.5, "ci95_high": 1.9, "events": 20},
+                               "resumed-ticket": {"cpu_ms_per_event": 1.1, "ci95_low": 0.9, "ci95_high": 1.3,
+                                                  "events": 60}},
+                "per_reading": {"cpu_ms_per_event": 0.05, "ci95_low": 0.04, "ci95_high": 0.06}, "windows": 12}
+    metrics = {"connections": {"mode": "resume-ticket", "count": 80, "expected": 80, "resumed_after_first": 60,
+                               "reconnections": 60},
+               "broker_cpu": {"process": None, "cgroup": {"per_handshake_kind": per_kind}}}
+    cell = SimpleNamespace(metrics=metrics, record=SimpleNamespace(cell_id="tls-65B-none-resume-ticket-20dev-r1"))
+    persistent = SimpleNamespace(metrics={"broker_cpu": {"process": {}}}, record=SimpleNamespace(cell_id="p"))
+    rows = kind_rows([(cell, {}), (persistent, {})])  # type: ignore[list-item]
+    assert rows == [("tls-65B-none-resume-ticket-20dev-r1", "resume-ticket", "80 of 80", "60 of 60",
+                     "1.700 (1.500 .. 1.900)", "1.100 (0.900 .. 1.300)", "50.0 (40.0 .. 60.0)", "12")]
+    assert len(rows[0]) == len(KIND_COLUMNS)
