@@ -48,7 +48,8 @@ def check_publisher_can_speak(scenario: Scenario, spec: RunSpec) -> None:
     try:
         rules.check_scenario(scenario, spec.values())
     except rules.RuleViolation as exc:
-        raise TestbedError(str(exc), hint="use a TLS 1.2 scenario (tls, tls-aes128gcm) with our devices") from None
+        raise TestbedError(str(exc), hint="use a TLS 1.2 scenario (tls, tls-aes128gcm), or the virtual device on "
+                           "--device-stack mbedtls-3.6 for TLS 1.3") from None
 
 
 def preflight(scenario: Scenario, spec: RunSpec) -> Impairment:
