@@ -33,49 +33,57 @@ def _quote(text: str) -> str:
     return text
 
 
-def _texts(uniques: np.ndarray) -> list[str]:
-    """Distinct non-missing values (Python objects) -> their cells (``str``, quoted when needed)."""
-    out = [_quote(str(v)) for v in uniques.tolist()]
+def _texts(uniques: np.ndarray, sep: str) -> list[str]:
+    """Distinct non-missing values (Python objects) -> their cells (``str``, quoted when needed), each with
+    ``sep`` after it."""
+    out = [_quote(str(v)) + sep for v in uniques.tolist()]
     if any("\0" in t for t in out):
         raise _Unsupported("a NUL character")
     return out
 
 
-def _numeric_texts(uniques: np.ndarray) -> list[str]:
-    """Distinct numbers -> their cells, as pandas writes them (numpy's ``astype(str)``: for a float64 the
-    shortest repr, Python's own; a whole float below 1e15 is its integer and ``.0``, made faster so)."""
+def _whole(uniques: np.ndarray) -> bool:
+    """Float64 values all whole, below 1e15 and none of them -0.0: written as their integer and ``.0``."""
+    return bool(len(uniques)) and bool((np.abs(uniques) < 1e15).all()) \
+        and bool((np.floor(uniques) == uniques).all()) and not bool((np.signbit(uniques) & (uniques == 0)).any())
+
+
+def _numeric_texts(uniques: np.ndarray, sep: str) -> list[str]:
+    """Distinct numbers -> their cells as pandas writes them (numpy's ``astype(str)``: for a float64 the
+    shortest repr, Python's own), each with ``sep`` after it."""
     kind = uniques.dtype.kind
     if kind == "b":
-        return ["True" if v else "False" for v in uniques.tolist()]
+        return ["True" + sep if v else "False" + sep for v in uniques.tolist()]
     if kind == "f" and uniques.dtype.itemsize == 8:
-        if len(uniques) and bool((np.abs(uniques) < 1e15).all()) and bool((np.floor(uniques) == uniques).all()):
-            return [f"{v}.0" for v in uniques.astype(np.int64).tolist()]
-        return list(map(repr, uniques.tolist()))
+        if _whole(uniques):  # formatting an integer is the faster
+            tail = ".0" + sep
+            return [f"{v}{tail}" for v in uniques.astype(np.int64).tolist()]
+        return [f"{v!r}{sep}" for v in uniques.tolist()]
     if kind in "iu":
-        return list(map(str, uniques.tolist()))
+        return [f"{v}{sep}" for v in uniques.tolist()]
     raise _Unsupported(str(uniques.dtype))
 
 
-def _codes_and_texts(col: pd.Series) -> tuple[np.ndarray, list[str]]:
+def _codes_and_texts(col: pd.Series, sep: str) -> tuple[np.ndarray, list[str]]:
     """One column (of one chunk) -> per-row codes into its distinct cells (-1: missing, empty)."""
     dtype = col.dtype
     if isinstance(dtype, pd.CategoricalDtype):
         codes = col.cat.codes.to_numpy()
         cats = col.cat.categories.to_numpy()
-        return codes, (_numeric_texts(cats) if cats.dtype.kind in "fiub" else _texts(cats))
+        return codes, (_numeric_texts(cats, sep) if cats.dtype.kind in "fiub" else _texts(cats, sep))
     values = col.array
     if isinstance(values, pd.arrays.IntegerArray | pd.arrays.FloatingArray | pd.arrays.BooleanArray):
         data = values._data  # noqa: SLF001 - the values behind the mask, to format as numbers
         codes, uniques = pd.factorize(data)
         codes = np.where(values._mask, -1, codes)  # noqa: SLF001
-        return codes, _numeric_texts(uniques)
+        return codes, _numeric_texts(uniques, sep)
     arr = col.to_numpy()
     if arr.dtype.kind in "fiub":
         codes, uniques = pd.factorize(arr)  # NaN -> -1
-        return codes, _numeric_texts(uniques)
+        return codes, _numeric_texts(uniques, sep)
     if arr.dtype.kind == "O" or isinstance(dtype, pd.StringDtype):
         codes, uniques = pd.factorize(col)  # None / NaN / NA -> -1
-        return codes, _texts(np.asarray(uniques, dtype=object))
+        return codes, _texts(np.asarray(uniques, dtype=object), sep)
     raise _Unsupported(str(dtype))
 
 
@@ -85,10 +93,10 @@ def _rows(part: pd.DataFrame) -> bytes:
     ncols = len(part.columns)
     table = np.empty((len(part), ncols), dtype=object)
     for j, name in enumerate(part.columns):
-        codes, texts = _codes_and_texts(part[name])
         sep = "\n" if j == ncols - 1 else ","
-        cells = np.array([t + sep for t in texts] + [sep], dtype=object)  # the last one: a missing value
-        table[:, j] = cells[codes]  # code -1 takes the last
+        codes, texts = _codes_and_texts(part[name], sep)
+        texts.append(sep)  # the last one: a missing value
+        table[:, j] = np.array(texts, dtype=object)[codes]  # code -1 takes the last
     return "".join(table.ravel().tolist()).encode("utf-8")
 
 
@@ -106,3 +114,4 @@ def csv_chunks(df: pd.DataFrame, rows: int = ROWS_PER_CHUNK) -> Iterator[bytes]:
             yield _rows(part)
         except _Unsupported:
             yield part.to_csv(index=False, header=False).encode("utf-8")
+

@@ -79,17 +79,37 @@ def compact(part: pd.DataFrame, drop: Sequence[str] = ()) -> pd.DataFrame:
     return part.astype({c: "category" for c in CATEGORICAL if c in part})
 
 
-def concat_tables(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
-    """Tables of consecutive chunks, one after the other. A categorical column stays one, its categories
-    the sorted union of the parts' (so the result does not depend on where the chunks were cut)."""
-    parts = [p for p in parts if len(p)] or list(parts[:1])  # an empty part's categories have no type
-    if len(parts) == 1:
-        return parts[0]
-    columns: dict[str, pd.Series | pd.Categorical] = {}
-    for name in parts[0].columns:
-        column = [p[name] for p in parts]
-        if all(isinstance(c.dtype, pd.CategoricalDtype) for c in column):
-            columns[name] = union_categoricals(column, sort_categories=True)
+Columns = dict[str, pd.Series]
+
+
+def own_columns(part: pd.DataFrame) -> Columns:
+    """A chunk's table as its columns, each in memory of its own (not a slice of a block it shares with the
+    table's other columns of its type): :func:`concat_tables` frees each as soon as it has used it."""
+    return {name: part[name].copy() for name in part.columns}
+
+
+def _rows(part: Columns) -> int:
+    return len(next(iter(part.values()))) if part else 0
+
+
+def concat_tables(parts: list[Columns], keep_empty: bool = False) -> pd.DataFrame:
+    """Tables of consecutive chunks, one after the other, made column by column: ``parts`` is emptied as it
+    goes, a column's pieces freed once it is made (so the whole never sits in memory twice). A categorical
+    column stays one, its categories the sorted union of the parts' (so the result does not depend on where
+    the chunks were cut). Empty parts are left out (an empty part's categories have no type) unless
+    ``keep_empty`` (then the types are those ``pd.concat`` of the tables gives)."""
+    if not keep_empty:
+        parts[:] = [p for p in parts if _rows(p)] or parts[:1]
+    names = list(parts[0])
+    out = pd.DataFrame(index=pd.RangeIndex(sum(_rows(p) for p in parts)))
+    for name in names:
+        column = [p.pop(name) for p in parts]
+        if len(column) == 1:
+            out[name] = column[0].array
+        elif all(isinstance(c.dtype, pd.CategoricalDtype) for c in column):
+            out[name] = union_categoricals(column, sort_categories=True)
         else:
-            columns[name] = pd.concat(column, ignore_index=True)
-    return pd.DataFrame(columns)
+            out[name] = pd.concat(column, ignore_index=True).array
+        del column
+    parts.clear()
+    return out

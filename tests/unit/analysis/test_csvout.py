@@ -30,6 +30,7 @@ def _every_kind() -> pd.DataFrame:
         "frame": np.arange(n, dtype=np.int64) * 1_000_003,
         "time": floats,
         "port": [1883.0, 8883.0, np.nan] * (n // 3),  # whole floats with gaps: "1883.0" and empty
+        "zero": [0.0, -0.0, 3.0, np.nan] * (n // 4),  # whole, but "-0.0" is no integer's
         "big": np.array([2**32 - 1, 0] * (n // 2), dtype=float),
         "flag": [True, False] * (n // 2),
         "n": pd.array([1, None, -3] * (n // 3), dtype="Int64"),
