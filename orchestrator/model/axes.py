@@ -333,12 +333,13 @@ AXES = AxisTable((
     Axis("close", Literal["disconnect", "drop"], "disconnect",
          "how a connection ends: disconnect (DISCONNECT + close_notify) or drop (as a sensor losing power)",
          device=Device("close", "connection", when=_not_persistent)),
-    Axis("sleep_ms", float, 0.0, "a fleet's devices asleep between connections: from a connection's last reading "
-         "to the next one's first, e.g. 2s (0: one interval; a persistent connection never sleeps)", ge=0,
+    Axis("sleep_ms", float, 0.0, "the device asleep between connections: from a connection's last reading to the "
+         "next one's first, e.g. 2s (0: one interval; a persistent connection never sleeps)", ge=0,
          le=86_400_000, option="sleep", cli_type=str, cli_default="0", from_cli=parse_interval,
-         only=Only("sleep-is-the-fleets", "--sleep {value} ms is the fleet's (--devices N > 1): one virtual device or "
-                   "a board reconnects one interval after its last reading", publishers=frozenset({"fleet"})),
-         device=Device("sleep_ms", "fleet", run_key=None, when=_not_persistent)),
+         only=Only("sleep-is-the-virtual-devices", "--sleep {value} ms is the virtual devices' (vdevice and the "
+                   "fleet): a board reconnects one interval after its last reading",
+                   publishers=frozenset({"virtual", "fleet"})),
+         device=Device("sleep_ms", "connection", run_key=None, when=_not_persistent)),
     Axis("devices", int, 1, DEVICES_HELP, ge=1, le=MAX_DEVICES,
          sweep=Sweep("devices", (1,), "comma list of fleet sizes (a sweep axis): " + DEVICES_HELP, nest=3,
                      lab=True),  # the broker's open-file limit is the container's

@@ -98,3 +98,20 @@ def test_the_sleep_sets_the_schedule(host_build: HostBuild, pki: Pki, broker_fac
             first = sends[c * K]
             assert int(row["t_open_us"]) >= first["t_intended_us"] - 5000, (device, c)  # the clocks' read order
             assert int(row["t_open_us"]) <= first["t_send_us"]
+
+
+def test_one_device_sleeps_on_the_same_schedule(host_build: HostBuild, pki: Pki, broker_factory,
+                                                tmp_path: Path) -> None:
+    """vdevice takes --sleep-ms too (the core's schedule): N = 6 readings 50 ms apart, K = 2, each connection opened
+    50 ms + 400 ms after the previous one's, every later one resumed by ID, every reading delivered."""
+    from test_connection_modes import N, _run
+
+    assert N == 6
+    broker = broker_factory(CHACHA_OPENSSL)
+    rows, _summary, received = _run(host_build, pki, broker, tmp_path / "v", "--connection", "resume-id",
+                                     "--per-connection", "2", "--sleep-ms", "400")
+    assert received == list(range(N))
+    assert [r["resumed"] for r in rows] == ["0", "1", "1"]
+    opens = [int(r["t_open_us"]) for r in rows]
+    for a, b in zip(opens, opens[1:], strict=False):
+        assert 450_000 - 20_000 <= b - a <= 450_000 + 50_000, opens  # (K - 1) x 50 ms interval + 400 ms asleep

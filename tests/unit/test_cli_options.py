@@ -96,11 +96,13 @@ def test_a_fleet_reconnects_and_sleeps(tmp_path: Path, monkeypatch: pytest.Monke
     assert spec.expected_duration_s == pytest.approx(999 / 100 + 40 + 7 * (2 - 1))
 
 
-def test_a_fleet_refuses_a_board_and_one_device_refuses_a_sleep_by_name() -> None:
+def test_a_fleet_refuses_a_board_and_a_board_refuses_a_sleep_by_name() -> None:
     result = runner.invoke(app, ["run", "--devices", "10", "--publisher", "esp32", "--serial-port", "/dev/ttyUSB0"])
     assert isinstance(result.exception, TestbedError) and "--publisher virtual" in result.exception.message, result
-    result = runner.invoke(app, ["run", "--connection", "reconnect", "--sleep", "2s"])
-    assert isinstance(result.exception, TestbedError) and "(rule sleep-is-the-fleets)" in result.exception.message
+    result = runner.invoke(app, ["run", "--connection", "reconnect", "--sleep", "2s", "--publisher", "esp32",
+                                 "--serial-port", "/dev/ttyUSB0"])
+    assert isinstance(result.exception, TestbedError)
+    assert "(rule sleep-is-the-virtual-devices)" in result.exception.message
 
 
 def _grading_tables(tmp_path: Path) -> list[Path]:

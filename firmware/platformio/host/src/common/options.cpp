@@ -182,6 +182,7 @@ bool options_from(const Values& v, Options* o, std::string* error) {
   o->connect_timeout_ms = static_cast<uint32_t>(v.uint(Id::connect_timeout_ms));
   tb::parse_connection_mode(v.text(Id::connection), &o->connection);
   o->per_connection = static_cast<uint32_t>(v.uint(Id::per_connection));
+  o->sleep_us = static_cast<uint64_t>(std::llround(v.decimal(Id::sleep_ms) * 1000.0));
   tb::parse_close_mode(v.text(Id::close), &o->close);
   o->connections_log = v.text(Id::connections_log);
   o->mqtt_level = std::string(v.text(Id::mqtt)) == "5" ? 5 : 4;
@@ -231,7 +232,8 @@ std::string usage() {
          "  --connection persistent|reconnect|resume-id|resume-ticket (persistent: one connection for the run;\n"
          "      else a connection per K messages, opened at its first message's scheduled time: full TLS\n"
          "      handshakes, or TLS 1.2 resumption by session ID / by session ticket; plain: all as reconnect)\n"
-         "  --per-connection K (1; messages per connection, ignored for persistent)\n"
+         "  --per-connection K (1; messages per connection, ignored for persistent) --sleep-ms MS (0 = one\n"
+         "      interval: from a connection's last message to the next one's first)\n"
          "  --close disconnect|drop (disconnect: MQTT DISCONNECT + close_notify; drop: the socket just closed)\n"
          "  --connections-log FILE.csv (conn,t_open_us,tcp_connect_ms,handshake_ms,connack_ms,resumed,messages,\n"
          "      close,error: one row per connection)\n"
@@ -289,6 +291,7 @@ tb::PublishConfig publish_config(const Options& o) {
   cfg.connect_timeout_ms = o.connect_timeout_ms;
   cfg.mode = o.connection;
   cfg.per_connection = o.per_connection;
+  cfg.sleep_us = o.sleep_us;
   cfg.close = o.close;
   cfg.mqtt_level = o.mqtt_level;
   cfg.clean_session = o.clean_session;

@@ -33,6 +33,7 @@ struct Options {
   uint32_t connect_timeout_ms = 0;
   tb::ConnectionMode connection = tb::ConnectionMode::Persistent;
   uint32_t per_connection = 0;  // K, ignored for persistent
+  uint64_t sleep_us = 0;        // between connections (last message -> next first); 0: one interval
   tb::CloseMode close = tb::CloseMode::Disconnect;
   std::string connections_log;  // CSV, one row per connection
   uint8_t mqtt_level = 4;       // --mqtt 3.1.1 (4) | 5

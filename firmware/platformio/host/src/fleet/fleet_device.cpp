@@ -20,7 +20,6 @@ tb::PublishConfig make_config(const FleetPlan& p, const std::string& id) {
   cfg.host = p.host.c_str();
   cfg.device_id = id.c_str();
   cfg.client_id = id.c_str();
-  cfg.sleep_us = p.options->sleep_us;
   return cfg;
 }
 
@@ -76,7 +75,7 @@ Schedule device_schedule(const FleetOptions& o) {
   s.mode = o.conn.connection;
   s.per_connection = o.conn.per_connection;
   s.interval_us = o.conn.interval_us;
-  s.sleep_us = o.sleep_us;
+  s.sleep_us = o.conn.sleep_us;
   return s;
 }
 

@@ -129,8 +129,8 @@ void print_start(const FleetOptions& o, const std::string& host, uint32_t proces
   if (o.conn.connection != tb::ConnectionMode::Persistent) {
     fprintf(stdout, "fleet: connection %s every %u message(s), close %s, asleep %.3f ms between connections%s\n",
             tb::connection_mode_name(o.conn.connection), o.conn.per_connection, tb::close_mode_name(o.conn.close),
-            static_cast<double>(o.sleep_us ? o.sleep_us : o.conn.interval_us) / 1000.0,
-            o.sleep_us ? "" : " (one interval)");
+            static_cast<double>(o.conn.sleep_us ? o.conn.sleep_us : o.conn.interval_us) / 1000.0,
+            o.conn.sleep_us ? "" : " (one interval)");
   }
   fprintf(stdout, "fleet: %u devices %s..%s (SIMULATED sensors, seed %" PRIu64 ") -> %s:%u %s, %u x %u B every "
           "%.3f ms, qos %u, connect rate %g/s, %u process(es), logs in %s\n",

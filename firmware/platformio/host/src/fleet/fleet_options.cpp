@@ -1,7 +1,6 @@
 #include "fleet_options.h"
 #include "host_util.h"
 
-#include <cmath>
 #include <cstdio>
 
 #include "payload.h"
@@ -71,7 +70,6 @@ bool parse_fleet_options(int argc, char** argv, FleetOptions* out, std::string* 
   out->connect_rate = v.decimal(Id::connect_rate);
   out->prefix = v.text(Id::device_prefix);
   out->out_dir = v.text(Id::out_dir);
-  out->sleep_us = static_cast<uint64_t>(std::llround(v.decimal(Id::sleep_ms) * 1000.0));
   return check_fleet(*out, error);
 }
 

@@ -1,6 +1,6 @@
 // fleet command-line options: those of device_options.def the fleet takes (TB_FLEET): vdevice's
-// connection options and connection lifecycle (read as vdevice reads them, options.h) plus the fleet's:
-// --devices, --connect-rate, --device-prefix, --out-dir, --sleep-ms.
+// connection options and connection lifecycle with its sleep (read as vdevice reads them, options.h) plus
+// the fleet's: --devices, --connect-rate, --device-prefix, --out-dir.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,6 @@ struct FleetOptions {
                               // samples, interval, qos, topic, keylog, seed, connect timeout
   uint32_t devices = 0;       // 1..kMaxDevices, required
   double connect_rate = 0;    // devices started per second
-  uint64_t sleep_us = 0;      // between a connection's last message and the next one's first; 0: one interval
   std::string prefix;
   std::string out_dir;        // required
 };

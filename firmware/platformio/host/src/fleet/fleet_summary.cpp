@@ -100,7 +100,7 @@ std::string device_counts_json(const FleetOptions& o, const std::vector<DeviceRe
   for (const auto& kv : failed) f += std::string(f.empty() ? "" : ",") + json_string(kv.first) + ":" + std::to_string(kv.second);
   return "\"connection_mode\":" + json_string(tb::connection_mode_name(o.conn.connection)) + ",\"per_connection\":" +
          std::to_string(o.conn.per_connection) + ",\"close\":" + json_string(tb::close_mode_name(o.conn.close)) +
-         ",\"sleep_ms\":" + std::to_string(static_cast<double>(o.sleep_us) / 1000.0) + ",\"connections\":" +
+         ",\"sleep_ms\":" + std::to_string(static_cast<double>(o.conn.sleep_us) / 1000.0) + ",\"connections\":" +
          std::to_string(connections) + ",\"resumed_connections\":" + std::to_string(resumed) +
          ",\"connected\":" + std::to_string(connected) + ",\"failed\":{" + f + "},\"failed_devices\":" +
          std::to_string(nfailed) + ",\"messages_sent\":" + std::to_string(*messages) + ",\"errors\":[" + errors + "]";

@@ -234,7 +234,8 @@ void print_start(const Options& o) {
   std::string lifecycle;
   if (o.connection != tb::ConnectionMode::Persistent) {
     lifecycle = std::string(", connection ") + tb::connection_mode_name(o.connection) + " every " +
-                std::to_string(o.per_connection) + ", close " + tb::close_mode_name(o.close);
+                std::to_string(o.per_connection) + ", close " + tb::close_mode_name(o.close) +
+                (o.sleep_us ? ", asleep " + std::to_string(o.sleep_us / 1000) + " ms between connections" : "");
   }
   fprintf(stdout, "vdevice %s (SIMULATED sensors, seed %" PRIu64 ") -> %s:%u %s, %u x %u B every %.3f ms, qos %u%s, %s\n",
           o.device_id.c_str(), o.seed, o.host.c_str(), static_cast<unsigned>(o.port), o.transport.c_str(), o.samples,
