@@ -32,12 +32,25 @@ NUMERIC_MESSAGE_COLUMNS = ("seq", "delay_ms", "broker_transit_ms", "frame_len", 
 _JOIN = " + "
 
 
-def condition(impairment: str, connection: str = PERSISTENT, devices: int = 1) -> str:
+def condition(impairment: str, connection: str = PERSISTENT, devices: int = 1, protocol: str = "") -> str:
     """The cells' shared conditions, as the report groups them: the impairment, the connection mode when it
-    is not the study's persistent one (``none + resume-id``), a fleet's size (``none + 1000 devices``)."""
+    is not the study's persistent one (``none + resume-id``), a fleet's size (``none + 1000 devices``), the MQTT
+    protocol when it is not the study's QoS 0 over 3.1.1 (``none + qos2 mqtt5``, :func:`protocol`)."""
     parts = [impairment, *([connection] if connection != PERSISTENT else []),
-             *([f"{devices} devices"] if devices > 1 else [])]
+             *([f"{devices} devices"] if devices > 1 else []), *([protocol] if protocol else [])]
     return _JOIN.join(parts)
+
+
+def protocol(spec: dict[str, Any] | None) -> str:
+    """What of the MQTT protocol a cell ran other than the study's QoS 0, MQTT 3.1.1, clean session: e.g.
+    ``qos1``, ``qos2 mqtt5 alias``, ``qos1 persistent-session inflight8`` ("" for the study's). Cells that differ
+    in it are different conditions, never repeats of one another."""
+    s = spec or {}
+    parts = [f"qos{s['qos']}" if s.get("qos") else "", "mqtt5" if s.get("mqtt") == "5" else "",
+             "alias" if s.get("topic_alias") == "on" else "",
+             "persistent-session" if s.get("session") == "persistent" else "",
+             f"inflight{s['inflight']}" if s.get("inflight", 1) != 1 else ""]
+    return " ".join(p for p in parts if p)
 
 
 def split_condition(text: str) -> tuple[str, str]:
@@ -59,7 +72,8 @@ class Cell:
 
     @property
     def condition(self) -> str:
-        return condition(self.record.impairment, self.record.connection_mode, self.record.devices)
+        return condition(self.record.impairment, self.record.connection_mode, self.record.devices,
+                         protocol(self.record.spec))
 
     @property
     def group(self) -> tuple[int, str, str]:
