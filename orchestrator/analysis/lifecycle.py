@@ -77,8 +77,11 @@ def with_device_numbers(rows: pd.DataFrame, by: str | None = None) -> pd.DataFra
 
 
 def _claim_positions(rows: pd.DataFrame, claims: pd.DataFrame) -> list[tuple[int, object]]:
-    """(row index, claimed resumed) pairs: a fleet's by (device, connection number), one device's in order."""
-    if "device" in claims and (rows["device"] != "").all():
+    """(row index, claimed resumed) pairs: a fleet's by (device, connection number), one device's in order; none
+    for a fleet's claims when the capture does not name the devices (not decrypted)."""
+    if "device" in claims:
+        if not (rows["device"] != "").all():
+            return []
         where = {(c, int(n)): i for i, (c, n) in enumerate(zip(rows["device"], rows["device_conn"], strict=True))}
         return [(where[(str(d), int(n))], value) for d, n, value in
                 zip(claims["device"], claims["conn"], claims["resumed"], strict=True) if (str(d), int(n)) in where]

@@ -70,3 +70,5 @@ def test_a_connection_without_a_client_id_makes_it_one_device() -> None:
     table.loc[4, "client_id"] = None  # not decrypted
     rows, _ = lifecycle.with_claims(table, None, "client_id")
     assert set(rows["device"]) == {""} and _block(rows, [])["devices"] == 1
+    rows, mismatches = lifecycle.with_claims(table, _claims(), "client_id")  # a fleet's claims cannot be placed
+    assert mismatches == [] and _block(rows, mismatches)["client_claims"]["compared"] == 0
