@@ -13,7 +13,10 @@ between connections, 40 readings per device, connect rate 100/s). For each cell 
 - the broker's CPU per handshake of each kind and per reading from the same run, with 95 % intervals
   (metrics.json broker_cpu.<source>.per_handshake_kind: least squares over the stats windows);
 - every reading delivered or not, the loader's CPU and the broker's peak CPU, and the verdict on what limited the
-  cell (the 90 %-of-a-core rule).
+  cell (the 90 %-of-a-core rule);
+- with --modes persistent,reconnect,... the cost model at this fleet size, as the report solves it
+  (orchestrator/report/lifecycle.py): F (bytes per connection, full and resumed) and m (bytes per reading), and the
+  bytes per reading F / K + m.
 
     .venv/bin/python bench/fleet_lifecycle.py [--devices 1000] [--modes resume-ticket] [--per-connection 5]
         [--interval 1s] [--sleep 2s] [--samples 40] [--connect-rate 100] [--keep DIR]
@@ -67,6 +70,42 @@ def wire_counts(run: Path, publisher_ips: set[str]) -> dict[str, int]:
             server_hellos |= {stream} if HS_SERVER_HELLO in kinds else set()
     return {"ClientHello": hellos, "Certificate": len(certs), "ServerHello without Certificate":
             len(server_hellos - certs)}
+
+
+def publisher_wire(run: Path) -> tuple[float, int, int]:
+    """(every frame of the publisher's connections, connections, readings) of a run."""
+    m = json.loads((run / "metrics.json").read_text())
+    readings = int((m.get("loss") or {}).get("publisher_logged") or 0)
+    block = m.get("connections")
+    if block:
+        return float(block["wire_bytes"]), int(block["count"]), readings
+    pk = pd.read_csv(run / "packets.csv", usecols=["frame_len", "leg"])
+    devices = int((m.get("fleet") or {}).get("devices") or 1)
+    wire = float(pk.loc[pk["leg"].isin(["publisher->broker", "broker->publisher"]), "frame_len"].sum())
+    return wire, devices, readings
+
+
+def print_model(root: Path, modes: list[str], k: int) -> None:
+    """F and m from the persistent and the reconnect run (report/lifecycle.py's _model), F resumed from the resume
+    runs' resumed connections."""
+    from orchestrator.report.lifecycle import _model
+
+    if not {"persistent", "reconnect"} <= set(modes):
+        return
+    model = _model(publisher_wire(root / "persistent"), publisher_wire(root / "reconnect"))
+    if model is None:
+        print("\ncost model: n/a (the persistent run does not hold more readings per connection)")
+        return
+    fixed, m = model
+    print(f"\ncost model at this fleet size: full F = {fixed:.0f} B per connection, m = {m:.1f} B per reading; "
+          f"at K = {k}: {fixed / k + m:.1f} B per reading (K = 1: {fixed + m:.1f})")
+    for mode in (x for x in modes if x.startswith("resume-")):
+        block = json.loads((root / mode / "metrics.json").read_text()).get("connections") or {}
+        kinds = block.get("by_kind") or {}
+        resumed = [v for name, v in kinds.items() if name.startswith("resumed")]
+        if resumed:
+            f_res = float(resumed[0]["wire_bytes_median"]) - k * m
+            print(f"  {mode}: resumed F = {f_res:.0f} B per connection; at K = {k}: {f_res / k + m:.1f} B per reading")
 
 
 def run_cell(mode: str, args: argparse.Namespace, out: Path) -> int:
@@ -126,12 +165,15 @@ def main() -> int:
           f"{args.sleep} asleep between connections, {args.samples} readings each, connect rate "
           f"{args.connect_rate:g}/s; {os.cpu_count()} CPUs; run folders in {root}")
     failed = 0
+    modes = args.modes.split(",")
     try:
-        for mode in args.modes.split(","):
+        for mode in modes:
             run = root / mode
             failed |= run_cell(mode, args, run) != 0
-            if (run / "metrics.json").exists():
+            if (run / "metrics.json").exists() and mode != "persistent":
                 print_cell(mode, run)
+        if not failed:
+            print_model(root, modes, args.per_connection)
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
