@@ -15,6 +15,7 @@ from orchestrator.model.layout import BundleLayout
 from orchestrator.report import lifecycle, sections
 from orchestrator.report.board import board_section
 from orchestrator.report.document import Block, Bullets, Figure, Heading, render_html, render_markdown
+from orchestrator.report.exchanges import exchanges_section
 from orchestrator.report.figures import make_figures
 from orchestrator.report.fleet import fleet_section
 from orchestrator.report.headline import headline_section
@@ -54,6 +55,7 @@ def build_document(
         *impairment_section(all_cells),
         *board_section(all_cells),
         *lifecycle.lifecycle_section(all_cells, groups(ok)),
+        *exchanges_section(ok),
         *fleet_section(all_cells, groups(ok)),
         *sections.comparisons_section(comparisons, ok, options.baseline),
         *sections.grades_section(ok, options),
