@@ -230,16 +230,18 @@ def reap() -> tuple[list[str], list[str]]:
     """Remove what crashed invocations of this user left (their lock is free), leaving live ones alone:
     (lines saying what was removed, lines naming the live invocations left running)."""
     removed, live = [], []
-    for name in sorted(set(mine()) | set(projects.locked_projects())):
+    found = mine()
+    for name in sorted(set(found) | set(projects.locked_projects())):
         if name == project():
             continue
         holder = projects.holder(name)
         if holder is not None:
             live.append(f"left running: {holder}")
             continue
-        gone = down(name)
-        if gone:
-            removed.append(f"removed {len(gone)} leftover objects of ended invocation {name}")
+        left = [c.name for c in found.get(name, [])]
+        down(name)
+        if left:
+            removed.append(f"removed the leftover containers of ended invocation {name}: {', '.join(left)}")
     return removed, live
 
 

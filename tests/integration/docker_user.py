@@ -86,13 +86,16 @@ def make_clone(dest: Path, uid: int, gid: int) -> None:
     if dest.exists():
         shutil.rmtree(dest)
     sh("git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(dest))
-    changed = sh("git", "-C", str(REPO), "ls-files", "--modified", "--others", "--exclude-standard", "-z").stdout
+    # against HEAD, so staged edits and staged new files come too (ls-files --modified sees only the unstaged ones)
+    git = ("git", "-C", str(REPO))
+    changed = sh(*git, "diff", "--name-only", "--no-renames", "--diff-filter=d", "-z", "HEAD").stdout \
+        + sh(*git, "ls-files", "--others", "--exclude-standard", "-z").stdout
     for rel in filter(None, changed.split("\0")):
         src = REPO / rel
         if src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
-    deleted = sh("git", "-C", str(REPO), "ls-files", "--deleted", "-z").stdout
+    deleted = sh(*git, "diff", "--name-only", "--no-renames", "--diff-filter=D", "-z", "HEAD").stdout
     for rel in filter(None, deleted.split("\0")):
         (dest / rel).unlink(missing_ok=True)
     sh("chown", "-R", f"{uid}:{gid}", str(dest))

@@ -116,3 +116,34 @@ def test_two_users_sweeps_run_side_by_side_as_solo(docker_user: DockerUser, seco
     owners = [set(moment.values()) for moment in watch.together]
     assert {docker_user.name, second_user.name} in owners, watch.together[:5]
     assert owned("container") == [] and owned("network") == []
+
+
+def _projects_of(owner: str) -> set[str]:
+    ps = subprocess.run(["docker", "ps", "-a", "--filter", f"label=io.testbed.owner={owner}", "--format",
+                         '{{.Label "com.docker.compose.project"}}'], capture_output=True, text=True, check=True)
+    return set(ps.stdout.split())
+
+
+def test_a_crashed_runs_leftovers_go_with_its_own_users_down(docker_user: DockerUser,
+                                                             second_user: DockerUser) -> None:
+    """SIGKILL leaves a run's containers behind with its lock free: the other user's `down` does not touch them, the
+    owner's removes them and says whose they were."""
+    out = docker_user.mkdir(docker_user.work / "crashed")
+    proc = docker_user.popen("run", "--scenario", "plain", "--samples", "400", "--interval", "50ms",
+                             "--out", str(out / "run"))
+    deadline = time.monotonic() + 120
+    while not (out / "run" / "logs" / "subscriber.csv").exists() and time.monotonic() < deadline \
+            and proc.poll() is None:
+        time.sleep(0.1)
+    left = _projects_of(docker_user.name)
+    proc.kill()  # setpriv execs the CLI: this is the testbed process itself, killed with no chance to clean up
+    stdout, stderr = proc.communicate(timeout=30)
+    assert len(left) == 1, (left, stdout[-2000:], stderr[-2000:])
+    assert _projects_of(docker_user.name) == left  # its containers outlive it
+    other = second_user.testbed("down", timeout=120)
+    assert other.returncode == 0 and _projects_of(docker_user.name) == left, other.stdout + other.stderr
+    own = docker_user.testbed("down", timeout=120)
+    assert own.returncode == 0, own.stderr
+    assert f"removed the leftover containers of ended invocation {left.pop()}: " in own.stdout, own.stdout
+    assert _projects_of(docker_user.name) == set() and owned("container") == [] and owned("network") == []
+    assert _lock_files(docker_user) == []
