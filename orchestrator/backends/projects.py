@@ -21,6 +21,7 @@ import os
 import re
 import secrets
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,9 +63,15 @@ def session_name() -> str:
 
 
 def lock_dir() -> Path:
+    """The user's own folder of lock files; a home that cannot be written falls back to the temp folder."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     folder = Path(base) / "testbed" / "projects"
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError:
+        uid = os.getuid() if hasattr(os, "getuid") else 0
+        folder = Path(tempfile.gettempdir()) / f"testbed-{uid}" / "projects"
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     return folder
 
 
