@@ -39,17 +39,23 @@ def run_mode(args: argparse.Namespace, extra: list[str]) -> dict[str, Any]:
             raise SystemExit(f"sweep {' '.join(extra)} failed (exit {proc.returncode})")
         bundle = next(p for p in Path(out).iterdir() if p.is_dir())
         cells = [json.loads(p.read_text()) for p in sorted(bundle.glob("runs/*/cell.json"))]
-    return {"wall": wall, "cells": cells}
+        downs = [json.loads(p.read_text()).get("down_s", 0.0) for p in bundle.glob("blocks/*/split.json")]
+    return {"wall": wall, "cells": cells, "downs": downs}
 
 
 def figures(result: dict[str, Any], nominal: float) -> dict[str, float]:
-    cells = result["cells"]
+    """Seconds: per cell, its phases beyond the nominal publishing time plus its share of its block's lab teardown
+    (a kept-up lab's, outside every cell); the sweep's fixed cost (checks, versions, report) apart."""
+    cells, downs = result["cells"], result["downs"]
     n = len(cells)
-    out = {"overhead per cell (wall)": (result["wall"] - n * nominal) / n,
-           "overhead per cell (in cells)": statistics.median(sum(c["timings"].values()) - nominal for c in cells)}
+    in_cells = sum(sum(c["timings"].values()) for c in cells)
+    out = {"overhead per cell": (in_cells - n * nominal + sum(downs)) / n,
+           "  in the cell (median)": statistics.median(sum(c["timings"].values()) - nominal for c in cells)}
     for phase in sorted({k for c in cells for k in c.get("timings", {})}):
-        out[f"  {phase} median"] = statistics.median(c["timings"][phase] for c in cells if phase in c["timings"])
-    out["outside cells, whole sweep"] = result["wall"] - sum(sum(c["timings"].values()) for c in cells)
+        out[f"    {phase} median"] = statistics.median(c["timings"][phase] for c in cells if phase in c["timings"])
+    out["  kept-up lab teardowns, per cell"] = sum(downs) / n
+    out["fixed per sweep (checks, report)"] = result["wall"] - in_cells - sum(downs)
+    out["wall per cell, all in"] = (result["wall"] - n * nominal) / n
     return out
 
 
@@ -71,9 +77,9 @@ def main() -> int:
     for key in table["fresh-per-cell"] | table["kept-up"]:
         a, b = table["kept-up"].get(key), table["fresh-per-cell"].get(key)
         print(f"{key:<34}{'-' if a is None else f'{a:.2f}':>10}{'-' if b is None else f'{b:.2f}':>16}")
-    kept = table["kept-up"]["overhead per cell (wall)"]
+    kept = table["kept-up"]["overhead per cell"]
     print(f"goal <= {GOAL_S} s per cell kept up: {'met' if kept <= GOAL_S else 'NOT met'} ({kept:.2f} s; "
-          f"fresh per cell {table['fresh-per-cell']['overhead per cell (wall)']:.2f} s)")
+          f"fresh per cell {table['fresh-per-cell']['overhead per cell']:.2f} s)")
     return 0
 
 

@@ -157,6 +157,7 @@ class KeptLab:
             return
         lay, splitter = self.lay, self.splitter
         self.lay = None
+        began = time.monotonic()
         with sigint_deferred():
             try:
                 self._clients_removed()
@@ -169,6 +170,9 @@ class KeptLab:
             finally:
                 compose.down()
                 shutil.rmtree(lay.pki, ignore_errors=True)  # every cell keeps its copy; the lab's goes with it
-                if (read_json(lay.root / "split.json") or {}).get("lossless"):
+                split = read_json(lay.root / "split.json")
+                if split:  # the lab's own teardown, which no cell's timings hold (bench/sweep.py adds it)
+                    write_json_atomic(lay.root / "split.json", {**split, "down_s": round(time.monotonic() - began, 3)})
+                if (split or {}).get("lossless"):
                     lay.capture.unlink(missing_ok=True)  # every packet of it is in a cell's capture or the gaps
                 protect_secrets(lay.root)

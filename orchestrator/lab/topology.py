@@ -16,7 +16,7 @@ from pathlib import Path
 
 from orchestrator.backends import compose, docker
 from orchestrator.backends.compose import Topology
-from orchestrator.backends.docker import Failure
+from orchestrator.backends.docker import Container, Failure
 from orchestrator.errors import TestbedError
 from orchestrator.lab.board_side import Exposure
 from orchestrator.lab.broker import BROKER
@@ -178,6 +178,19 @@ def stop_capture() -> None:
         docker.wait_exited(name, timeout_s=20)
 
 
+def container_logs(found: list[Container], tail: int = 100000) -> dict[str, str]:
+    """Each container's output by service: through the engine's API (no program started: a sweep's cell saves
+    them every time), else `compose logs`, side by side."""
+    try:
+        client = docker.sdk_client()
+        return {c.service or c.name: client.containers.get(c.name).logs(stdout=True, stderr=True, tail=tail)
+                .decode("utf-8", errors="replace").strip() for c in found}
+    except Exception:  # noqa: BLE001 - any failure of the API: compose reads them as it always did
+        services = [c.service or c.name for c in found]
+        with ThreadPoolExecutor(max_workers=max(1, len(services))) as pool:
+            return dict(zip(services, pool.map(lambda s: compose.logs([s], tail=tail), services), strict=True))
+
+
 def save_evidence(lay: Layout) -> Failure | None:
     """Every container's output (logs/<service>.log) and state (logs/containers.json); the first failure."""
     try:
@@ -185,10 +198,8 @@ def save_evidence(lay: Layout) -> Failure | None:
     except TestbedError as exc:  # the engine went away: say so where the evidence would be
         write_json_atomic(lay.containers, {"error": f"could not inspect the containers: {exc.message}"})
         return None
-    services = [c.service for c in found if c.service]
-    with ThreadPoolExecutor(max_workers=max(1, len(services))) as pool:  # one `compose logs` each, side by side
-        for service, text in zip(services, pool.map(lambda s: compose.logs([s], tail=100000), services), strict=True):
-            write_text_atomic(lay.container_log(service), text + "\n")
+    for service, text in container_logs([c for c in found if c.service]).items():
+        write_text_atomic(lay.container_log(service), text + "\n")
     failure = docker.first_failure(found)
     write_json_atomic(lay.containers, {
         "first_failure": failure.model_dump(mode="json") if failure else None,
