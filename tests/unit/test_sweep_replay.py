@@ -19,7 +19,7 @@ from orchestrator.model.sweep import SweepPlan
 from orchestrator.report.rerun import reproduces_row, rerun_sentence
 from orchestrator.results import manifest as bundles
 
-RECORDED = SweepPlan(scenarios=["plain", "tls"], payloads=[65, 100], repeat=2, seed=7, samples=30, qos=1,
+RECORDED = SweepPlan(scenarios=["plain", "tls"], payloads=[65, 100], repeat=2, seed=7, samples=30, qos=[1],
                      interval_ms=40.0, publisher="esp32", serial_port="/dev/ttyUSB0", baseline="plain")
 
 
