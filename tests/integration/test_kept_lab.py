@@ -3,7 +3,9 @@ process of a cell refuses the TLS session of the cell before it (read from the w
 
 The same 6-cell plan runs both ways as the docker-group user: per cell the counts, payload and record bytes and the
 suite are identical; handshake bytes differ by at most 2 B per ECDSA signature (DER length varies: the server's
-certificate, the CA's and the ServerKeyExchange - the client signs nothing); the delays' 95 % CIs overlap.
+certificate, the CA's and the ServerKeyExchange - the client signs nothing); the 95 % intervals of the median
+delays overlap (bootstrap over the cell's per_message.csv: a shared 2-core machine's load spikes move a mean's
+interval more than the lab's mode does).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from orchestrator.backends import compose, docker
@@ -48,6 +52,14 @@ def both(docker_user: DockerUser) -> tuple[Path, Path]:
     return _sweep(docker_user, "kept"), _sweep(docker_user, "fresh", "--fresh-lab-per-cell")
 
 
+def _median_ci(bundle: Path, cell_id: str) -> tuple[float, float]:
+    """95 % percentile bootstrap interval of the median delay of one cell."""
+    delays = pd.read_csv(bundle / "runs" / cell_id / "per_message.csv")["delay_ms"].dropna().to_numpy()
+    rng = np.random.default_rng(1)
+    medians = np.median(rng.choice(delays, size=(4000, len(delays)), replace=True), axis=1)
+    return float(np.percentile(medians, 2.5)), float(np.percentile(medians, 97.5))
+
+
 def _metrics(bundle: Path) -> dict[str, dict[str, Any]]:
     return {p.parent.name: json.loads(p.read_text()) for p in sorted(bundle.glob("runs/*/metrics.json"))}
 
@@ -63,9 +75,9 @@ def test_both_ways_give_the_same_cells(both: tuple[Path, Path]) -> None:
             ha, hb = a["handshake"], b["handshake"]
             assert ha["bytes_client_to_server"] == hb["bytes_client_to_server"], cell_id
             assert abs(ha["bytes_server_to_client"] - hb["bytes_server_to_client"]) <= 2 * SIGNATURES_SERVER_TO_CLIENT
-        da, db = a["delay_ms"], b["delay_ms"]
-        assert da["ci95_low"] <= db["ci95_high"] and db["ci95_low"] <= da["ci95_high"], (cell_id, da, db)
-        print(f"{cell_id}: delay mean kept {da['mean']:.3f} ms, fresh {db['mean']:.3f} ms")
+        (la, ha_), (lb, hb_) = _median_ci(both[0], cell_id), _median_ci(both[1], cell_id)
+        print(f"{cell_id}: median delay 95 % CI kept [{la:.3f}, {ha_:.3f}] ms, fresh [{lb:.3f}, {hb_:.3f}] ms")
+        assert la <= hb_ and lb <= ha_, cell_id
 
 
 def test_the_kept_sweep_says_its_order_blocks_and_what_each_cell_reused(both: tuple[Path, Path]) -> None:
