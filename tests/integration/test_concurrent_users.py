@@ -147,3 +147,21 @@ def test_a_crashed_runs_leftovers_go_with_its_own_users_down(docker_user: Docker
     assert f"removed the leftover containers of ended invocation {left.pop()}: " in own.stdout, own.stdout
     assert _projects_of(docker_user.name) == set() and owned("container") == [] and owned("network") == []
     assert _lock_files(docker_user) == []
+
+
+def test_a_second_users_up_on_a_taken_port_is_refused_by_name(docker_user: DockerUser,
+                                                              second_user: DockerUser) -> None:
+    """`up` keeps the port clients are told: taken by another user's session, it is refused naming that session,
+    and neither user's `down` removes the other's."""
+    first = docker_user.testbed("up", "--scenario", "plain", "--host-port", "18884", timeout=180)
+    try:
+        assert first.returncode == 0, first.stderr
+        second = second_user.testbed("up", "--scenario", "plain", "--host-port", "18884", timeout=180)
+        assert second.returncode != 0, second.stdout + second.stderr
+        assert (f"port 18884 on 127.0.0.1 is published by testbed project testbed-{docker_user.name}-session of user "
+                f"{docker_user.name}") in second.stderr, second.stderr
+        assert second_user.testbed("down", timeout=120).returncode == 0
+        assert _projects_of(docker_user.name) == {f"testbed-{docker_user.name}-session"}
+    finally:
+        docker_user.testbed("down", timeout=120)
+    assert owned("container") == [] and owned("network") == []
