@@ -15,7 +15,7 @@ Captures:
 
     .venv/bin/python bench/analysis.py [--record] [--repeats 3] [--pyshark-packets 1500]
 
-With ``--fleet`` (instead of the captures above): a ~1,000,000-packet FLEET capture, 1000 virtual ESP32s
+With ``--fleet`` (instead of the captures above): a ~1.5M-packet FLEET capture, 1000 virtual ESP32s
 (the firmware core's host ``fleet``, built in /tmp/fwb-bench when missing) x 425 messages over TLS 1.2
 ECDHE-ECDSA-CHACHA20-POLY1305 to a Mosquitto on 127.0.0.1 (a free port), a paho subscriber, dumpcap on lo;
 cached in ~/.cache/testbed-bench/fleet/ (``--re-record`` to record again; recording takes minutes).
@@ -60,7 +60,7 @@ def main() -> int:
     ap.add_argument("--record-messages", type=int, default=30000)
     ap.add_argument("--record-rate", type=float, default=1500.0, help="messages per second")
     ap.add_argument("--reuse", action="store_true", help="reuse an earlier --record capture if present")
-    fl = ap.add_argument_group("--fleet: a ~1,000,000-packet capture of N virtual ESP32s (the host `fleet`)")
+    fl = ap.add_argument_group("--fleet: a ~1.5M-packet capture of N virtual ESP32s (the host `fleet`)")
     fl.add_argument("--fleet", action="store_true",
                     help="time (a), (b) and the peak memory of (a) on the fleet capture only (recorded when "
                          "not cached)")
@@ -70,7 +70,7 @@ def main() -> int:
                     help="host build folder holding `fleet` (built there when missing; default %(default)s)")
     fl.add_argument("--fleet-devices", type=int, default=1000)
     fl.add_argument("--fleet-samples", type=int, default=425,
-                    help="messages per device (2.3 to 2.5 packets each: 425 -> about 1,000,000 packets)")
+                    help="messages per device (~3.6 packets each, both legs with ACKs: 425 -> 1,547,233 packets here)")
     fl.add_argument("--fleet-interval-ms", type=float, default=200)
     fl.add_argument("--fleet-connect-rate", type=float, default=40,
                     help="devices started per second (mbedTLS handshakes cost ~30 ms CPU: 200/s timed out on 2 cores)")

@@ -1,4 +1,4 @@
-"""bench/analysis.py --fleet: the ~1,000,000-packet fleet capture (1000 virtual ESP32s, the host `fleet`,
+"""bench/analysis.py --fleet: the ~1.5M-packet fleet capture (1000 virtual ESP32s, the host `fleet`,
 over TLS 1.2 ChaCha20 to a Mosquitto on 127.0.0.1), recorded once and cached."""
 
 from __future__ import annotations
