@@ -95,7 +95,8 @@ def unpacked(out: Path) -> Path:
     shutil.rmtree(root, ignore_errors=True)
     run(["dpkg-deb", "-x", str(deb), str(root)], f"dpkg-deb -x {deb.name}")
     version_h = root / "usr" / "include" / "mbedtls" / "build_info.h"
-    m = re.search(r'#define\s+MBEDTLS_VERSION_STRING\s+"([0-9.]+)"', version_h.read_text()) if version_h.is_file() else None
+    text = version_h.read_text() if version_h.is_file() else ""
+    m = re.search(r'#define\s+MBEDTLS_VERSION_STRING\s+"([0-9.]+)"', text)
     if not m or not m.group(1).startswith("3.6."):
         raise FetchError(f"{deb.name}: mbedTLS {m.group(1) if m else '?'}, need 3.6.x")
     digest = hashlib.sha256(deb.read_bytes()).hexdigest()
