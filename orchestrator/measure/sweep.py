@@ -1,8 +1,11 @@
 """`testbed sweep`: the study's matrix into one results bundle, unattended and resumable.
 
-The plan is validated completely before anything starts; every cell runs on a fresh broker and
-fresh clients; a failed cell is recorded with its logs and the sweep goes on; Ctrl-C (or SIGTERM)
-tears the current cell down, marks it interrupted, keeps every finished cell and prints the
+The plan is validated completely before anything starts; the cells run in the plan's order (blocked by lab
+configuration by default, orchestrator/model/sweep.py); within a block the lab is kept up (lab/keptlab.py) and
+every cell gets a fresh broker process and fresh clients (with --fresh-lab-per-cell, or where the variant, the site
+or an impairment says why not, the whole lab is new per cell); a failed cell is recorded with its logs, takes its
+block's lab down (the next cell brings a fresh one up) and the sweep goes on; Ctrl-C (or SIGTERM)
+tears the current cell and its lab down, marks it interrupted, keeps every finished cell and prints the
 `--resume` command that runs exactly the missing cells. `testbed report` re-analyses every run
 from its raw files (reanalyse_runs) and rebuilds the report (orchestrator/cli/rebuild.py); a run that cannot
 be re-analysed makes it fail, naming the run, after rebuilding everything else.
@@ -21,16 +24,19 @@ from typing import Any, Protocol
 
 from orchestrator.analysis.grading import load_table
 from orchestrator.errors import TestbedError
+from orchestrator.lab.keptlab import KeptLab
 from orchestrator.measure.analyse import analyse_run_folder
 from orchestrator.measure.environment import git_commit
 from orchestrator.measure.run import check_publisher_can_speak, execute_run, preflight
 from orchestrator.measure.site import site_for
+from orchestrator.model.impairment import load_impairment
 from orchestrator.model.layout import ANALYSIS_OUTPUTS, BundleLayout, Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario, load_scenario
 from orchestrator.model.sweep import Cell, SweepPlan
 from orchestrator.model.yamlfile import user_input
 from orchestrator.publishers.board.publisher import LINKS as BOARDS
+from orchestrator.publishers.variants import variant_for
 from orchestrator.results import manifest as bundles
 from orchestrator.results.atomic import read_json
 from orchestrator.results.cells import cell_record_if_any
@@ -87,7 +93,7 @@ def start_sweep(plan: SweepPlan, out_root: Path, name: str, command: list[str]) 
     bundle.mkdir(parents=True)
     site = site_for(plan.inventory)
     manifest = bundles.new_manifest(plan, name, command, source=git_commit(), environment=site.environment())
-    bundles.save_manifest(bundle, {**manifest, **site.manifest(plan, bundle)})
+    bundles.save_manifest(bundle, {**manifest, **site.manifest(plan, bundle), "order": plan.order_record()})
     return Sweep(bundle, plan, plan.cells())
 
 
@@ -135,38 +141,81 @@ def check_finished(sweep: Sweep) -> None:
 
 
 def run_cells(bundle: Path, plan: SweepPlan, cells: list[Cell], progress: SweepProgress) -> SweepResult:
+    """``cells`` block by block: a block's kept-up lab is taken down after its last cell, after a cell that did not
+    finish ok (the next one brings a fresh lab up), and on Ctrl-C."""
     result = SweepResult(bundle)
-    total = len(cells)
-    for index, cell in enumerate(cells, start=1):
-        run_dir = BundleLayout(bundle).run(cell.cell_id).root
-        if run_dir.exists():  # an interrupted or failed earlier attempt: start the cell afresh
-            shutil.rmtree(run_dir)
-        spec_ = plan.run_spec(cell)
-        check_cell_space(bundle, spec_, cell.cell_id)  # a cell that would not fit is refused by name, with --resume
-        progress.cell_started(index, total, cell, spec_.expected_duration_s)
-        entry: dict[str, Any] = {"started_utc": _now()}
-        status, error = "failed", None
+    placed = placement(plan)
+    index = 0
+    for block in plan.blocks(cells):
+        why = fresh_lab_reason(plan, plan.run_spec(block[0]))
+        lab = None if why else KeptLab(BundleLayout(bundle).blocks)
         try:
-            outcome = execute_run(spec_, run_dir, cell={"cell_id": cell.cell_id, "repeat": cell.repeat,
-                                                         "scenario": cell.scenario, "payload": cell.payload,
-                                                         "impairment": cell.impairment},
-                                  progress=progress.messages, status=progress.note)
-            status, error = outcome.status, outcome.error
-        except KeyboardInterrupt:
-            status, error = "interrupted", "interrupted by the user (SIGINT)"
-            raise
-        except TestbedError as exc:
-            status, error = "failed", exc.message
+            for cell in block:
+                index += 1
+                lab_record = {"mode": "fresh-per-cell", "why": why} if why else {"mode": "kept-up"}
+                status = _run_cell(bundle, plan, cell, (index, len(cells)), {"order": placed.get(cell.cell_id),
+                                                                            "lab": lab_record}, lab, progress)
+                result.statuses[cell.cell_id] = status
+                if status != "ok" and lab is not None:
+                    lab.down()
         finally:
-            entry.update(status=status, error=error, finished_utc=_now())
-            recorded = cell_record_if_any(Layout(run_dir).cell)
-            for key in ("impairment_state", "board", "device", "connection", "hosts"):  # board, device: banners
-                if recorded is not None and getattr(recorded, key):
-                    entry[key] = getattr(recorded, key)
-            _record_cell(bundle, cell, entry)
-            result.statuses[cell.cell_id] = status
-            progress.cell_finished(cell, status, error)
+            if lab is not None:
+                lab.down()
     return result
+
+
+def fresh_lab_reason(plan: SweepPlan, spec_: RunSpec) -> str | None:
+    """Why a block's cells each bring the whole lab up (None: the block keeps one lab up)."""
+    if plan.fresh_lab_per_cell:
+        return "--fresh-lab-per-cell"
+    why = site_for(spec_.inventory).fresh_lab_reason or variant_for(spec_).fresh_lab_reason
+    if why is None and not load_impairment(spec_.impairment).is_noop:
+        why = "an impaired cell sets its delay line up with a lab of its own"
+    return why
+
+
+def placement(plan: SweepPlan) -> dict[str, dict[str, Any]]:
+    """Every cell's place in the plan's order (cell.json's and the manifest's ``order``)."""
+    blocks = plan.blocks()
+    total = sum(len(b) for b in blocks)
+    out: dict[str, dict[str, Any]] = {}
+    for b, block in enumerate(blocks, start=1):
+        for k, cell in enumerate(block, start=1):
+            out[cell.cell_id] = {"mode": plan.order, "seed": plan.seed, "position": len(out) + 1, "of": total,
+                                 "block": b, "blocks": len(blocks), "in_block": k, "block_size": len(block)}
+    return out
+
+
+def _run_cell(bundle: Path, plan: SweepPlan, cell: Cell, at: tuple[int, int], record: dict[str, Any],
+              lab: KeptLab | None, progress: SweepProgress) -> str:
+    run_dir = BundleLayout(bundle).run(cell.cell_id).root
+    if run_dir.exists():  # an interrupted or failed earlier attempt: start the cell afresh
+        shutil.rmtree(run_dir)
+    spec_ = plan.run_spec(cell)
+    check_cell_space(bundle, spec_, cell.cell_id)  # a cell that would not fit is refused by name, with --resume
+    progress.cell_started(*at, cell, spec_.expected_duration_s)
+    entry: dict[str, Any] = {"started_utc": _now()}
+    status, error = "failed", None
+    try:
+        outcome = execute_run(spec_, run_dir, cell={"cell_id": cell.cell_id, "repeat": cell.repeat,
+                                                     "scenario": cell.scenario, "payload": cell.payload,
+                                                     "impairment": cell.impairment, **record},
+                              progress=progress.messages, status=progress.note, lab=lab)
+        status, error = outcome.status, outcome.error
+    except KeyboardInterrupt:
+        status, error = "interrupted", "interrupted by the user (SIGINT)"
+        raise
+    except TestbedError as exc:
+        status, error = "failed", exc.message
+    finally:
+        entry.update(status=status, error=error, finished_utc=_now())
+        recorded = cell_record_if_any(Layout(run_dir).cell)
+        for key in ("order", "lab", "impairment_state", "board", "device", "connection", "hosts"):  # banners
+            if recorded is not None and getattr(recorded, key):
+                entry[key] = getattr(recorded, key)
+        _record_cell(bundle, cell, entry)
+        progress.cell_finished(cell, status, error)
+    return status
 
 
 def _record_cell(bundle: Path, cell: Cell, entry: dict[str, Any]) -> None:
