@@ -30,12 +30,12 @@ def test_every_playbook_run_gets_the_bounds_and_the_quick_cancel(monkeypatch: py
     monkeypatch.setattr(ansible_runner, "run", run)
     driver.run_playbook("show.yml", {}, timeout_s=60, env={"ANSIBLE_STRATEGY": "free"})
     env = seen["envvars"]
-    assert "-o ServerAliveInterval=2 -o ServerAliveCountMax=3" in env["ANSIBLE_SSH_ARGS"]
+    assert "-o ServerAliveInterval=2 -o ServerAliveCountMax=2" in env["ANSIBLE_SSH_ARGS"]
     assert "ControlPersist=60s" in env["ANSIBLE_SSH_ARGS"]  # Ansible's own default kept
     assert env["ANSIBLE_TIMEOUT"] == "5" and env["ANSIBLE_TASK_TIMEOUT"] == "300"
     assert env["ANSIBLE_STRATEGY"] == "free"
     assert seen["settings"] == {"pexpect_timeout": remote_bounds.CANCEL_POLL_S} and seen["timeout"] == 60
-    assert remote_bounds.lost_after_s() == 8
+    assert remote_bounds.lost_after_s() == 6
 
 
 def _roles() -> LabRoles:
@@ -55,7 +55,7 @@ def test_a_finish_names_the_lost_host_and_only_it() -> None:
     assert hosts_left(_finish("successful", ["b", "p"]), roles) == {}
     lost = hosts_left(_finish("failed", ["b"], unreachable=("p",), failures=("p: Stop what runs | unreachable",)),
                       roles)
-    assert lost == {"p": "it stopped answering (lost after 8 s of SSH keepalives unanswered)"}
+    assert lost == {"p": "it stopped answering (lost after 6 s of SSH keepalives unanswered)"}
     assert hosts_left(_finish("timeout", ["p"]), roles) == {
         "b": f"the teardown did not end within {FINISH_INTERRUPTED_S} s"}
     assert hosts_left(_finish("failed", ["p"], failures=("b: Stop every process of ours | rm: busy",)), roles) == {
