@@ -87,7 +87,24 @@ def new_manifest(plan: SweepPlan, name: str, command: list[str], *, source: dict
 def plan_of(manifest: dict[str, Any], bundle: Path) -> SweepPlan:
     """The sweep plan recorded in ``bundle``'s manifest."""
     with user_input(f"plan in {BundleLayout(bundle).manifest}"):
-        return SweepPlan.model_validate(manifest.get("plan"))
+        return SweepPlan.model_validate(plan_listed(manifest.get("plan")))
+
+
+def plan_listed(plan: Any) -> Any:
+    """A recorded plan with every axis `sweep` lists now as a list: a bundle from before an axis became listable
+    recorded its one value (``"qos": 0``), under the axis's own name when the list's differs; its cells are the same."""
+    if not isinstance(plan, dict):
+        return plan  # the model names what is wrong
+    plan = dict(plan)
+    for axis in SweepPlan.axes.sweep_axes():
+        if axis.sweep is None:
+            continue
+        listed = axis.sweep.name
+        if listed not in plan and axis.name in plan:
+            plan[listed] = plan.pop(axis.name)
+        if listed in plan and not isinstance(plan[listed], list):
+            plan[listed] = [plan[listed]]
+    return plan
 
 
 def cell_status(bundle: Path, cell: Cell) -> str | None:
