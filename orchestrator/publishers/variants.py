@@ -88,9 +88,11 @@ class VirtualDevice:
         return ""
 
     def recorded(self, lay: Layout) -> dict[str, Any]:
-        """The device's TLS library as the device names it (its summary's tls_library, its banner's)."""
+        """The device's TLS library as the device names it (its summary's tls_library, its banner's) and the TLS 1.3
+        record padding granularity its build has (tls13_padding_granularity; null without TLS 1.3)."""
         summary = read_json(lay.fleet_dir / "summary.json" if self.name == "fleet" else lay.publisher_summary) or {}
-        return {"device": {"tls_library": summary.get("tls_library")}}
+        return {"device": {"tls_library": summary.get("tls_library"),
+                           "tls13_padding_granularity": summary.get("tls13_padding_granularity")}}
 
     def ended_early(self, publisher: Publisher) -> bool:
         return False

@@ -139,6 +139,7 @@ def test_tls13_chacha20_from_the_device(build36: Build36, pki: Pki, broker13: in
     for s in summaries.values():
         assert (s["tls_version"], s["cipher_suite"], s["messages_sent"]) == ("TLSv1.3", TLS13_CHACHA, 8)
         assert s["tls_library"].startswith("Mbed TLS 3.6.")
+        assert s["tls13_padding_granularity"] == granularity  # the device's own word, as its headers say
     keylogs = [tmp_path / f"p{p}" / "keys.log" for p in (65, 100)]
     for keylog in keylogs:
         labels = [line.split(" ")[0] for line in keylog.read_text().splitlines()]
@@ -236,6 +237,7 @@ def test_granularity_1_build_adds_exactly_22_bytes(build_pad1: Build36, pki: Pki
         for p in (65, 100):
             summary = vdevice(build_pad1, pki, broker13, tmp_path / f"p{p}", p, 8, f"{TLS13_CHACHA},{TLS12_CHACHA}")
             assert (summary["tls_version"], summary["cipher_suite"]) == ("TLSv1.3", TLS13_CHACHA)
+            assert summary["tls13_padding_granularity"] == 1  # the variant's build says so itself
     finally:
         cap.stop()
     both = tmp_path / "keys-both.log"

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "mbedtls/ssl.h"
 #include "mbedtls/version.h"
 
 namespace vdev {
@@ -13,6 +14,19 @@ std::string tls_library() {
   char version[32];  // the API needs at least 18 bytes
   mbedtls_version_get_string_full(version);
   return version;
+}
+
+int tls13_padding_granularity() {
+#if MBEDTLS_VERSION_MAJOR >= 3 && defined(MBEDTLS_SSL_PROTO_TLS1_3)
+  return MBEDTLS_SSL_CID_TLS1_3_PADDING_GRANULARITY;
+#else
+  return -1;
+#endif
+}
+
+std::string tls13_padding_granularity_json() {
+  int g = tls13_padding_granularity();
+  return g < 0 ? "null" : std::to_string(g);
 }
 
 bool read_file(const std::string& path, const char* what, std::string* out, std::string* error) {

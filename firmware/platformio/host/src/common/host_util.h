@@ -17,6 +17,12 @@ std::string json_string(const std::string& s);
 // as "tls_library" so that a cell records the device's stack from the device itself.
 std::string tls_library();
 
+// The TLS 1.3 record padding granularity this program's mbedTLS was built with
+// (MBEDTLS_SSL_CID_TLS1_3_PADDING_GRANULARITY, as its own headers and user config set it), or -1 when the
+// library speaks no TLS 1.3 (2.28). The summaries carry it as "tls13_padding_granularity" (null for -1).
+int tls13_padding_granularity();
+std::string tls13_padding_granularity_json();  // the same as JSON: a number, or null
+
 // A decimal unsigned integer <= max, nothing else (no sign, no spaces, no suffix).
 bool parse_uint(const char* text, uint64_t max, uint64_t* out);
 

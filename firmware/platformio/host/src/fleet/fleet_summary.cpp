@@ -171,6 +171,7 @@ bool write_summary(const FleetOptions& o, const FleetOutcome& r, std::string* er
   const std::string text = std::string(head) + counts + ",\"messages_expected\":" +
                            std::to_string(static_cast<uint64_t>(o.devices) * o.conn.samples) +
                            ",\"tls_library\":" + json_string(vdev::tls_library()) +
+                           ",\"tls13_padding_granularity\":" + vdev::tls13_padding_granularity_json() +
                            ",\"schedule_lag_us\":" + lag_json(r.lag) + ",\"steady_lag_us\":" + lag_json(r.steady) + "," +
                            cpu + per_msg + tail + "}\n";
   return write_atomic(o.out_dir + "/summary.json", text, error);

@@ -172,7 +172,7 @@ bool write_summary(const Options& o, const Outcome& r, std::string* error) {
                      ",\"inflight\":" + std::to_string(o.inflight) + ",\"reconnects\":" +
                      std::to_string(r.stats.reconnects) + ",\"resent\":" + std::to_string(r.stats.resent) +
                      ",\"lost\":" + std::to_string(r.stats.lost) + ",\"tls_library\":" + json_string(tls_library()) +
-                     "," + cpu +
+                     ",\"tls13_padding_granularity\":" + tls13_padding_granularity_json() + "," + cpu +
                      ",\"errors\":" + errs + ",\"ok\":" + (r.errors.empty() ? "true" : "false") + "}\n";
   std::string tmp = o.summary + ".tmp";
   FILE* f = fopen(tmp.c_str(), "w");
