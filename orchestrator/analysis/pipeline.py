@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from orchestrator.analysis import handshake, metrics
+from orchestrator.analysis import handshake, metrics, tlsrecords
 from orchestrator.analysis.csvout import csv_chunks
 from orchestrator.analysis.fields import (
     Columns,
@@ -384,6 +384,7 @@ def _metrics(inputs: RunInputs, packets: pd.DataFrame, msgs: pd.DataFrame, inbou
     pub_sessions = [s for s in sessions if s["role"] == "publisher"]
     hs = handshake.publisher_summary(pub_sessions)
     tls_block = handshake.tls_summary(sessions, pub_sessions, warnings)
+    tlsrecords.add_split(overhead, inbound, tls_block)  # TLS 1.3 runs: header, type, tag, padding
     if inputs.tls and inputs.expected_tls is not None:
         check_negotiated(sessions, inputs.expected_tls, port)
     sent = len(pub_log) if pub_log is not None else inputs.messages_expected

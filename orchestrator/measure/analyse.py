@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.analysis import brokercpu, handshakecost, lifecycle
+from orchestrator.analysis import brokercpu, handshakecost, lifecycle, tlsrecords
 from orchestrator.analysis import metrics as run_metrics
 from orchestrator.analysis.clock import one_way_delay_available
 from orchestrator.analysis.connections import connections_table
@@ -37,6 +37,8 @@ def analyse_run_folder(run_dir: Path, scenario: Scenario, spec: RunSpec, resourc
     analysis = analyse_run(run_inputs(lay, scenario, spec, keylogs, board_clock, keying), export_chunks)
     if spec.connection != "persistent":
         add_connections(analysis, lay, scenario, spec, keylogs, keying)
+    device = variant_for(spec).recorded(lay).get("device") or {}  # the device's own padding granularity
+    tlsrecords.with_granularity(analysis.metrics, device.get("tls13_padding_granularity"), "the device's summary")
     if exchanges.wanted(spec):  # QoS 1/2, MQTT 5: each message's exchange (measure/exchanges.py)
         exchanges.add_exchanges(analysis, lay, scenario, keylogs)
     if board_clock is not None:
