@@ -23,6 +23,7 @@ from orchestrator.report.impairment import impairment_section
 from orchestrator.report.loader import Bundle, load_bundle
 from orchestrator.report.options import ReportOptions, report_options
 from orchestrator.report.order import cell_sort_key, groups, scenario_order
+from orchestrator.report.stacks import stacks_section
 from orchestrator.report.study import load_study, study_rows, tls_scenarios_in
 from orchestrator.report.tables import COMPARISON_COLUMNS, comparison_rows, summary_columns, summary_row
 from orchestrator.report.values import Row, to_csv
@@ -56,6 +57,7 @@ def build_document(
         *board_section(all_cells),
         *lifecycle.lifecycle_section(all_cells, groups(ok)),
         *exchanges_section(ok),
+        *stacks_section(ok),
         *fleet_section(all_cells, groups(ok)),
         *sections.comparisons_section(comparisons, ok, options.baseline),
         *sections.grades_section(ok, options),

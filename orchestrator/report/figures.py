@@ -61,7 +61,13 @@ def _layers(label: str, cells: Sequence[Cell]) -> LayerBar | None:
     )
     if not isinstance(per_layer, dict):
         return None
-    return (label, {k: v for k, v in per_layer.items() if isinstance(v, int | float)})
+    layers = {k: v for k, v in per_layer.items() if isinstance(v, int | float)}
+    split = next((c.metrics["overhead_bytes"].get("tls13_record") for c in cells
+                  if c.metrics and isinstance(c.metrics.get("overhead_bytes"), dict)), None)
+    padding = split.get("padding") if isinstance(split, dict) else None
+    if isinstance(padding, int | float) and isinstance(layers.get("tls"), int | float):
+        layers["tls"], layers["tls_padding"] = layers["tls"] - padding, padding  # padding its own layer
+    return (label, layers)
 
 
 def _mean_of(cells: Sequence[Cell], path: str) -> float | None:

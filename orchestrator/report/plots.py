@@ -34,10 +34,11 @@ LAYERS = (
     ("ip", "IP"),
     ("tcp", "TCP"),
     ("tls", "TLS"),
+    ("tls_padding", "TLS 1.3 padding"),  # a TLS 1.3 cell's record padding, apart from the rest of TLS
     ("mqtt_header", "MQTT header"),
     ("payload", "payload"),
 )
-LAYER_COLOURS = ("#8c8c8c", "#6baed6", "#3182bd", "#e6550d", "#74c476", "#31a354")
+LAYER_COLOURS = ("#8c8c8c", "#6baed6", "#3182bd", "#e6550d", "#fdae6b", "#74c476", "#31a354")
 LINESTYLES = ("-", "--", ":", "-.")
 LOG_RATIO = 20.0  # CDF x axis turns logarithmic when max / 1st percentile exceeds this
 

@@ -49,7 +49,8 @@ def protocol(spec: dict[str, Any] | None) -> str:
     parts = [f"qos{s['qos']}" if s.get("qos") else "", "mqtt5" if s.get("mqtt") == "5" else "",
              "alias" if s.get("topic_alias") == "on" else "",
              "persistent-session" if s.get("session") == "persistent" else "",
-             f"inflight{s['inflight']}" if s.get("inflight", 1) != 1 else ""]
+             f"inflight{s['inflight']}" if s.get("inflight", 1) != 1 else "",
+             "mbedtls-3.6" if s.get("device_stack") == "mbedtls-3.6" else ""]  # the device's stack, not a repeat
     return " ".join(p for p in parts if p)
 
 
