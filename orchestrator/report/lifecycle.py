@@ -26,10 +26,11 @@ import pandas as pd
 
 from orchestrator.report import plots
 from orchestrator.report.document import Block, Figure, Heading, Paragraph, Table
-from orchestrator.report.loader import Cell, condition, split_condition
+from orchestrator.report.loader import PERSISTENT, Cell, condition, split_condition
 from orchestrator.report.values import NA, metric
 
 TITLE = "Connection lifecycle"
+STACK_TOKEN = "mbedtls-3.6"  # a condition's part naming the device's 3.6 stack (results/bundle.py protocol)
 K_SHOWN = (1, 10, 200)
 COLUMNS = ("cell", "mode (used)", "K", "close", "connections", "full", "resumed after the first", "verdict",
            "TLS handshake ms (median)", "wire B / connection (median)", "wire B / reading", "client claims")
@@ -123,29 +124,45 @@ def _resumed_fixed(cell: Cell, m: float) -> float | None:
 
 
 def costs(groups: dict[tuple[int, str, str], list[Cell]]) -> list[Cost]:
-    """The cost model of every (payload, impairment, fleet size, scenario) that has a persistent and a reconnect
-    cell."""
+    """The cost model of every (payload, impairment, fleet size, device stack, scenario) that has a persistent and a
+    reconnect cell (a device stack's cells are solved among their own: TLS 1.3 on mbedTLS 3.6 has its rows)."""
     out: list[Cost] = []
     for (payload, cond, scenario), cells in sorted(groups.items()):
         impairment, rest = split_condition(cond)
+        rest, stack = _without_stack(rest)
         mode, devices = _mode_and_devices(rest)
         if mode != "reconnect":
             continue
-        persistent = groups.get((payload, condition(impairment, devices=devices), scenario))
+        persistent = groups.get((payload, condition(impairment, devices=devices, protocol=stack), scenario))
         p_w = wire_per_connection(persistent[0]) if persistent else None
         r_w = wire_per_connection(cells[0])
         model = _model(p_w, r_w) if p_w and r_w else None
         if model is None:
             continue
         fixed, m = model
-        where = impairment if devices == 1 else f"{impairment}, {devices} devices"
+        where = ", ".join([impairment, *([f"{devices} devices"] if devices > 1 else []), *([stack] if stack else [])])
         out.append(Cost(payload, where, scenario, "full handshake" if _is_tls(cells[0]) else "plain", fixed, m))
         for resume in ("resume-id", "resume-ticket"):
-            rc = groups.get((payload, condition(impairment, resume, devices), scenario))
+            rc = groups.get((payload, condition(impairment, resume, devices, stack), scenario))
             f_res = _resumed_fixed(rc[0], m) if rc and _is_tls(rc[0]) else None
-            if f_res is not None:
-                out.append(Cost(payload, where, scenario, f"resumed ({resume[7:]})", f_res, m))
+            if f_res is not None and rc:
+                out.append(Cost(payload, where, scenario, _resumed_label(rc[0], resume), f_res, m))
     return out
+
+
+def _without_stack(rest: str) -> tuple[str, str]:
+    """A condition's tail without the device stack's token (results/bundle.py protocol), and that token ("" for
+    the default stack): "reconnect + mbedtls-3.6" -> ("reconnect", "mbedtls-3.6")."""
+    parts = rest.split(" + ") if rest != PERSISTENT else []
+    stack = STACK_TOKEN if STACK_TOKEN in parts else ""
+    kept = [p for p in parts if p != STACK_TOKEN]
+    return (" + ".join(kept) or PERSISTENT), stack
+
+
+def _resumed_label(cell: Cell, resume: str) -> str:
+    """How the resumed connections resumed: by ID or ticket (TLS 1.2), by a ticket's PSK (TLS 1.3)."""
+    kinds = (_lifecycle(cell) or {}).get("by_kind") or {}
+    return "resumed (ticket, TLS 1.3 PSK)" if "resumed-psk" in kinds else f"resumed ({resume[7:]})"
 
 
 def _mode_and_devices(rest: str) -> tuple[str, int]:
@@ -190,16 +207,18 @@ def figures(groups: dict[tuple[int, str, str], list[Cell]]) -> list[Figure]:
 
 ABOUT = (
     "Connection lifecycle: cells whose publisher connects, publishes K readings, ends the connection and "
-    "sleeps (reconnect: every TLS handshake full; resume-id / resume-ticket: TLS 1.2 session resumption). "
-    "Handshakes are classified from the capture (a resumed TLS 1.2 handshake has no Certificate; by "
-    "ticket when the ClientHello carried one, by ID when the ServerHello echoed the offered ID); the "
+    "sleeps (reconnect: every TLS handshake full; resume-id / resume-ticket: TLS 1.2 session resumption, and "
+    "under TLS 1.3 resume-ticket resumes by the ticket's PSK). Handshakes are classified from the capture (a "
+    "resumed TLS 1.2 handshake has no Certificate; by ticket when the ClientHello carried one, by ID when the "
+    "ServerHello echoed the offered ID; a resumed TLS 1.3 handshake's ServerHello carries pre_shared_key); the "
     "publisher's own claim is compared with it. Wire bytes: every frame of the publisher's connections, "
     "all headers, both directions."
 )
 MODEL = (
     "Cost model: a connection costs F bytes (set-up, handshake, CONNECT/CONNACK, ending) plus m per "
     "reading, so a reading costs F/K + m; F (full) and m are solved from the persistent and the reconnect "
-    "cell of the same scenario, F (resumed) from the resumed connections of the resume cells. Break-even "
+    "cell of the same scenario and device stack, F (resumed) from the resumed connections of the resume "
+    "cells. Break-even "
     "K: the readings per connection at which a TLS mode costs no more per reading than plain MQTT "
     "reconnecting for every reading. Bytes only; the broker's CPU per handshake is bench/handshake_cpu.py's."
 )
