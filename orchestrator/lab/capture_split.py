@@ -72,6 +72,11 @@ class CaptureSplitter:
         self.cell_packets += result.packets
         return result
 
+    def seen_after(self, when: float) -> bool:
+        """Whether the file holds a packet at or after ``when`` (then it holds every one before it)."""
+        pending = self._blocks(stop_at=when, peek=True)
+        return bool(pending) and pending[-1][2] >= when
+
     def finish(self) -> dict[str, int]:
         """Everything after the last cut to the gaps (the capture has stopped); the counts, checked against the
         packets in the whole file."""
@@ -94,9 +99,10 @@ class CaptureSplitter:
             f.write(bytes(blocks))
         self.gap_packets += packets
 
-    def _blocks(self, stop_at: float | None) -> list[tuple[int, bytes, float, Conn | None]]:
+    def _blocks(self, stop_at: float | None, peek: bool = False) -> list[tuple[int, bytes, float, Conn | None]]:
         """The complete blocks from ``offset`` (a torn last one waits for the next read); header blocks are
-        kept in ``header``, not returned; an EPB at or after ``stop_at`` ends the read, unconsumed."""
+        kept in ``header``, not returned; an EPB at or after ``stop_at`` ends the read, unconsumed (``peek``: it is
+        returned last, and nothing is consumed)."""
         try:
             with self.path.open("rb") as f:
                 f.seek(self.offset)
@@ -116,14 +122,18 @@ class CaptureSplitter:
             if kind == EPB:
                 ts, conn = self._packet(block)
                 if stop_at is not None and ts >= stop_at:
+                    if peek:
+                        out.append((kind, block, ts, conn))
                     break
                 out.append((kind, block, ts, conn))
             elif kind in (SHB, IDB):
-                self._header_block(kind, block)
+                if not peek or self.offset == 0:  # a peek from the start (re)reads the header, as the read will
+                    self._header_block(kind, block)
             else:
                 out.append((kind, block, 0.0, None))
             pos += length
-        self.offset += pos
+        if not peek:
+            self.offset += pos
         return out
 
     def _header_block(self, kind: int, block: bytes) -> None:

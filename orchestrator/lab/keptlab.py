@@ -113,7 +113,8 @@ class KeptLab:
             self.facts = self._facts()
             compose.start_service(topo, "subscriber")
             # the publisher's container may start while the subscriber subscribes (it waits for its go)
-            yield CellLab(lay, pki, topo, lambda: self._cut(lay, start), lambda: wait_subscribed(lay))
+            ends: list[float] = []
+            yield CellLab(lay, pki, topo, lambda: ends.append(time.time()), lambda: wait_subscribed(lay))
             self.served += 1
         except BaseException:
             self.down(Layout(run_dir))
@@ -125,6 +126,8 @@ class KeptLab:
                     names = [compose.container_name(s) for s in CLIENTS]
                     self._removing = threading.Thread(target=docker.remove, args=(names,), name="remove-clients")
                     self._removing.start()  # joined by the next cell (during its broker restart) or down()
+                    if ends:  # the clients' last segments, after the end, show the capture has all before it
+                        self._cut(Layout(run_dir), start, ends[0])
                 protect_secrets(run_dir)
 
     def _clients_removed(self) -> None:
@@ -138,11 +141,14 @@ class KeptLab:
         return {"mode": "kept-up", "folder": f"{self.blocks.name}/{self.lay.root.name}", "cell_in_lab": self.served + 1,
                 "fresh": FRESH_FIRST if first else FRESH_EACH, "reused": [] if first else REUSED}
 
-    def _cut(self, lay: Layout, start: float) -> None:
-        """The cell's packets, from its start to now, out of the running capture into its capture.pcapng."""
+    def _cut(self, lay: Layout, start: float, end: float) -> None:
+        """The cell's packets, from its start to its end, out of the running capture into its capture.pcapng.
+        dumpcap writes the file in bursts: the cut waits (at most 3 s) until a packet from after the end is in it,
+        as the removed clients' closing segments soon are; whatever came later still is in the gaps, counted."""
         assert self.splitter is not None
-        end = time.time()
-        time.sleep(0.05)  # what the kernel handed dumpcap before ``end`` is in the file
+        deadline = time.monotonic() + 3.0
+        while not self.splitter.seen_after(end) and time.monotonic() < deadline:
+            time.sleep(0.02)
         cut = self.splitter.cut(lay.root.name, start, end, lay.capture)
         self.facts["capture"] = {"cut_from": f"{self.facts['folder']}/capture/capture.pcapng",
                                  "window_s": round(end - start, 3), "packets": cut.packets,

@@ -60,3 +60,17 @@ def test_a_capture_still_being_written_is_read_up_to_its_last_whole_block(
     assert record == {"packets": len(frames), "in_cells": first.packets, "in_gaps": len(frames) - first.packets,
                       "lossless": 1}  # what came after the first cut (of no window) is in the gaps
     assert len(_frames(tmp_path / "gaps.pcapng")) == len(frames) - first.packets
+
+
+def test_a_cut_knows_when_the_file_holds_everything_before_a_time(
+        tmp_path: Path, frames: list[tuple[float, int]]) -> None:
+    data = FIXTURE.read_bytes()
+    growing = tmp_path / "capture.pcapng"
+    growing.write_bytes(data[:len(data) // 2])
+    split = CaptureSplitter(growing, tmp_path / "gaps.pcapng")
+    last = frames[-1][0]
+    assert split.seen_after(frames[0][0]) and not split.seen_after(last)  # dumpcap has not written the rest yet
+    growing.write_bytes(data)
+    assert split.seen_after(last)
+    split.cut("a", frames[0][0], last + 1, tmp_path / "a.pcapng")
+    assert split.finish()["in_cells"] == len(frames)  # peeking consumed nothing and read the header once
