@@ -1,7 +1,7 @@
 #!/bin/sh
 # Capture the broker's port on the broker's interface into /data/capture/capture.pcapng.
-# Written through stdout: dumpcap then flushes every packet as it writes it, so the file is whole up to its
-# last packet while the capture runs (a sweep's block cuts each cell's packets from it: lab/capture_split.py).
+# Written through stdout (dumpcap flushes a pipe's output more often than a file's); a sweep's block cuts each
+# cell's packets from the running file, waiting until it holds a packet from after the cell (lab/keptlab.py).
 set -eu
 mkdir -p /data/capture
 IFACE=${TESTBED_CAPTURE_IFACE:-eth0}
