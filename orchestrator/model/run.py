@@ -38,7 +38,6 @@ class OneValueAxes(BaseModel):
     if TYPE_CHECKING:
         samples: int
         interval_ms: float
-        qos: int
         delay_mechanism: str
         publisher: str
         serial_port: str | None
@@ -67,6 +66,7 @@ class RunSpecBase(OneValueAxes):
         connection: str
         devices: int
         device_stack: str
+        qos: int
 
     def values(self) -> dict[str, Any]:
         """Every axis's value by name."""

@@ -33,6 +33,7 @@ class CellBase(BaseModel):
         repeat: int
         connection: str
         devices: int
+        qos: int
 
     @property
     def cell_id(self) -> str:
@@ -54,6 +55,7 @@ class SweepPlanBase(OneValueAxes):
         impairments: list[str]
         connections: list[str]
         devices: list[int]
+        qos: list[int]
         repeat: int
         baseline: str
         order: str
