@@ -339,7 +339,8 @@ AXES = AxisTable((
          only=Only("sleep-is-the-virtual-devices", "--sleep {value} ms is the virtual devices' (vdevice and the "
                    "fleet): a board reconnects one interval after its last reading",
                    publishers=frozenset({"virtual", "fleet"})),
-         device=Device("sleep_ms", "connection", run_key=None, when=_not_persistent)),
+         device=Device("sleep_ms", "connection", run_key=None,
+                       when=lambda v: _not_persistent(v) and v.get("sleep_ms", 0.0) != 0.0)),
     Axis("devices", int, 1, DEVICES_HELP, ge=1, le=MAX_DEVICES,
          sweep=Sweep("devices", (1,), "comma list of fleet sizes (a sweep axis): " + DEVICES_HELP, nest=3,
                      lab=True),  # the broker's open-file limit is the container's
