@@ -57,7 +57,7 @@ def test_every_run_option_reaches_the_run_spec(tmp_path: Path, monkeypatch: pyte
             "--reset-board", "--connection", "resume-ticket", "--per-connection", "10", "--close", "drop",
             "--out", str(tmp_path / "run")]
     # a fleet and a lab across hosts run virtual devices: their own tests below
-    assert _given(args) | FLEET_OPTIONS | LAB_OPTIONS == _options("run")
+    assert _given(args) | FLEET_OPTIONS | LAB_OPTIONS | VDEVICE_OPTIONS | STACK_OPTIONS == _options("run")
 
     _invoke(args)
 
@@ -70,6 +70,23 @@ def test_every_run_option_reaches_the_run_spec(tmp_path: Path, monkeypatch: pyte
 
 FLEET_OPTIONS = {"--devices", "--connect-rate", "--sleep"}
 LAB_OPTIONS = {"--inventory"}
+# the virtual device's own (a board has no such RUN key): their test below
+VDEVICE_OPTIONS = {"--mqtt", "--session", "--session-expiry-s", "--topic-alias", "--inflight", "--ack-timeout"}
+STACK_OPTIONS = {"--device-stack"}
+
+
+def test_the_virtual_devices_protocol_and_stack_options_reach_the_run_spec(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issues 25 and 26: the MQTT version, the session, topic alias, in-flight window, ack timeout, device stack."""
+    calls: list[RunSpec] = []
+    monkeypatch.setattr(measure_run, "execute_run",
+                        lambda spec, out_dir, **_: calls.append(spec) or RunOutcome(tmp_path, "ok", 0, None, None))
+    args = ["run", "--qos", "2", "--mqtt", "5", "--session", "persistent", "--session-expiry-s", "120",
+            "--topic-alias", "on", "--inflight", "8", "--ack-timeout", "1500", "--device-stack", "mbedtls-3.6"]
+    assert _given(args) >= VDEVICE_OPTIONS | STACK_OPTIONS
+    _invoke(args)
+    assert calls == [RunSpec(scenario="tls", qos=2, mqtt="5", session="persistent", session_expiry_s=120,
+                             topic_alias="on", inflight=8, ack_timeout_ms=1500, device_stack="mbedtls-3.6")]
 
 
 def test_the_fleet_options_reach_the_run_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -155,12 +172,13 @@ def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest
             "--order", "random", "--fresh-lab-per-cell",
             "--out", str(tmp_path / "out"), "--name", "mine", "--grading", str(tables[0]), "--grading", str(tables[1])]
     # --plan (a bundle's plan rerun): tests/unit/test_sweep_replay.py
-    assert _given(args) | {"--resume", "--plan"} | FLEET_OPTIONS | LAB_OPTIONS == _options("sweep")
+    assert (_given(args) | {"--resume", "--plan", "--mqtt", "--device-stacks"} | FLEET_OPTIONS | LAB_OPTIONS
+            | VDEVICE_OPTIONS) == _options("sweep")  # --mqtt and --device-stacks as lists: below
 
     _invoke(args)
 
     expected = SweepPlan(payloads=[70, 90], samples=50, scenarios=["tls", "tls13-chacha20"], repeat=3,
-                         interval_ms=40.0, qos=1, impairments=["lossy-1pct", "wifi-good"], delay_mechanism="netem",
+                         interval_ms=40.0, qos=[1], impairments=["lossy-1pct", "wifi-good"], delay_mechanism="netem",
                          publisher="esp32", serial_port="/dev/ttyACM0", baud=460800, board_host="192.0.2.8",
                          reset_board=True, seed=9, baseline="tls", connections=["persistent", "resume-id"],
                          per_connection=5, close="drop", order="random", fresh_lab_per_cell=True)
@@ -173,6 +191,19 @@ def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest
             for c in expected.cells()} == {("persistent", 5, "drop"), ("resume-id", 5, "drop")}
     assert calls.derived == [(calls.bundle, "tls", tables)]
     assert calls.resumed == []
+
+
+def test_the_protocol_and_the_device_stack_are_sweep_axes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _SweepCalls(tmp_path, monkeypatch)
+    _invoke(["sweep", "--qos", "0,2", "--mqtt", "3.1.1,5", "--device-stacks", "mbedtls-2.28,mbedtls-3.6",
+             "--session", "persistent", "--inflight", "4", "--ack-timeout", "2000", "--session-expiry-s", "60",
+             "--samples", "20", "--payloads", "65", "--scenarios", "tls", "--out", str(tmp_path / "out")])
+    [(plan, _root, _name, _cmd)] = calls.started
+    assert plan == SweepPlan(qos=[0, 2], mqtt=["3.1.1", "5"], device_stacks=["mbedtls-2.28", "mbedtls-3.6"],
+                             session="persistent", inflight=4, ack_timeout_ms=2000, session_expiry_s=60,
+                             samples=20, payloads=[65], scenarios=["tls"])
+    assert sorted(c.cell_id for c in plan.cells()) == sorted(
+        f"tls-65B{q}{m}-none{s}-r1" for q in ("", "-qos2") for m in ("", "-mqtt5") for s in ("", "-mbedtls36"))
 
 
 def test_the_fleet_sizes_are_a_sweep_axis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
