@@ -187,7 +187,8 @@ def test_the_cells_axis_values_are_typed_as_their_axes(tmp_path: Path) -> None:
     assert tls["samples"] == 20 and tls["interval_ms"] == 100.0 and not tls["reset_board"]
     assert tls["started_utc"] == pd.Timestamp("2026-11-30T02:00:05Z") and pd.isna(tls["serial_port"])
     assert pd.isna(cells.set_index("cell_id").loc["plain-65B-none-r1", "samples"])  # no spec kept: missing
-    assert cells.attrs["units"] == {"payload": "B", "interval_ms": "ms"}
+    assert cells.attrs["units"] == {"payload": "B", "interval_ms": "ms", "sleep_ms": "ms", "ack_timeout_ms": "ms",
+                                    "session_expiry_s": "s"}
 
 
 def test_connections_and_devices_of_the_cells_that_have_them(tmp_path: Path) -> None:

@@ -94,5 +94,6 @@ def test_the_sampler_keeps_memory_series_beside_the_cpu_ones() -> None:
     out = sampler.stop()
     assert [b for _t, b in out["broker_mem_series"]] == [49_000_000, 51_000_000]
     assert out["broker_mem_series"][1][0] - out["broker_mem_series"][0][0] == 1.0
-    assert len(out["broker_process_rss_series"]) == 2 and out["broker_process_rss_series"][0][1] > 1_000_000
+    # one RSS reading per sample, and one more when the sampler stops (it does not wait for the stream's next sample)
+    assert len(out["broker_process_rss_series"]) == 3 and out["broker_process_rss_series"][0][1] > 1_000_000
     assert out["broker_peak_mem_bytes"] == 52_000_000 and out["host_cpus"] == os.cpu_count()
