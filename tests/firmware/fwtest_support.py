@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ from cryptography.x509.oid import NameOID
 REPO = Path(__file__).resolve().parents[2]
 HOST_SRC = REPO / "firmware" / "platformio" / "host"
 MOSQUITTO = "/usr/sbin/mosquitto"
+FETCH_MBEDTLS36 = HOST_SRC / "mbedtls3" / "fetch_debian_mbedtls.py"
 
 
 def need_tool(path_or_name: str, package: str) -> str:
@@ -70,6 +72,33 @@ def host_build(tmp_path_factory: pytest.TempPathFactory) -> HostBuild:
     )
     assert compile_.returncode == 0, compile_.stdout[-4000:] + compile_.stderr[-4000:]
     return HostBuild(build, build / "vdevice", build / "test_core", build / "board-emu")
+
+
+@dataclass(frozen=True)
+class Build36:
+    vdevice: Path
+    include: Path
+    fleet: Path | None = None  # the 3.6 build of the fleet (build36 makes it; the padding-1 build does not)
+
+
+@pytest.fixture(scope="session")
+def build36(tmp_path_factory: pytest.TempPathFactory) -> Build36:
+    """vdevice and the fleet built on this Debian 12 host against Debian 13's mbedTLS 3.6 package (device_stack
+    mbedtls-3.6), fetched and unpacked by firmware/platformio/host/mbedtls3/fetch_debian_mbedtls.py."""
+    need_tool("cmake", "cmake")
+    need_tool("g++", "g++")
+    need_tool("dpkg-deb", "dpkg")
+    fetched = subprocess.run([sys.executable, str(FETCH_MBEDTLS36)], capture_output=True, text=True, check=False,
+                             timeout=300)
+    assert fetched.returncode == 0, fetched.stderr  # CI fetches it: Debian's archive is this machine's registry
+    args = fetched.stdout.split()
+    build = tmp_path_factory.mktemp("fw-host-mbedtls36")
+    for argv in (["cmake", "-S", str(HOST_SRC), "-B", str(build), "-DTESTBED_WERROR=ON", *args],
+                 ["cmake", "--build", str(build), "-j2", "--target", "vdevice", "fleet"]):
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    include = Path(next(a for a in args if a.startswith("-DMBEDTLS_INCLUDE_DIR=")).split("=", 1)[1])
+    return Build36(build / "vdevice", include, build / "fleet")
 
 
 @dataclass(frozen=True)

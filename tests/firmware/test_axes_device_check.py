@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fwtest_support import HostBuild, Pki
+from fwtest_support import Build36, HostBuild, Pki
 from pydantic import ValidationError
 
 from orchestrator.lab.pki import Pki as LabPki
@@ -54,14 +54,18 @@ def _check(argv: list[str]) -> subprocess.CompletedProcess[str]:
                           env={"PATH": "/usr/bin:/bin"})
 
 
-def _device_check(spec: RunSpec, host_build: HostBuild, lay: Layout, path: Path) -> subprocess.CompletedProcess[str]:
+def _device_check(spec: RunSpec, host_build: HostBuild, build36: Build36, lay: Layout,
+                  path: Path) -> subprocess.CompletedProcess[str]:
     scenario = load_scenario(spec.scenario)
     if spec.publisher == "esp32":
         cell = records.run_cell(scenario, lay, LabPki(lay.pki, "ecdsa-p256"), spec, "192.0.2.1", scenario.port, None)
         path.write_bytes(p.encode_body(cell))
         return _check([str(host_build.board_emu), "--check-run", str(path)])
     args = [a.replace(f"{DATA}/", f"{lay.root}/") for a in publisher_args(scenario, lay, None, spec)]
-    program = host_build.vdevice if args[0] == "vdevice" else host_build.build_dir / "fleet"
+    if spec.device_stack == "mbedtls-3.6":  # the device on its own stack: its image's build
+        program = build36.vdevice if args[0] == "vdevice" else build36.fleet
+    else:
+        program = host_build.vdevice if args[0] == "vdevice" else host_build.build_dir / "fleet"
     return _check([str(program), "--check", *args[1:]])
 
 
@@ -73,13 +77,14 @@ def _scenario_rule(spec: RunSpec) -> str | None:
     return None
 
 
-def test_every_valid_pair_passes_the_devices_check(host_build: HostBuild, lay: Layout, tmp_path: Path) -> None:
+def test_every_valid_pair_passes_the_devices_check(host_build: HostBuild, build36: Build36, lay: Layout,
+                                                   tmp_path: Path) -> None:
     specs = _valid_specs()
     assert len(specs) > 100
     disagree: list[str] = []
     refused_by_rule = 0
     for n, spec in enumerate(specs):
-        proc = _device_check(spec, host_build, lay, tmp_path / f"run-{n}.txt")
+        proc = _device_check(spec, host_build, build36, lay, tmp_path / f"run-{n}.txt")
         rule = _scenario_rule(spec)
         refused_by_rule += rule is not None
         if rule is None and (proc.returncode, proc.stdout) != (0, "ok\n"):

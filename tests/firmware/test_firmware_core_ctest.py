@@ -113,6 +113,6 @@ def test_vdevice_reads_testbed_env_and_flags_win(host_build: HostBuild) -> None:
         capture_output=True,
         text=True,
         check=False,
-        env={"PATH": "/usr/bin:/bin", "TESTBED_QOS": "2"},
+        env={"PATH": "/usr/bin:/bin", "TESTBED_QOS": "3"},
     )
-    assert bad_env.returncode == 2 and "TESTBED_QOS: expected an integer 0..1" in bad_env.stderr
+    assert bad_env.returncode == 2 and "TESTBED_QOS: expected an integer 0..2" in bad_env.stderr

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "cipher_suites.h"
+#include "tls_transport.h"
 #include "mbedtls/x509_crt.h"
 
 namespace vdev {
@@ -264,6 +265,7 @@ tb::Err check_tls(const Options& o, const std::string& ca_pem, std::string* erro
   size_t count = 0;
   tb::ErrorText text;
   tb::Err e = tb::parse_cipher_list(o.ciphers.c_str(), ids, tb::kMaxCiphers, &count, &text);
+  if (e == tb::Err::Ok) e = tb::check_ciphers_compiled(ids, count, &text);
   *error = text.c_str();
   if (e != tb::Err::Ok) return e;
   mbedtls_x509_crt ca;

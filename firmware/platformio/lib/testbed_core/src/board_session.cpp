@@ -281,6 +281,7 @@ Err BoardSession::prepare(const proto::RunRequest& r, PublishConfig* cfg) {
     uint16_t ids[kMaxCiphers];
     size_t count = 0;
     Err e = parse_cipher_list(r.ciphers, ids, kMaxCiphers, &count, &err_);
+    if (e == Err::Ok) e = check_ciphers_compiled(ids, count, &err_);
     if (e != Err::Ok) return e;
     TlsOptions tls;
     tls.ca_pem = r.ca_pem;

@@ -6,6 +6,7 @@
 #include "mbedtls/error.h"
 #include "mbedtls/net_sockets.h"  // MBEDTLS_ERR_NET_* codes for the BIO callbacks
 #include "mbedtls/ssl_ciphersuites.h"
+#include "mbedtls/version.h"
 
 namespace tb {
 namespace {
@@ -98,6 +99,17 @@ void TlsTransport::offered_names(char* out, size_t cap) const {
   }
 }
 
+Err check_ciphers_compiled(const uint16_t* ids, size_t count, ErrorText* err) {
+  for (size_t i = 0; i < count; ++i) {
+    if (mbedtls_ssl_ciphersuite_from_id(ids[i]) == nullptr) {
+      err->set("cipher suite %s is not compiled into this mbedTLS (%s)", cipher_iana_name(ids[i]),
+               MBEDTLS_VERSION_STRING_FULL);
+      return Err::CipherNotCompiled;
+    }
+  }
+  return Err::Ok;
+}
+
 Err TlsTransport::configure(const char* host) {
   if (opt_.ca_pem == nullptr) {
     err_.set("TLS needs a CA certificate to verify the broker");
@@ -110,13 +122,11 @@ Err TlsTransport::configure(const char* host) {
   uint16_t ids[kMaxCiphers];
   Err e = parse_cipher_list(opt_.ciphers, ids, kMaxCiphers, &cipher_count_, &err_);
   if (e != Err::Ok) return e;
+  e = check_ciphers_compiled(ids, cipher_count_, &err_);
+  if (e != Err::Ok) return e;
   tls12_ = tls13_ = false;
   for (size_t i = 0; i < cipher_count_; ++i) {
     (tlsc::is_tls13_suite(ids[i]) ? tls13_ : tls12_) = true;
-    if (mbedtls_ssl_ciphersuite_from_id(ids[i]) == nullptr) {
-      err_.set("cipher suite %s is not compiled into this mbedTLS", cipher_iana_name(ids[i]));
-      return Err::CipherNotCompiled;
-    }
     cipher_list_[i] = ids[i];
   }
   cipher_list_[cipher_count_] = 0;

@@ -20,6 +20,10 @@
 
 namespace tb {
 
+// Every suite of the list is compiled into this mbedTLS (a TLS 1.3 suite needs a 3.x built with TLS 1.3):
+// what configure() refuses, asked before anything connects (vdevice's and the fleet's --check).
+Err check_ciphers_compiled(const uint16_t* ids, size_t count, ErrorText* err);
+
 // Receives NSS key-log lines, no newline: "CLIENT_RANDOM <client random hex> <master secret hex>" (TLS 1.2),
 // "<LABEL> <client random hex> <secret hex>" for each TLS 1.3 secret (CLIENT_HANDSHAKE_TRAFFIC_SECRET, ...).
 class KeylogSink {
