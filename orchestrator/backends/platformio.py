@@ -21,7 +21,7 @@ from typing import Literal
 
 from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError, ToolError
-from orchestrator.model.axes import MAX_PAYLOAD
+from orchestrator.model.axes import AXES, MAX_PAYLOAD
 from orchestrator.model.rules import payload_min_size
 
 GENERATED_HEADER = Path("include") / "testbed_generated.h"
@@ -64,8 +64,9 @@ class FirmwareSettings:
                                "cipher suites")
         if not re.fullmatch(r"[A-Za-z0-9_.-]{1,32}", self.device_id):
             raise TestbedError(f"device id {self.device_id!r}: use 1..32 characters of A-Z a-z 0-9 _ . -")
-        if self.qos not in (0, 1):
-            raise TestbedError(f"qos must be 0 or 1, got {self.qos}")
+        levels = AXES["qos"].choices or ()
+        if self.qos not in levels:  # the run's own axis: the core speaks every level it lists
+            raise TestbedError(f"qos must be one of {', '.join(map(str, levels))}, got {self.qos}")
         if self.samples < 1 or self.interval_ms < 0:
             raise TestbedError("samples must be >= 1 and interval-ms >= 0")
         minimum = payload_minimum(self.device_id, self.samples)

@@ -74,8 +74,9 @@ def test_payload_minimum_and_settings_validation() -> None:
         _settings(payload=61)
     with pytest.raises(TestbedError, match="needs a CA certificate"):
         _settings(ca_pem=None)
-    with pytest.raises(TestbedError, match="qos must be 0 or 1"):
-        _settings(qos=2)
+    with pytest.raises(TestbedError, match="qos must be one of 0, 1, 2, got 3"):
+        _settings(qos=3)
+    assert _settings(qos=2).qos == 2  # QoS 2 is the core's too (PUBREC/PUBREL/PUBCOMP)
     with pytest.raises(TestbedError, match="device id"):
         _settings(device_id='a"b')
 
