@@ -92,3 +92,20 @@ def test_the_plot_draws_padding_as_its_own_layer(device_runs: dict[int, dict]) -
     layers = bar[1]
     assert (layers["tls"], layers["tls_padding"]) == (22, 11)  # header + type + tag, then padding
     assert sum(layers[k] for k in ("tls", "tls_padding", "mqtt_header", "payload")) == 33 + 84
+
+
+def test_the_cell_records_the_devices_granularity(tmp_path: Path) -> None:
+    """cell.json's device block, which measure/analyse.py hands to with_granularity, is the device's summary's."""
+    import shutil
+
+    from orchestrator.model.layout import Layout
+    from orchestrator.model.run import RunSpec
+    from orchestrator.publishers.variants import variant_for
+
+    lay = Layout(tmp_path)
+    lay.publisher_summary.parent.mkdir(parents=True)
+    spec = RunSpec(scenario="tls13-chacha20", samples=6, device_stack="mbedtls-3.6")
+    for summary, granularity in ((TLS13 / "p65" / "summary.json", 16),
+                                 (FIXTURES / "tls12_device_stacks" / "mbedtls228" / "p65" / "summary.json", None)):
+        shutil.copyfile(summary, lay.publisher_summary)
+        assert variant_for(spec).recorded(lay)["device"]["tls13_padding_granularity"] == granularity
