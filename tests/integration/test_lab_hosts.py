@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.backends import impairment
+from orchestrator.backends.remote_bounds import ansible_bounds_env
 from orchestrator.model.impairment import Impairment
 
 from . import labhosts
@@ -55,7 +56,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 
 def _ansible_ping(lab: Lab) -> dict[str, str]:
     """host -> "pong", "unreachable" or "failed": ansible.builtin.ping on every host of the inventory, run by
-    ansible-runner as the impairment driver runs its playbooks (results read from its events)."""
+    ansible-runner as the impairment driver runs its playbooks (results read from its events; the product's time
+    bounds: the inventory sets no keepalive)."""
     import ansible_runner
 
     kinds = {"runner_on_ok": "ok", "runner_on_unreachable": "unreachable", "runner_on_failed": "failed"}
@@ -63,7 +65,8 @@ def _ansible_ping(lab: Lab) -> dict[str, str]:
     with tempfile.TemporaryDirectory(prefix="testbed-ansible-") as private:
         runner = ansible_runner.run(private_data_dir=private, inventory=str(lab.inventory), host_pattern="all",
                                     module="ansible.builtin.ping", cmdline="-T 3", quiet=True,
-                                    envvars={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
+                                    envvars={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+                                             **ansible_bounds_env()})  # a paused host: lost, not waited for
         for ev in runner.events:
             data = ev.get("event_data", {})
             if ev.get("event") in kinds and "host" in data:
