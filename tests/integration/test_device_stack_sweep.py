@@ -95,8 +95,17 @@ def test_tls13_cells_from_the_36_device(bundles: dict[str, Path]) -> None:
         assert overhead == 22 + padding
         metrics = json.loads((run / "metrics.json").read_text())  # the analysis reads the same from the wire
         assert metrics["overhead_bytes"]["tls_overhead_values"] == [overhead]
+        split = metrics["overhead_bytes"]["tls13_record"]  # header, inner type, tag, padding; the device's granularity
+        assert (split["records"], split["header"], split["inner_content_type"], split["tag"]) == (SAMPLES, 5, 1, 16)
+        assert split["padding_values"] == [padding] and split["padding_granularity"] == GRANULARITY
+        assert split["padding_granularity_source"] == "the device's summary" and split["padding_as_granularity_implies"]
+        assert cell["device"]["tls13_padding_granularity"] == GRANULARITY
         print(f"  handshake bytes client->server {metrics['handshake']['bytes_client_to_server']}, "
               f"server->client {metrics['handshake']['bytes_server_to_client']}")
+    report = (bundle / "report.md").read_text()  # the stack section: TLS 1.2 and 1.3 on 3.6 (no 2.28 cell here)
+    section = report.split("## The device's TLS stack", 1)[1].split("\n## ", 1)[0]
+    assert "### 65 B payload" in section and "### 100 B payload" in section
+    assert "| TLS 1.3 record: padding | n/a | n/a | 11.0 |" in section and "| cells | no cell |" in section
 
 
 def test_tls12_is_the_same_on_both_stacks(bundles: dict[str, Path]) -> None:
@@ -122,4 +131,6 @@ def test_tls12_is_the_same_on_both_stacks(bundles: dict[str, Path]) -> None:
         # as each names itself: "mbed TLS 2.28.3" (2.x's spelling), "Mbed TLS 3.6.6"
         assert cells["2.28"]["device"]["tls_library"].lower().startswith("mbed tls 2.28.")
         assert cells["3.6"]["device"]["tls_library"].lower().startswith("mbed tls 3.6.")
+        assert cells["2.28"]["device"]["tls13_padding_granularity"] is None  # 2.28 has no TLS 1.3
+        assert all("tls13_record" not in m["overhead_bytes"] for m in metrics.values())  # TLS 1.2: not split
     assert owned("container") == [] and owned("network") == []
