@@ -23,9 +23,15 @@ The ``evidence`` column says which of these facts decided.
 Other columns, at the capture point (connection times as ``analysis/handshake.py`` defines them):
 ``syn_time`` (first client SYN, epoch seconds); ``tcp_connect_ms`` SYN -> the client's ACK of the
 SYN/ACK; ``tls_handshake_ms`` ClientHello -> the later of both Finished (decrypted; TLS 1.2 without
-keys: the first handshake record after each side's ChangeCipherSpec); ``mqtt_connect_ms`` CONNECT ->
-CONNACK; ``client_id`` the MQTT client id its CONNECT carried (decrypted or plain; None when not
-readable): whose connection it is, so a fleet's connections are told apart by device;
+keys: the first handshake record after each side's ChangeCipherSpec); ``handshake_round_trips`` the
+times the client waited for the server between its ClientHello and the flight that may carry its first
+application data, counted from TLS records without keys (``analysis/handshake_flights.py``): a flight is a
+run of record-bearing frames of one side, and each client flight that follows a server flight is one round
+trip, up to and including the client's flight with its first application-data record (TLS 1.2) or its
+first encrypted record, the Finished (TLS 1.3). TLS 1.2 full = 2, TLS 1.2 resumed = 1, TLS 1.3 full or
+PSK = 1, a HelloRetryRequest one more; None for plain MQTT or a handshake that never got that far;
+``mqtt_connect_ms`` CONNECT -> CONNACK; ``client_id`` the MQTT client id its CONNECT carried
+(decrypted or plain; None when not readable): whose connection it is, so a fleet's connections are told apart by device;
 ``syn_to_first_publish_ms`` first SYN -> the client's first PUBLISH; per direction
 ``payload_*`` = distinct TCP payload bytes (the sequence span of the data segments, so a retransmitted
 or duplicated segment is counted once), ``retransmitted_*`` = the payload bytes sent again on top,
@@ -51,6 +57,7 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.analysis.fields import AGGREGATOR, ExportRequest, FieldExporter
+from orchestrator.analysis.handshake_flights import round_trips
 from orchestrator.analysis.pcapfile import scan_capture
 
 # (column, tshark field). Order = output column order.
@@ -67,6 +74,7 @@ CONNECTION_FIELDS: tuple[tuple[str, str], ...] = (
     ("tcp_len", "tcp.len"),
     ("tcp_flags", "tcp.flags"),
     ("ctype", "tls.record.content_type"),
+    ("otype", "tls.record.opaque_type"),
     ("hs_type", "tls.handshake.type"),
     ("hs_ver", "tls.handshake.version"),
     ("sup_ver", "tls.handshake.extensions.supported_version"),
@@ -263,6 +271,7 @@ def connection_row(pk: pd.DataFrame, broker_port: int, tls: bool) -> dict[str, A
     return {
         "stream": int(pk["stream"].iloc[0]), "client": f"{ip}:{port}", "client_ip": ip, "client_port": port,
         "syn_time": syn_t, "tcp_connect_ms": _ms(syn_t, ack_t), **tls_part,
+        "handshake_round_trips": round_trips(pk, from_client, tls_part["tls_version"]) if tls else None,
         "client_id": client_id or None,
         "mqtt_connect_ms": _ms(connect_t, _t(_first_with(s, "mqtt_type", MQTT_CONNACK))),
         "syn_to_first_publish_ms": _ms(syn_t, publish_t),

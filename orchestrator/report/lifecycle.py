@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from orchestrator.model.layout import Layout
 from orchestrator.report import plots
 from orchestrator.report.document import Block, Figure, Heading, Paragraph, Table
 from orchestrator.report.loader import PERSISTENT, Cell, condition, split_condition
@@ -33,7 +34,8 @@ TITLE = "Connection lifecycle"
 STACK_TOKEN = "mbedtls-3.6"  # a condition's part naming the device's 3.6 stack (results/bundle.py protocol)
 K_SHOWN = (1, 10, 200)
 COLUMNS = ("cell", "mode (used)", "K", "close", "connections", "full", "resumed after the first", "verdict",
-           "TLS handshake ms (median)", "wire B / connection (median)", "wire B / reading", "client claims")
+           "TLS handshake ms (median)", "handshake round trips (median)", "wire B / connection (median)",
+           "wire B / reading", "client claims")
 COST_COLUMNS = ("payload", "impairment", "scenario", "mode", "F: B per connection", "m: B per reading",
                 *(f"B per reading at K={k}" for k in K_SHOWN), "break-even K vs plain at K=1")
 
@@ -45,6 +47,19 @@ def _lifecycle(cell: Cell) -> dict[str, Any] | None:
 
 def _n(value: Any, digits: int = 1) -> str:
     return NA if value is None else (f"{value:.{digits}f}" if isinstance(value, float) else str(value))
+
+
+def round_trips_median(cell: Cell) -> float | None:
+    """The median of a cell's ``handshake_round_trips`` (connections.csv, written for a cell that reconnects;
+    analysis/connections.py defines it); None without the file, the column or a TLS connection."""
+    path = Layout(cell.folder).connections
+    if not path.is_file():
+        return None
+    try:
+        trips = pd.read_csv(path, usecols=["handshake_round_trips"])["handshake_round_trips"].dropna()
+    except (ValueError, pd.errors.EmptyDataError):  # written before the column existed, or no connection
+        return None
+    return float(trips.median()) if len(trips) else None
 
 
 def _wire_by_kind(block: dict[str, Any]) -> str:
@@ -64,7 +79,7 @@ def cell_rows(cells: Sequence[Cell]) -> list[tuple[str, ...]]:
         rows.append((c.record.cell_id, str(b["mode"]), str(b["per_connection"]), str(b["close"]),
                      f"{b['count']} of {b['expected']}", str(b["handshakes"].get("full", 0)),
                      f"{b['resumed_after_first']} of {b['reconnections']}", b.get("verdict") or "-",
-                     _n(b.get("tls_handshake_ms_median"), 3), _wire_by_kind(b),
+                     _n(b.get("tls_handshake_ms_median"), 3), _n(round_trips_median(c)), _wire_by_kind(b),
                      _n(b.get("wire_bytes_per_reading")), said))
     return rows
 

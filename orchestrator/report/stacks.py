@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.report.document import Block, Heading, Paragraph, Table
+from orchestrator.report.lifecycle import round_trips_median
 from orchestrator.report.loader import Cell
 from orchestrator.report.values import NA, metric, text
 
@@ -99,6 +100,7 @@ FIGURES: tuple[tuple[str, Getter, int], ...] = (
     ("handshake bytes broker->client", _path("handshake.bytes_server_to_client"), 0),
     ("handshake bytes both ways", _handshake_total, 0),
     ("TLS handshake ms (ClientHello -> Finished)", _path("handshake.tls_handshake_ms"), 2),
+    ("handshake round trips", round_trips_median, 1),
     ("MQTT CONNECT -> CONNACK ms", _path("handshake.mqtt_connect_ms"), 2),
     ("broker CPU ms per full handshake", _cpu_per_handshake("full"), 3),
     ("broker CPU ms per resumed handshake (id)", _cpu_per_handshake("resumed-id"), 3),
@@ -162,8 +164,11 @@ def stacks_section(cells: Sequence[Cell]) -> list[Block]:
                   "of the publisher->broker leg; a TLS 1.3 record's overhead is split into its 5 B header, 1 B "
                   "inner content type, tag and padding (mbedTLS 3.x pads each record's plaintext to a multiple of "
                   "its build's granularity, which the device reports; OpenSSL does not pad). Handshake bytes are "
-                  "every byte each way up to and including CONNACK; the broker's CPU per handshake comes from a "
-                  "cell that reconnects, per message from the Mosquitto process (else its container)."),
+                  "every byte each way up to and including CONNACK; handshake round trips are the median over a "
+                  "reconnecting cell's connections of the times the client waited for the broker before it could "
+                  "send application data (connections.csv, n/a for a persistent cell); the broker's CPU per "
+                  "handshake comes from a cell that reconnects, per message from the Mosquitto process (else its "
+                  "container)."),
     ]
     for (payload, condition), by_stack in sorted(groups.items()):
         title = f"{payload} B payload" + ("" if condition == "none" else f", {condition}")
