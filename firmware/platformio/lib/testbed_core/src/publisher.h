@@ -191,6 +191,7 @@ class Publisher {
   uint32_t rest_timeout_ms_ = 10000;
   size_t payload_size_ = 0;
   bool send_log_failed_ = false;
+  bool wait_timed_out_ = false;  // the last wait for an acknowledgement ended by the transport's timeout
   uint32_t futile_recoveries_ = 0;  // recoveries in a row with no exchange completed in between
   size_t checked_connect_len_ = 0;  // the CONNECT validate() left in packet_
   char payload_[kMaxPayload + 1];

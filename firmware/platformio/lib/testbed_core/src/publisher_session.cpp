@@ -177,6 +177,7 @@ Err Publisher::handle_packet(const PublishConfig& cfg, size_t len, bool* pingres
 Err Publisher::await_packet(const PublishConfig& cfg, uint32_t timeout_ms) {
   size_t len = 0;
   Err e = read_packet(timeout_ms, &len);
+  wait_timed_out_ = e == Err::RecvTimeout;
   if (e == Err::RecvTimeout) return e;
   if (e != Err::Ok) {
     return (e == Err::Malformed || e == Err::Protocol) ? e : transport_error(e, "waiting for an acknowledgement");
@@ -192,9 +193,11 @@ Err Publisher::overdue(const PublishConfig& cfg, int64_t now) {
     if (f.state != 0 && (m == nullptr || f.sent_us < m->sent_us)) m = &f;
   }
   if (m == nullptr || now < ack_deadline(cfg)) return Err::Ok;
-  err_.set("waiting for %s of message %" PRIu32 " (packet id %u): no answer from the broker within %u ms",
+  // the transport's own account of the wait that timed out (e.g. a link that is down), when it gave one
+  const char* cause = wait_timed_out_ ? transport_.error_text() : "";
+  err_.set("waiting for %s of message %" PRIu32 " (packet id %u): no answer from the broker within %u ms%s%s",
            cfg.qos == 1 ? "PUBACK" : m->state == 1 ? "PUBREC" : "PUBCOMP", m->seq, m->id,
-           static_cast<unsigned>(cfg.ack_timeout_ms));
+           static_cast<unsigned>(cfg.ack_timeout_ms), *cause != '\0' ? ": " : "", cause);
   return Err::RecvTimeout;
 }
 
