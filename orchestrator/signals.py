@@ -23,6 +23,9 @@ def install_stop_signals() -> None:
         return
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
+    # Python leaves SIGINT ignored when the program was started so (a background job of a script, nohup): Ctrl-C
+    # and `kill -INT` still mean stop here, as they do for every command
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @contextmanager
