@@ -6,6 +6,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +30,40 @@ def binomial_bounds(n: int, p: float, tail: float = 1e-4) -> tuple[int, int]:
     from scipy.stats import binom
 
     return int(binom.ppf(tail, n, p)), int(binom.ppf(1 - tail, n, p))
+
+
+def only_bundle(out: Path) -> Path:
+    """The one bundle a sweep wrote into ``out``."""
+    found = [p for p in out.iterdir() if p.is_dir()]
+    assert len(found) == 1, found
+    return found[0]
+
+
+class Poller:
+    """Looks at the engine every ``every`` seconds in a thread while a command runs (``with Poller():``);
+    a subclass says what it looks at (poll)."""
+
+    every = 0.2
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def poll(self) -> None:
+        raise NotImplementedError
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.poll()
+            time.sleep(self.every)
+
+    def __enter__(self):  # noqa: ANN204 - the subclass's own type
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
 
 
 def owned(kind: str) -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from . import docker_user as docker_user_module
-from .conftest import owned
+from .conftest import Poller, only_bundle, owned
 from .docker_user import DockerUser
 
 PLAN = ["--scenarios", "plain,tls", "--payloads", "65", "--samples", "20", "--interval", "50ms"]
@@ -26,45 +26,28 @@ FIELDS = {"loss": ("sent", "received_unique", "duplicates", "unexpected"),
           "throughput": ("payload_bytes",), "tls": ("version", "cipher_suite")}
 
 
-class BrokerWatch:
+class BrokerWatch(Poller):
     """Which projects' brokers run at the same moment (project label -> owner label), sampled every 0.2 s."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.together: list[dict[str, str]] = []
         self.both = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def _loop(self) -> None:
+    def poll(self) -> None:
         fmt = '{{.Label "com.docker.compose.project"}} {{.Label "io.testbed.owner"}}'
-        while not self._stop.is_set():
-            ps = subprocess.run(["docker", "ps", "--filter", "label=io.testbed.owned=true", "--filter",
-                                 "label=com.docker.compose.service=broker", "--format", fmt],
-                                capture_output=True, text=True, check=False)
-            running = dict(line.split(" ", 1) for line in ps.stdout.splitlines() if " " in line)
-            if len(running) >= 2:
-                self.together.append(running)
-                self.both.set()
-            time.sleep(0.2)
-
-    def __enter__(self) -> BrokerWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-
-def _bundle(out: Path) -> Path:
-    found = [p for p in out.iterdir() if p.is_dir()]
-    assert len(found) == 1, found
-    return found[0]
+        ps = subprocess.run(["docker", "ps", "--filter", "label=io.testbed.owned=true", "--filter",
+                             "label=com.docker.compose.service=broker", "--format", fmt],
+                            capture_output=True, text=True, check=False)
+        running = dict(line.split(" ", 1) for line in ps.stdout.splitlines() if " " in line)
+        if len(running) >= 2:
+            self.together.append(running)
+            self.both.set()
 
 
 def _fields(out: Path) -> dict[str, dict[str, object]]:
     """Every cell's deterministic fields, after checking that the sweep says every cell is ok."""
-    bundle = _bundle(out)
+    bundle = only_bundle(out)
     cells = json.loads((bundle / "manifest.json").read_text())["cells"]
     assert len(cells) == 2 and all(c["status"] == "ok" for c in cells.values()), cells
     found = {}

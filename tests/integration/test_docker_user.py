@@ -9,50 +9,34 @@ import re
 import signal
 import stat
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from .conftest import owned
+from .conftest import Poller, only_bundle, owned
 from .docker_user import DockerUser
 
 IMPAIRED = ["--impairments", "none,lossy-1pct,narrowband-250kbit"]
 SECRETS = ("*.key", "*.keys", "passwords.txt")
 
 
-class HelperWatch:
+class HelperWatch(Poller):
     """Every helper container that exists while the block runs, inspected once (its HostConfig)."""
 
+    every = 0.1
+
     def __init__(self) -> None:
+        super().__init__()
         self.seen: dict[str, dict] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            ids = subprocess.run(["docker", "ps", "-q", "--no-trunc", "--filter", "label=io.testbed.helper"],
-                                 capture_output=True, text=True, check=False).stdout.split()
-            for cid in (i for i in ids if i not in self.seen):
-                out = subprocess.run(["docker", "inspect", cid], capture_output=True, text=True, check=False)
-                if out.returncode == 0:
-                    self.seen[cid] = json.loads(out.stdout)[0]
-            time.sleep(0.1)
-
-    def __enter__(self) -> HelperWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-
-def _bundle(out: Path) -> Path:
-    found = [p for p in out.iterdir() if p.is_dir()]
-    assert len(found) == 1, found
-    return found[0]
+    def poll(self) -> None:
+        ids = subprocess.run(["docker", "ps", "-q", "--no-trunc", "--filter", "label=io.testbed.helper"],
+                             capture_output=True, text=True, check=False).stdout.split()
+        for cid in (i for i in ids if i not in self.seen):
+            out = subprocess.run(["docker", "inspect", cid], capture_output=True, text=True, check=False)
+            if out.returncode == 0:
+                self.seen[cid] = json.loads(out.stdout)[0]
 
 
 def _not_theirs(root: Path, uid: int) -> list[str]:
@@ -95,7 +79,7 @@ def user_sweep(docker_user: DockerUser) -> tuple[Path, dict[str, dict], subproce
 def test_sweep_as_docker_user_every_cell_ok(docker_user: DockerUser, user_sweep) -> None:
     out, _seen, proc = user_sweep
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    bundle = _bundle(out)
+    bundle = only_bundle(out)
     manifest = json.loads((bundle / "manifest.json").read_text())
     cells = manifest["cells"]
     assert len(cells) == 6 and all(c["status"] == "ok" for c in cells.values()), cells
@@ -122,7 +106,7 @@ def test_every_helper_container_has_net_admin_and_nothing_more(user_sweep) -> No
 def test_bundle_is_theirs_and_deletable_without_root(docker_user: DockerUser, user_sweep) -> None:
     out, _seen, proc = user_sweep
     assert proc.returncode == 0
-    _assert_owned_and_deletable(docker_user, _bundle(out))
+    _assert_owned_and_deletable(docker_user, only_bundle(out))
 
 
 def _wait_for_impaired_traffic(cell: Path, proc: subprocess.Popen[str], timeout_s: float = 180) -> None:
@@ -165,4 +149,4 @@ def test_sigint_in_an_impaired_cell_leaves_nothing_and_keeps_the_files_theirs(do
     assert owned("container") == [] and owned("network") == []  # helpers carry the owned label too
     host_tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True, check=False).stdout
     assert "testbed_impair" not in host_tables
-    _assert_owned_and_deletable(docker_user, _bundle(out))
+    _assert_owned_and_deletable(docker_user, only_bundle(out))

@@ -128,7 +128,9 @@ def test_capture_that_cannot_write_fails_the_run_naming_capture_with_every_log_k
     with read_only_folder(out / "capture"):
         proc = run_testbed("run", "--scenario", "tls", "--samples", "20", "--interval", "20ms", "--out", str(out))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert "the testbed did not come up: capture failed first (exited with code 1)" in proc.stderr, proc.stderr
+    # the capture's shell cannot open its output for dumpcap (images/capture/capture.sh): sh's exit code 2
+    assert "the testbed did not come up: capture failed first (exited with code 2)" in proc.stderr, proc.stderr
+    assert "cannot create /data/capture/capture.pcapng: Read-only file system" in proc.stderr
     cell = json.loads((out / "cell.json").read_text())
     assert cell["status"] == "failed" and "capture failed first" in cell["error"]
     states = evidence(out, ("broker", "capture", "subscriber"))

@@ -13,16 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import TESTBED, owned, run_testbed, service_container
+from .conftest import TESTBED, only_bundle, owned, run_testbed, service_container
 
 FAST = ["--samples", "30", "--interval", "20ms"]
 DERIVED = ("summary.csv", "comparisons.csv", "report.md", "report.html")
-
-
-def _bundle(out: Path) -> Path:
-    found = [p for p in out.iterdir() if p.is_dir()]
-    assert len(found) == 1, found
-    return found[0]
 
 
 def _cell(bundle: Path, cell_id: str) -> dict:
@@ -35,7 +29,7 @@ def finished_bundle(tmp_path_factory) -> Path:
     run_testbed("down")
     proc = run_testbed("sweep", "--payloads", "65,100", *FAST, "--out", str(out), timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return _bundle(out)
+    return only_bundle(out)
 
 
 def test_sweep_writes_a_complete_bundle(finished_bundle):
@@ -118,7 +112,7 @@ def test_sigint_mid_cell_then_resume_runs_exactly_the_missing_cells(tmp_path):
     assert sent, stdout + stderr
     assert proc.returncode == 130, stdout + stderr
     assert "Traceback" not in stderr
-    bundle = _bundle(out)
+    bundle = only_bundle(out)
     assert f"testbed sweep --resume {bundle}" in stderr
     assert _cell(bundle, "plain-65B-none-r1")["status"] == "ok"
     assert (bundle / "runs" / "plain-65B-none-r1" / "metrics.json").exists()
@@ -156,7 +150,7 @@ def test_broker_killed_mid_cell_fails_that_cell_and_sweep_goes_on(tmp_path):
     t.join()
     assert killed.is_set()
     assert proc.returncode == 1 and "1 cell(s) failed: plain-65B-none-r1" in proc.stderr
-    bundle = _bundle(out)
+    bundle = only_bundle(out)
     failed = _cell(bundle, "plain-65B-none-r1")
     assert failed["status"] == "failed" and "broker" in failed["error"]
     assert (bundle / "runs" / "plain-65B-none-r1" / "logs" / "subscriber.csv").exists()

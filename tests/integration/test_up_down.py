@@ -154,8 +154,9 @@ def test_up_failing_half_way_leaves_nothing(clean_testbed):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             broker = service_container("broker")
-            if broker != "none":
-                subprocess.run(["docker", "kill", broker], capture_output=True, check=False)
+            # a broker that is only created (not yet running) cannot be killed: try again until one is
+            if broker != "none" and subprocess.run(["docker", "kill", broker], capture_output=True,
+                                                   check=False).returncode == 0:
                 return
             time.sleep(0.05)
 
