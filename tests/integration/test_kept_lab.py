@@ -186,6 +186,14 @@ def _cells(bundle: Path) -> dict[str, dict[str, Any]]:
     return {p.parent.name: json.loads(p.read_text()) for p in bundle.glob("runs/*/cell.json")}
 
 
+def _cell_order(out: Path) -> list[str]:
+    """The cells in the order the sweep writing into ``out`` runs them, once its manifest exists (60 s at most)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(out.glob("*/manifest.json")):
+        time.sleep(0.05)
+    return json.loads(next(out.glob("*/manifest.json")).read_text())["cell_order"]
+
+
 def test_a_failed_cell_does_not_poison_the_next_and_ctrl_c_in_a_block_leaves_nothing(
         docker_user: DockerUser) -> None:
     """The broker container killed in the block's first cell: that cell fails, the next cells run ok on a fresh lab.
@@ -197,10 +205,7 @@ def test_a_failed_cell_does_not_poison_the_next_and_ctrl_c_in_a_block_leaves_not
     proc = docker_user.popen("sweep", *plan, "--out", str(out))
     first = second = ""
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not list(out.glob("*/manifest.json")):
-            time.sleep(0.05)
-        first, second, _third = json.loads(next(out.glob("*/manifest.json")).read_text())["cell_order"]
+        first, second, _third = _cell_order(out)
         _publishing(out, first, 10, proc)
         subprocess.run(["docker", "kill", service_container("broker")], capture_output=True, check=False)
         _stdout, stderr = proc.communicate(timeout=300)
@@ -217,10 +222,7 @@ def test_a_failed_cell_does_not_poison_the_next_and_ctrl_c_in_a_block_leaves_not
     out = docker_user.mkdir(docker_user.work / "kept-sigint")
     proc = docker_user.popen("sweep", *plan, "--out", str(out))
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not list(out.glob("*/manifest.json")):
-            time.sleep(0.05)
-        first, second, _third = json.loads(next(out.glob("*/manifest.json")).read_text())["cell_order"]
+        first, second, _third = _cell_order(out)
         _publishing(out, second, 10, proc)
         proc.send_signal(signal.SIGINT)
         _stdout, stderr = proc.communicate(timeout=120)
