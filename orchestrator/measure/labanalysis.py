@@ -10,8 +10,11 @@ The analysis is the single-host one (measure/analyse.py analyse_run_folder), for
 * the losses BEFORE the capture: a lab router drops the publisher's packets upstream of the broker-side
   capture, which never sees a dropped copy (analysis/segments.py counts copies lost between the capture and the
   broker, where a single host drops). What it sees is a hole in the stream's sequence space, filled later by a
-  resend: ``loss.tcp_segments_lost_before_capture`` counts the holes' bytes in segments of the stream's median
-  size (the publisher sends one reading per segment; a resend may carry several lost ones).
+  resend: ``loss.tcp_holes_before_capture`` counts the holes (each took at least one drop: a lower bound on the
+  packets dropped) and ``loss.tcp_segments_lost_before_capture`` the holes' bytes in segments of the stream's
+  median size (the publisher sends one reading per segment; a resend may carry several lost ones). The second is
+  an estimate of the readings' segments lost: a busy publisher coalesces readings while a loss is repaired, and a
+  dropped segment carrying three readings counts three.
 
 Used after a run and by `testbed report`.
 """

@@ -214,10 +214,13 @@ def test_a_sweep_across_hosts_measures_the_routers_loss_and_records_every_host(u
         lo, hi = binomial_bounds(seen + lost, LOSS_PCT / 100)
         assert loss["loss_pct"] == 0 and loss["tcp_segments_lost_to_broker"] == 0  # TCP resent every drop
         assert lo <= lost <= hi, (lost, seen, lo, hi)
-        # independent: the router's nft counter, its one table counted once. It also counts what the capture
-        # cannot see as a hole: a resend dropped again, the odd ACK or FIN (1-2 per cell in 6 cells here, about
-        # Poisson(1.5): +6 fails one cell in 2,000)
-        assert dropped is not None and lost <= dropped <= lost + 6, (lost, dropped, record["before_clear"])
+        # independent: the router's nft counter, its one table counted once. Every hole the capture saw took at
+        # least one drop. The counter also counts what the capture cannot see as a hole: a resend dropped again,
+        # the odd ACK or FIN (1-2 per cell in 6 cells here, about Poisson(1.5): +6 fails one cell in 2,000).
+        # `lost` counts a hole in readings-sized segments, so it is at least the drops that made it, and more when
+        # a busy publisher had coalesced several readings into the segment that was dropped (CI: 30 for 13 drops)
+        holes = loss["tcp_holes_before_capture"]
+        assert dropped is not None and holes <= dropped <= lost + 6, (holes, lost, dropped, record["before_clear"])
         hosts = {h["role"]: h for h in cell["hosts"]}
         assert manifest["cells"][cell_id]["hosts"] == cell["hosts"]
         assert {h["name"] for h in cell["hosts"]} == {h.name for h in lab.hosts.values()}

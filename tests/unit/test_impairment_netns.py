@@ -238,13 +238,14 @@ def test_lossy_5pct_retransmission_rate_is_binomial_around_5_percent(lab: Lab, t
     packets = data_segments(flow, lab.pub_ip)
     segments = [s for s in packets if s[3] > 0]
     highest, new, resent, flagged = 0, 0, 0, 0
-    for _, _, seq, plen, tshark_flag in segments:
-        if seq < highest:  # carries bytes already seen: resent because its first transmission was lost
-            resent += 1
-        else:
-            new += 1
+    disagree = []  # (index, seq, length, ours, tshark's) where tshark's TCP analysis reads a segment otherwise
+    for i, (_, _, seq, plen, tshark_flag) in enumerate(segments):
+        ours = seq < highest  # carries bytes already seen: resent because its first transmission was lost
+        resent, new = resent + ours, new + (not ours)
         highest = max(highest, seq + plen)
         flagged += tshark_flag
+        if ours != tshark_flag:
+            disagree.append((i, seq, plen, ours, tshark_flag))
     unique = new + resent  # every segment's first transmission faced the 5 % drop once
     # 99.9 %: a busy machine coalesces a lost segment's resend with the next one now and then (seen once:
     # 135 resends of 3,410 on a loaded CI rehearsal, against a 99 % low of 139); the kernel's own drop
@@ -255,7 +256,10 @@ def test_lossy_5pct_retransmission_rate_is_binomial_around_5_percent(lab: Lab, t
     # writes coalesce when the machine is busy (1,377..2,864 seen); the interval uses the real count
     assert unique >= 800
     assert low <= resent <= high
-    assert flagged == resent  # an independent reader (tshark's TCP analysis) agrees
+    # an independent reader (tshark's TCP analysis) agrees, segment by segment, but for the odd one its own
+    # heuristics read otherwise (one CI rehearsal: 135 flagged for 134 resends, under load)
+    print(f"segments read otherwise by tshark: {disagree[:10]}")
+    assert len(disagree) <= max(2, resent // 50), disagree[:20]
 
     # The kernel's own count: every publisher packet met the rule once; those captured passed it.
     dropped = int(re.search(r"numgen random mod 100 < 5 counter packets (\d+)", counters).group(1))
