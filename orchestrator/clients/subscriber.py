@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from orchestrator.clients.payload import parse_message
 
@@ -44,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", default="testbed/sensors")
     p.add_argument("--qos", type=int, choices=(0, 1, 2), default=0)
     p.add_argument("--mqtt", choices=("3.1.1", "5"), default="3.1.1", help="MQTT version of the subscription")
+    p.add_argument("--session", choices=("clean", "persistent"), default="clean",
+                   help="persistent: the broker keeps the subscription and queues QoS 1/2 messages while the "
+                        "connection is lost (3.1.1 Clean Session 0; MQTT 5 Clean Start on the first connection only)")
+    p.add_argument("--session-expiry-s", type=int, default=3600, help="MQTT 5, persistent: Session Expiry Interval")
     p.add_argument("--client-id", default="testbed-subscriber")
     p.add_argument("--username")
     p.add_argument("--password-file", help="file holding user:password lines; the --username line is used")
@@ -137,7 +143,8 @@ def make_client(args: argparse.Namespace, rec: Recorder, stop: threading.Event) 
     if args.mqtt == "5":  # MQTT 5 has no clean_session argument: Clean Start is given at connect()
         client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=args.client_id, protocol=mqtt.MQTTv5)
     else:
-        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=args.client_id, clean_session=True)
+        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=args.client_id,
+                             clean_session=args.session == "clean")
     if args.username:
         pw = read_password(args.password_file, args.username) if args.password_file else None
         client.username_pw_set(args.username, pw)
@@ -187,7 +194,12 @@ def connect(client: mqtt.Client, args: argparse.Namespace, rec: Recorder, stop: 
     deadline = time.monotonic() + args.connect_timeout
     while True:
         try:
-            if args.mqtt == "5":
+            if args.mqtt == "5" and args.session == "persistent":  # a new session, kept across reconnects
+                props = Properties(PacketTypes.CONNECT)
+                props.SessionExpiryInterval = args.session_expiry_s
+                client.connect(args.host, args.port, keepalive=60, clean_start=mqtt.MQTT_CLEAN_START_FIRST_ONLY,
+                               properties=props)
+            elif args.mqtt == "5":
                 client.connect(args.host, args.port, keepalive=60, clean_start=True)
             else:
                 client.connect(args.host, args.port, keepalive=60)

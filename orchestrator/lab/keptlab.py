@@ -42,6 +42,7 @@ from orchestrator.lab.topology import (
 )
 from orchestrator.model.layout import Layout
 from orchestrator.model.scenario import Scenario
+from orchestrator.model.subscription import AT_QOS0, Subscription
 from orchestrator.results.atomic import protect_secrets, read_json, write_json_atomic
 from orchestrator.signals import sigint_deferred
 
@@ -66,10 +67,10 @@ class CellLab:
 
 
 @contextmanager
-def fresh_cell_lab(scenario: Scenario, run_dir: Path, *, qos: int = 0,
+def fresh_cell_lab(scenario: Scenario, run_dir: Path, *, sub: Subscription = AT_QOS0,
                    exposure: Exposure | None = None) -> Iterator[CellLab]:
     """The whole lab up for this cell alone and down after it (running_lab)."""
-    with running_lab(scenario, run_dir, qos=qos, exposure=exposure) as (lay, pki, topo):
+    with running_lab(scenario, run_dir, sub=sub, exposure=exposure) as (lay, pki, topo):
         yield CellLab(lay, pki, topo, stop_capture)
 
 
@@ -86,30 +87,30 @@ class KeptLab:
         self.facts: dict[str, Any] = {}
         self._removing: threading.Thread | None = None
 
-    def _up(self, scenario: Scenario, qos: int) -> None:
+    def _up(self, scenario: Scenario, sub: Subscription) -> None:
         n = 1 + sum(1 for p in self.blocks.glob("lab-*") if p.is_dir()) if self.blocks.is_dir() else 1
         lay, pki = prepare_run_dir(self.blocks / f"lab-{n:03d}", scenario)
-        topo = compose.with_host_port(topology(scenario, lay, qos=qos), fixed=False)  # a free port, as a run's
+        topo = compose.with_host_port(topology(scenario, lay, sub=sub), fixed=False)  # a free port, as a run's
         self.lay, self.pki, self.topo, self.served = lay, pki, topo, 0
         self.splitter = CaptureSplitter(lay.capture, lay.capture.parent / "gaps.pcapng")
         compose.up(topo, services=("broker", "capture"))
 
     @contextmanager
-    def cell(self, scenario: Scenario, run_dir: Path, *, qos: int = 0) -> Iterator[CellLab]:
+    def cell(self, scenario: Scenario, run_dir: Path, *, sub: Subscription = AT_QOS0) -> Iterator[CellLab]:
         """This cell's share of the lab: the lab brought up (first cell) or its broker process restarted, a new
         subscriber on the cell's run folder; afterwards its evidence saved and its clients removed. Any exception
         takes the whole lab down."""
         start = time.time()
         try:
             if self.lay is None:
-                self._up(scenario, qos)
+                self._up(scenario, sub)
             else:
                 BROKER.restart_process()  # while the cell before's clients are being removed
                 self._clients_removed()
                 start = time.time()  # the old clients' last segments and the restart are before the window
             assert self.lay is not None and self.topo is not None
             lay, pki = prepare_run_dir(run_dir, scenario, pki_from=self.lay.pki)  # the lab's PKI, in the cell's folder
-            topo = replace(self.topo, run_dir=lay.root, subscriber_args=subscriber_args(scenario, lay, qos=qos))
+            topo = replace(self.topo, run_dir=lay.root, subscriber_args=subscriber_args(scenario, lay, sub))
             self.facts = self._facts()
             compose.start_service(topo, "subscriber")
             # the publisher's container may start while the subscriber subscribes (it waits for its go)

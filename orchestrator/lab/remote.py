@@ -73,7 +73,7 @@ def native_broker_conf(scenario: Scenario, lab_dir: str) -> str:
 
 def subscriber_command(scenario: Scenario, lay: Layout, spec: RunSpec, roles: LabRoles) -> list[str]:
     """The subscriber on the broker host, as the container runs it, connecting to the broker beside it."""
-    args = with_host(subscriber_args(scenario, lay, qos=spec.qos), "127.0.0.1")
+    args = with_host(subscriber_args(scenario, lay, spec.subscription), "127.0.0.1")
     python = host_var(roles, roles.broker, "testbed_subscriber_python")
     return [python, "-m", "orchestrator.clients.subscriber", *on_host(args, f"{roles.broker.lab_dir}/run")]
 
@@ -108,7 +108,7 @@ def compose_vars(scenario: Scenario, lay: Layout, spec: RunSpec, roles: LabRoles
     if roles.runtime != "compose":
         return {}
     topo = Topology(run_dir=Path(f"{roles.broker.lab_dir}/run"), port=scenario.port, host_port=scenario.port,
-                    bind="0.0.0.0", subscriber_args=subscriber_args(scenario, lay, qos=spec.qos))
+                    bind="0.0.0.0", subscriber_args=subscriber_args(scenario, lay, spec.subscription))
     return compose_env(topo)
 
 

@@ -23,6 +23,7 @@ from orchestrator.lab.broker import BROKER
 from orchestrator.lab.pki import Pki, ensure_pki
 from orchestrator.model.layout import Layout
 from orchestrator.model.scenario import Scenario
+from orchestrator.model.subscription import AT_QOS0, Subscription
 from orchestrator.results.atomic import protect_secrets, write_json_atomic, write_text_atomic
 from orchestrator.signals import sigint_deferred
 from orchestrator.waiting import poll, throttled, wait_until
@@ -56,8 +57,10 @@ def prepare_run_dir(run_dir: Path, scenario: Scenario, *, acl: bool = False,
     return lay, pki
 
 
-def subscriber_args(scenario: Scenario, lay: Layout, *, qos: int = 0, topic: str = TOPIC) -> list[str]:
-    args = ["--host", "broker", "--port", str(scenario.port), "--topic", topic, "--qos", str(qos),
+def subscriber_args(scenario: Scenario, lay: Layout, sub: Subscription = AT_QOS0, *,
+                    topic: str = TOPIC) -> list[str]:
+    """The subscriber's command line in its container; ``sub``: the cell's QoS, MQTT version and session."""
+    args = ["--host", "broker", "--port", str(scenario.port), "--topic", topic, *sub.argv(),
             "--out", lay.in_container(lay.subscriber_log), "--status", lay.in_container(lay.subscriber_status)]
     if scenario.tls is not None:
         args += ["--tls", "--ca", lay.in_container(lay.pki / "ca.crt"), "--server-name", "broker",
@@ -74,12 +77,13 @@ def subscriber_args(scenario: Scenario, lay: Layout, *, qos: int = 0, topic: str
 
 
 def topology(scenario: Scenario, lay: Layout, *, host_port: int | None = None, expose: bool = False,
-             qos: int = 0, publisher_args: list[str] | None = None, bind: str | None = None) -> Topology:
+             sub: Subscription = AT_QOS0, publisher_args: list[str] | None = None,
+             bind: str | None = None) -> Topology:
     """``bind``: the one host address the ports are published on (a board's); else 0.0.0.0 with ``expose``,
     127.0.0.1 without."""
     return Topology(run_dir=lay.root, port=scenario.port, host_port=host_port or scenario.port,
                     bind=bind or ("0.0.0.0" if expose else "127.0.0.1"),
-                    subscriber_args=subscriber_args(scenario, lay, qos=qos),
+                    subscriber_args=subscriber_args(scenario, lay, sub),
                     publisher_args=publisher_args or [], user=docker.container_user())
 
 
@@ -139,7 +143,7 @@ def wait_for_messages(lay: Layout, expected: int, timeout_s: float,
 
 @contextmanager
 def running_lab(scenario: Scenario, run_dir: Path, *, host_port: int | None = None, expose: bool = False,
-                qos: int = 0, keep: bool = False,
+                sub: Subscription = AT_QOS0, keep: bool = False,
                 exposure: Exposure | None = None) -> Iterator[tuple[Layout, Pki | None, Topology]]:
     """Bring up broker + capture + subscriber; always tear down (also on Ctrl-C) unless keep=True, first
     saving every container's log and state into the run folder (and making its secret files 0600).
@@ -148,7 +152,7 @@ def running_lab(scenario: Scenario, run_dir: Path, *, host_port: int | None = No
     if exposure is not None:
         scenario = exposure.scenario
     lay, pki = prepare_run_dir(run_dir, scenario, acl=exposure is not None)
-    topo = topology(scenario, lay, host_port=host_port, expose=expose, qos=qos,
+    topo = topology(scenario, lay, host_port=host_port, expose=expose, sub=sub,
                     bind=exposure.address if exposure else None)
     # a port someone connects to (asked for, a board's, exposed) is kept or refused by name; else a free one
     topo = compose.with_host_port(topo, fixed=host_port is not None or exposure is not None or expose)

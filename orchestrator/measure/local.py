@@ -95,8 +95,8 @@ def measure(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Imp
         record.record.exposure = exposure.facts()
         status(f"{record.cell_id}: {exposure.line()}")
     assert lab is None or exposure is None  # a variant with an exposure keeps no lab up (its lab_kept_up)
-    cell_lab = (fresh_cell_lab(scenario, record.lay.root, qos=spec.qos, exposure=exposure) if lab is None
-                else lab.cell(scenario, record.lay.root, qos=spec.qos))
+    cell_lab = (fresh_cell_lab(scenario, record.lay.root, sub=spec.subscription, exposure=exposure) if lab is None
+                else lab.cell(scenario, record.lay.root, sub=spec.subscription))
     with cell_lab as here:
         lay, pki, topo = here.lay, here.pki, here.topo
         record.lap("up")

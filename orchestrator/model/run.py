@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from orchestrator.model import rules
 from orchestrator.model.axes import AXES, MAX_DEVICES, MAX_PAYLOAD, Axis, AxisTable, parse_interval
 from orchestrator.model.rules import DEVICE_ID, FLEET_PREFIX, fleet_device_id, payload_min_size
+from orchestrator.model.subscription import Subscription
 
 __all__ = ["DEVICE_ID", "FLEET_PREFIX", "MAX_DEVICES", "MAX_PAYLOAD", "RunSpec", "effective_connection",
            "fleet_device_id", "parse_interval", "payload_min_size", "run_spec_model"]
@@ -76,6 +77,11 @@ class RunSpecBase(OneValueAxes):
     def _rules(self) -> RunSpecBase:
         rules.check(self.axes, self.values())
         return self
+
+    @property
+    def subscription(self) -> Subscription:
+        """The subscriber's QoS, MQTT version and session (the cell's axes), as every lab starts it."""
+        return Subscription.of(self.values())
 
     @property
     def is_fleet(self) -> bool:
