@@ -74,6 +74,7 @@ const char kUsage[] =
     "  --exit-after-messages N    close the port after the N-th MSG line, as if unplugged\n"
     "  --network-drop-after-messages N  the board's network (WiFi) goes down after the N-th MSG line: the\n"
     "                             path drops everything both ways for good (reads, connects time out)\n"
+    "  --network-down-ms D        ... for D ms only: then new connections go through (the old one is dead)\n"
     "  --banner-KEY VALUE         BANNER override, KEY one of proto board chip mac fw arduino idf mbedtls\n"
     "                             cpu-mhz wifi-ps hw-crypto sw-crypto rx-buf device\n"
     "  --check-run FILE           check a RUN body (key=value lines, escaped as on the wire) with the\n"
@@ -99,6 +100,7 @@ struct EmuOptions {
   uint64_t reboot_after = 0;
   uint64_t exit_after = 0;
   uint64_t drop_after = 0;
+  int64_t down_ms = 0;  // 0: the dropped network stays down
   tb::BoardInfo info;
   std::string banner_strings[12];  // storage behind info's pointers
   bool rx_buf_overridden = false;
@@ -167,6 +169,8 @@ bool parse_number_option(EmuOptions* o, const std::string& a, const char* v) {
     o->exit_after = static_cast<uint64_t>(n);
   } else if (a == "--network-drop-after-messages" && parse_int(v, 1, INT64_MAX, &n)) {
     o->drop_after = static_cast<uint64_t>(n);
+  } else if (a == "--network-down-ms" && parse_int(v, 1, 3600000, &n)) {
+    o->down_ms = n;
   } else if (a == "--drift-ppm") {
     char* end = nullptr;
     o->drift_ppm = strtod(v, &end);
@@ -317,8 +321,8 @@ struct MessageFaults {
   bool unplug = false;
 };
 
-void inject_faults(const EmuOptions& o, PtyStream* pty, NetPath* path, MessageFaults* f) {
-  pty->set_line_observer([&o, pty, path, f](const std::string& line) {
+void inject_faults(const EmuOptions& o, PtyStream* pty, NetPath* path, tb::Clock* host, MessageFaults* f) {
+  pty->set_line_observer([&o, pty, path, host, f](const std::string& line) {
     if (line.rfind(tb::proto::kLineMsg, 0) != 0 || line[3] != ' ') return;
     const uint64_t messages = ++f->messages;
     if (o.reboot_after != 0 && messages == o.reboot_after) {
@@ -330,6 +334,7 @@ void inject_faults(const EmuOptions& o, PtyStream* pty, NetPath* path, MessageFa
       fprintf(stderr, "board-emu: network down after %" PRIu64 " messages (--network-drop-after-messages)\n",
               messages);
       path->dropped = true;
+      if (o.down_ms != 0) path->back_at_mono_us = host->mono_us() + o.down_ms * 1000;
     }
     if (o.exit_after != 0 && messages == o.exit_after) {
       fprintf(stderr, "board-emu: unplugged after %" PRIu64 " messages (--exit-after-messages)\n", messages);
@@ -408,10 +413,10 @@ int run(int argc, char** argv) {
   install_signal_handlers();
   printf("PTY %s\n", pty.slave_path().c_str());
   fflush(stdout);
-  MessageFaults faults;
-  inject_faults(o, &pty, &path, &faults);
-
   PosixClock host_clock(&g_stop);
+  MessageFaults faults;
+  inject_faults(o, &pty, &path, &host_clock, &faults);
+
   DriftClock clock(host_clock, o.clock_offset_us, o.drift_ppm);
   SimulatedSensors sensors(o.seed);
   EmuPort port(o.send_jitter_us, o.seed);

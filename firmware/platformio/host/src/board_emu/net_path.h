@@ -38,8 +38,14 @@ struct NetPath {
   PathDirection up;
   PathDirection down;
   // The network is gone (board-emu --network-drop-after-messages): from now on nothing is written and
-  // nothing is read in either direction, what is in flight is lost, and a connect never completes.
+  // nothing is read in either direction, what is in flight is lost, and a connect never completes; for good,
+  // or until back_at_mono_us (--network-down-ms: an outage, after which new connections go through).
   bool dropped = false;
+  int64_t back_at_mono_us = INT64_MAX;
+  bool is_down(int64_t now_mono_us) {
+    if (dropped && now_mono_us >= back_at_mono_us) dropped = false;
+    return dropped;
+  }
 };
 
 // Work due at host-monotonic times (the uplink's delay line) that has to run while the board sleeps.

@@ -36,13 +36,13 @@ tb::Err PathDatagram::send(const uint8_t* data, size_t len) {
               static_cast<unsigned>(seq), static_cast<long long>(t1), static_cast<long long>(s.board_us));
     }
   }
-  if (path_.dropped) return tb::Err::Ok;  // the network is down: never sent
+  if (path_.is_down(host_.mono_us())) return tb::Err::Ok;  // the network is down: never sent
   if (path_.up.active()) sleep_serving(host_, nullptr, path_.up.release_at(host_.mono_us()), true);
   return inner_.send(data, len);
 }
 
 tb::Err PathDatagram::recv(uint8_t* buf, size_t cap, size_t* len, uint32_t timeout_ms) {
-  if (path_.dropped || drop_replies) {  // nothing comes
+  if (path_.is_down(host_.mono_us()) || drop_replies) {  // nothing comes
     host_.sleep_until_mono_us(host_.mono_us() + static_cast<int64_t>(timeout_ms) * 1000);
     return tb::Err::RecvTimeout;
   }

@@ -66,7 +66,12 @@ tb::Err PathTransport::dropped_wait(uint32_t timeout_ms, tb::Err e, const char* 
 tb::Err PathTransport::open(const char* host, uint16_t port, uint32_t timeout_ms) {
   if (inner_ == nullptr) return tb::Err::NotConnected;
   reset();
-  if (path_.dropped) {
+  const int64_t deadline = host_.mono_us() + static_cast<int64_t>(timeout_ms) * 1000;
+  if (path_.is_down(host_.mono_us()) && path_.back_at_mono_us < deadline) {  // an outage that ends in time: the SYN
+    host_.sleep_until_mono_us(path_.back_at_mono_us);                        // sent again gets through
+    timeout_ms = static_cast<uint32_t>((deadline - host_.mono_us()) / 1000);
+  }
+  if (path_.is_down(host_.mono_us())) {
     char what[128];
     snprintf(what, sizeof(what), "TCP connect to %s:%u did not complete", host, static_cast<unsigned>(port));
     return dropped_wait(timeout_ms, tb::Err::ConnectTimeout, what);
@@ -108,7 +113,7 @@ void PathTransport::hand_over(const Pending& p) {
 tb::Err PathTransport::write_all(const uint8_t* data, size_t len) {
   if (inner_ == nullptr) return tb::Err::NotConnected;
   if (failed_ != tb::Err::Ok) return failed_;
-  if (path_.dropped) {  // taken, never written
+  if (path_.is_down(host_.mono_us())) {  // taken, never written
     queue_.clear();
     return tb::Err::Ok;
   }
@@ -138,7 +143,7 @@ int64_t PathTransport::next_due_mono_us() const {
 }
 
 void PathTransport::run_due() {
-  if (path_.dropped) queue_.clear();  // in flight when the network went: lost
+  if (path_.is_down(host_.mono_us())) queue_.clear();  // in flight when the network went: lost
   while (!queue_.empty() && inner_ != nullptr && failed_ == tb::Err::Ok &&
          queue_.front().release_mono_us <= host_.mono_us()) {
     Pending p = std::move(queue_.front());
@@ -150,7 +155,7 @@ void PathTransport::run_due() {
 tb::Err PathTransport::read_some(uint8_t* buf, size_t cap, size_t* got, uint32_t timeout_ms) {
   *got = 0;
   if (inner_ == nullptr) return tb::Err::NotConnected;
-  if (path_.dropped) return dropped_wait(timeout_ms, tb::Err::RecvTimeout, "no data from the broker");
+  if (path_.is_down(host_.mono_us())) return dropped_wait(timeout_ms, tb::Err::RecvTimeout, "no data from the broker");
   if (rx_pos_ < rx_.size()) {  // released already (the hold is served before the first byte is given)
     sleep_serving(host_, this, rx_release_mono_us_, true);
     const size_t n = rx_.size() - rx_pos_ < cap ? rx_.size() - rx_pos_ : cap;
