@@ -1,0 +1,71 @@
+"""A link that goes down and comes back (issue 27's link-down event): every packet into and out of a container's
+network namespace but loopback dropped by nftables, both ways, then the table deleted. Run in the impairment
+helper of that container (helpers.py: NET_ADMIN only, sharing its namespace); no netem needed. The table is our
+own (``inet testbed_linkdown``), so an impairment's ``testbed_impair`` beside it is untouched.
+"""
+
+from __future__ import annotations
+
+from orchestrator.backends import docker
+from orchestrator.backends.impairment import helpers
+from orchestrator.backends.impairment.models import helper_name
+from orchestrator.backends.process import run
+from orchestrator.errors import ToolError
+
+TABLE = ("inet", "testbed_linkdown")
+
+
+def down_argvs() -> list[list[str]]:
+    """nft commands that drop everything but loopback, in and out."""
+    return [["nft", "add", "table", *TABLE],
+            ["nft", "add", "chain", *TABLE, "in", "{", "type", "filter", "hook", "input", "priority", "-300", ";",
+             "policy", "accept", ";", "}"],
+            ["nft", "add", "chain", *TABLE, "out", "{", "type", "filter", "hook", "output", "priority", "-300", ";",
+             "policy", "accept", ";", "}"],
+            ["nft", "add", "rule", *TABLE, "in", "iifname", "!=", "lo", "counter", "drop"],
+            ["nft", "add", "rule", *TABLE, "out", "oifname", "!=", "lo", "counter", "drop"]]
+
+
+def up_argv() -> list[str]:
+    return ["nft", "delete", "table", *TABLE]
+
+
+class LinkDown:
+    """The link of one container: down() drops it, up() restores it, close() removes the helper it started."""
+
+    def __init__(self, container: str) -> None:
+        self.container = container
+        self.helper = helper_name(container)
+        c = docker.container(self.helper)
+        self._own_helper = c is None or not c.state.running  # an impairment's helper is reused, never removed
+        self.is_down = False
+
+    def _exec(self, argv: list[str], *, check: bool = True) -> str:
+        return run(["docker", "exec", self.helper, *argv], check=check, timeout=15).stdout
+
+    def prepare(self) -> None:
+        if self._own_helper:
+            helpers.start([self.container])
+
+    def down(self) -> None:
+        self.is_down = True
+        for argv in down_argvs():
+            self._exec(argv)
+
+    def dropped(self) -> str:
+        """The table's counters as nft lists them (what was dropped), '' when it is gone."""
+        return self._exec(["nft", "list", "table", *TABLE], check=False)
+
+    def up(self) -> None:
+        try:
+            self._exec(up_argv())
+        except ToolError:
+            if "testbed_linkdown" in self.dropped():
+                raise
+        self.is_down = False
+
+    def close(self) -> None:
+        if self.is_down:
+            self.up()
+        if self._own_helper:
+            helpers.remove([self.container])
