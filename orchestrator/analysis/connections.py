@@ -36,6 +36,8 @@ PSK = 1, a HelloRetryRequest one more; None for plain MQTT or a handshake that n
 ``payload_*`` = distinct TCP payload bytes (the sequence span of the data segments, so a retransmitted
 or duplicated segment is counted once), ``retransmitted_*`` = the payload bytes sent again on top,
 ``wire_*`` = frame bytes (all headers) of every captured frame, retransmissions included.
+``connack_time`` the broker's CONNACK and ``end_time`` the first FIN or RST (epoch seconds; None when not seen):
+when the connection was up (a storm's timeline, analysis/storm.py).
 How it ended: ``tcp_end`` the first FIN or RST (``FIN client``, ``RST server``, ...) or ``capture end``;
 ``disconnect_seen`` an MQTT DISCONNECT from the client; ``close_notify_client`` / ``_server`` a
 decrypted close_notify alert; ``alerts_client`` / ``_server`` every decrypted alert by name;
@@ -219,6 +221,12 @@ def _tcp_end(pk: pd.DataFrame, from_client: np.ndarray) -> str:
     return "capture end"
 
 
+def _end_time(pk: pd.DataFrame) -> float | None:
+    """When the connection ended on the wire: its first FIN or RST (None: open at the capture's end)."""
+    ended = pk[(pk["tcp_flags"].to_numpy() & (FIN | RST)) != 0]
+    return _t(ended.iloc[0]) if len(ended) else None
+
+
 def _alerts(rows: pd.DataFrame) -> str:
     """The decrypted alert descriptions of one side, in order ("close_notify", "decode_error", ...)."""
     return ",".join(ALERTS.get(a, str(a)) for v in rows["alert"] for a in _ints(v))
@@ -279,6 +287,7 @@ def connection_row(pk: pd.DataFrame, broker_port: int, tls: bool) -> dict[str, A
         "retransmitted_client_to_server": up_re, "retransmitted_server_to_client": down_re,
         "wire_client_to_server": int(c["frame_len"].sum()), "wire_server_to_client": int(s["frame_len"].sum()),
         "tcp_end": _tcp_end(pk, from_client), **ending,
+        "connack_time": _t(_first_with(s, "mqtt_type", MQTT_CONNACK)), "end_time": _end_time(pk),
     }
 
 

@@ -57,13 +57,34 @@ def _claim(value: object) -> bool | None:
     return str(value).strip() in ("1", "1.0", "true", "True")
 
 
+UNATTRIBUTED = "unattributed"  # a connection that could carry no CONNECT: refused, or cut before its handshake ended
+
+
+def _cut(rows: pd.DataFrame) -> pd.Series:
+    """Rows whose connection never got as far as a CONNECT: no TLS handshake completed, or no byte from the
+    client (a SYN refused while a broker restarted)."""
+    cut = pd.Series(False, index=rows.index)
+    if "handshake" in rows:
+        cut |= rows["handshake"].astype(str) == "unknown"
+    if "payload_client_to_server" in rows:
+        cut |= rows["payload_client_to_server"].fillna(0).astype(float) == 0
+    return cut
+
+
 def _clients(rows: pd.DataFrame, by: str | None) -> pd.Series:
-    """Each row's device: the column ``by`` where every row has it, else one device for all."""
+    """Each row's device: the column ``by`` where every row has it, or where only connections that never got as far
+    as a CONNECT lack it (a fleet's broker restarted: those are UNATTRIBUTED); else (not decrypted) one device for
+    all."""
     one = pd.Series([""] * len(rows), index=rows.index, dtype=object)
     if by is None or by not in rows or not len(rows):
         return one
     ids = rows[by]
-    return ids.astype(str) if bool((ids.notna() & (ids.astype(str) != "")).all()) else one
+    present = ids.notna() & (ids.astype(str) != "")
+    if bool(present.all()):
+        return ids.astype(str)
+    if bool(present.any()) and bool(_cut(rows)[~present].all()):
+        return ids.astype(str).where(present, UNATTRIBUTED)
+    return one
 
 
 def with_device_numbers(rows: pd.DataFrame, by: str | None = None) -> pd.DataFrame:

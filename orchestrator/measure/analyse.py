@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.analysis import brokercpu, handshakecost, lifecycle, tlsrecords
+from orchestrator.analysis import brokercpu, handshakecost, lifecycle, storm, tlsrecords
 from orchestrator.analysis import metrics as run_metrics
 from orchestrator.analysis.clock import one_way_delay_available
 from orchestrator.analysis.connections import connections_table
@@ -35,7 +35,7 @@ def analyse_run_folder(run_dir: Path, scenario: Scenario, spec: RunSpec, resourc
     keylogs = sorted(p for p in lay.keylogs.glob("*.keys") if p.stat().st_size > 0)
     keying = variant_for(spec).keying(spec, lay)
     analysis = analyse_run(run_inputs(lay, scenario, spec, keylogs, board_clock, keying), export_chunks)
-    if spec.connection != "persistent":
+    if spec.connection != "persistent" or spec.values().get("events"):
         add_connections(analysis, lay, scenario, spec, keylogs, keying)
     device = variant_for(spec).recorded(lay).get("device") or {}  # the device's own padding granularity
     tlsrecords.with_granularity(analysis.metrics, device.get("tls13_padding_granularity"), "the device's summary")
@@ -53,6 +53,11 @@ def analyse_run_folder(run_dir: Path, scenario: Scenario, spec: RunSpec, resourc
     memory = {"cgroup": res.pop("broker_mem_series", None), "process": res.pop("broker_process_rss_series", None)}
     if series["cgroup"] or series["process"]:
         analysis.metrics["broker_cpu"] = broker_cpu(series, analysis, lay, spec)
+    events = (read_json(lay.cell) or {}).get("events") if spec.values().get("events") else None
+    if events and lay.connections.exists():  # a storm's cell (issue 27): its recovery from the capture
+        analysis.metrics["storm"] = storm.storm(events, pd.read_csv(lay.connections), analysis.per_message,
+                                                series["process"] or series["cgroup"],
+                                                storm.subscribes(analysis.per_packet))
     summary = keying.add_tables(analysis, lay, spec.samples, res, series, memory, summary)
     if summary:
         res["publisher_cpu_s"] = (summary.get("cpu_user_s") or 0) + (summary.get("cpu_sys_s") or 0)

@@ -65,6 +65,16 @@ def test_one_device_keying_takes_every_connection_as_its_own() -> None:
     assert block["verdict"] == "2 of 8 reconnections were full handshakes on the wire"
 
 
+def test_a_connection_cut_before_its_connect_is_unattributed() -> None:
+    """A fleet whose broker restarted: a SYN refused (no byte from the client, no handshake) names no device; the
+    others keep theirs and their numbers."""
+    table = _rows()
+    table.loc[4, ["client_id", "handshake", "payload_client_to_server"]] = [None, "unknown", 0]
+    rows, _ = lifecycle.with_claims(table, None, "client_id")
+    assert rows.loc[4, "device"] == lifecycle.UNATTRIBUTED
+    assert set(rows["device"]) - {lifecycle.UNATTRIBUTED} == set(_rows()["client_id"].drop(index=4))
+
+
 def test_a_connection_without_a_client_id_makes_it_one_device() -> None:
     table = _rows()
     table.loc[4, "client_id"] = None  # not decrypted
