@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestrator.model.events import check_events
+
 MAX_PAYLOAD = 4096  # the firmware core's fixed buffer (payload.h kMaxPayload)
 MAX_DEVICES = 5000  # the fleet binary's kMaxDevices
 MAX_SEED = 2**64 - 1  # the device's sensors are seeded with a uint64
@@ -65,7 +67,7 @@ class Device:
     ``name`` is the option of device_options.def: vdevice's and the fleet's ``--name`` (``_`` -> ``-``) and,
     unless ``run_key`` says otherwise, the board's RUN key (``run_key=None``: the board has no such key).
     ``group``: ``publish`` goes to every program (vdevice, the fleet, the board); ``fleet`` only to the
-    fleet; ``lifecycle`` to vdevice and the board when ``when`` holds (a connection that is not persistent:
+    fleet; ``lifecycle`` to vdevice, the fleet and the board when ``when`` holds (a connection that is not persistent:
     the study's cells keep their command line and RUN unchanged); ``connection`` (the connection lifecycle
     itself) the same, and to every device of a fleet too.
     """
@@ -252,8 +254,28 @@ SESSION_HELP = ("clean (no state kept between connections) or persistent (3.1.1 
                 "Start 0 with --session-expiry-s: a lost connection is opened again and the unacknowledged QoS 1/2 "
                 "messages are sent again with DUP)")
 _VDEVICE_ONLY = Only("mqtt-options-are-vdevices", "{value}: the MQTT version, session, topic alias, in-flight window "
-                     "and ack timeout options are the virtual device's (one device, --publisher virtual)",
-                     publishers=frozenset({"virtual"}))
+                     "and ack timeout options are the virtual devices' (vdevice and the fleet, --publisher virtual)",
+                     publishers=frozenset({"virtual", "fleet"}))
+_RECONNECT_ONLY = Only("reconnect-is-the-virtual-devices", "--reconnect {value}: the reconnect policy is the virtual "
+                       "devices' (vdevice and the fleet, --publisher virtual)",
+                       publishers=frozenset({"virtual", "fleet"}))
+RECONNECT_HELP = ("what a device does when its connection is lost or refused: off (a persistent session reopens "
+                  "every 200 ms, a clean session's run ends), immediate (at once, then every 200 ms while refused), "
+                  "backoff (exponential with full jitter: attempt n waits uniform [0, min(cap, base x 2^n)), seeded "
+                  "per device)")
+EVENTS_HELP = ("events on the cell's timeline, from the publisher's go, comma-separated: broker-restart@20s (the "
+               "broker process ended with SIGTERM and started again in its container), broker-kill@20s (SIGKILL), "
+               "link-down@30s:5s (every device's link dropped both ways for 5 s, then restored)")
+
+
+def _reconnects(values: Mapping[str, Any]) -> bool:
+    return bool(values.get("reconnect", "off") != "off")
+
+
+def _backoff(values: Mapping[str, Any]) -> bool:
+    return bool(values.get("reconnect") == "backoff")
+
+
 _BOARD_ONLY = Only("board-options-need-esp32", "--serial-port, --board-host and --reset-board are for --publisher "
                    "esp32", publishers=frozenset({"esp32"}), sites=frozenset({"local"}))
 
@@ -295,6 +317,15 @@ AXES = AxisTable((
          option="ack_timeout", only=_VDEVICE_ONLY,
          device=Device("ack_timeout_ms", "lifecycle", run_key=None,
                        when=lambda v: v.get("ack_timeout_ms", 10000) != 10000)),
+    Axis("reconnect", Literal["off", "immediate", "backoff"], "off", RECONNECT_HELP, only=_RECONNECT_ONLY,
+         device=Device("reconnect", "lifecycle", run_key=None, when=_reconnects)),
+    Axis("reconnect_base_ms", float, 500.0, "backoff: the first attempt's ceiling, e.g. 0.5s", ge=1, le=3_600_000,
+         option="reconnect_base", cli_type=str, cli_default="500ms", from_cli=parse_interval, only=_RECONNECT_ONLY,
+         device=Device("reconnect_base_ms", "lifecycle", run_key=None, when=_backoff)),
+    Axis("reconnect_cap_ms", float, 8000.0, "backoff: the largest ceiling, e.g. 8s", ge=1, le=3_600_000,
+         option="reconnect_cap", cli_type=str, cli_default="8s", from_cli=parse_interval, only=_RECONNECT_ONLY,
+         device=Device("reconnect_cap_ms", "lifecycle", run_key=None, when=_backoff)),
+    Axis("events", str, "", EVENTS_HELP, pattern=r"^[a-z0-9@:.,\-]*$", from_cli=check_events),
     Axis("impairment", str, "none", "impairment profile name or YAML file",
          sweep=Sweep("impairments", ("none",), "comma list of impairment profiles", nest=1, lab=True),
          cell=stem),

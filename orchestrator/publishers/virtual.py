@@ -62,7 +62,8 @@ def publisher_args(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSp
         lifecycle += ["--connections-log", lay.in_container(lay.publisher_connections)]
     if spec.is_fleet:
         return ["fleet", *device_argv(spec.axes, spec.values(), "fleet"),
-                "--device-prefix", FLEET_PREFIX, "--out-dir", lay.in_container(lay.fleet_dir), *args, *lifecycle]
+                "--device-prefix", FLEET_PREFIX, "--out-dir", lay.in_container(lay.fleet_dir), *args,
+                *device_argv(spec.axes, spec.values(), "lifecycle"), *lifecycle]
     return ["vdevice", *args, "--device-id", spec.device_id, "--client-id", "testbed-publisher",
             "--send-log", lay.in_container(lay.publisher_log), "--summary", lay.in_container(lay.publisher_summary),
             *device_argv(spec.axes, spec.values(), "lifecycle"), *lifecycle]

@@ -92,6 +92,10 @@ bool check_together(const Options& o, std::string* error) {
     *error = "--topic-alias on needs --mqtt 5 (topic aliases are MQTT 5's)";
     return false;
   }
+  if (o.reconnect_base_ms > o.reconnect_cap_ms) {
+    *error = "--reconnect-base-ms must not be above --reconnect-cap-ms";
+    return false;
+  }
   if (o.has_password && !o.has_username) {
     *error = "--password needs --username (MQTT 3.1.1 section 3.1.2.9)";
     return false;
@@ -192,6 +196,9 @@ bool options_from(const Values& v, Options* o, std::string* error) {
   o->topic_alias = std::string(v.text(Id::topic_alias)) == "on";
   o->inflight = static_cast<uint16_t>(v.uint(Id::inflight));
   o->ack_timeout_ms = static_cast<uint32_t>(v.uint(Id::ack_timeout_ms));
+  tb::parse_reconnect_policy(v.text(Id::reconnect), &o->reconnect);
+  o->reconnect_base_ms = static_cast<uint32_t>(std::llround(v.decimal(Id::reconnect_base_ms)));
+  o->reconnect_cap_ms = static_cast<uint32_t>(std::llround(v.decimal(Id::reconnect_cap_ms)));
   return check_together(*o, error);
 }
 
@@ -301,6 +308,10 @@ tb::PublishConfig publish_config(const Options& o) {
   cfg.topic_alias = o.topic_alias;
   cfg.inflight = o.inflight;
   cfg.ack_timeout_ms = o.ack_timeout_ms;
+  cfg.reconnect = o.reconnect;
+  cfg.reconnect_base_ms = o.reconnect_base_ms;
+  cfg.reconnect_cap_ms = o.reconnect_cap_ms;
+  cfg.reconnect_seed = o.seed;
   return cfg;
 }
 

@@ -42,6 +42,8 @@ struct Options {
   bool topic_alias = false;     // --topic-alias on (MQTT 5)
   uint16_t inflight = 1;
   uint32_t ack_timeout_ms = 10000;
+  tb::ReconnectPolicy reconnect = tb::ReconnectPolicy::Off;  // --reconnect off|immediate|backoff
+  uint32_t reconnect_base_ms = 500, reconnect_cap_ms = 8000;
   tb::opt::Values values;       // every option as given (device_options.def)
 };
 

@@ -15,11 +15,12 @@
 namespace fleet {
 namespace {
 
-tb::PublishConfig make_config(const FleetPlan& p, const std::string& id) {
+tb::PublishConfig make_config(const FleetPlan& p, const std::string& id, uint32_t index) {
   tb::PublishConfig cfg = vdev::publish_config(p.options->conn);  // vdevice's, then this device's own
   cfg.host = p.host.c_str();
   cfg.device_id = id.c_str();
   cfg.client_id = id.c_str();
+  cfg.reconnect_seed = mix64(p.options->conn.seed ^ mix64(0xBAC0FFULL + index));  // each device its own jitter
   return cfg;
 }
 
@@ -36,7 +37,7 @@ void publish(const FleetPlan& p, const std::string& id, uint32_t index, FleetClo
   }
   std::unique_ptr<tb::Publisher> publisher(new tb::Publisher(*transport, clock, sensors, log));
   publisher->set_stop_flag(p.stop->flag());
-  const tb::PublishConfig cfg = make_config(p, id);
+  const tb::PublishConfig cfg = make_config(p, id, index);
   tb::RunStats st;
   const tb::Err e = publisher->run(cfg, &st);
   r->tcp_connect_us = st.tcp_connect_us;

@@ -26,6 +26,14 @@ enum class SessionResumption : uint8_t {
   Ticket,     // tickets enabled; the last session (with its ticket) offered
 };
 
+// What a device does when a connection is lost or cannot be opened (issue 27: reconnect storms).
+enum class ReconnectPolicy : uint8_t {
+  Off,        // as before: a persistent session reopens every 200 ms; a clean session's run ends on a loss
+  Immediate,  // every lost or refused connection is opened again at once, then every 200 ms while refused
+  Backoff,    // exponential backoff with full jitter: attempt n waits uniform [0, min(cap, base x 2^n)),
+              // seeded per device (the AWS Architecture Blog's "full jitter", as MQTT clients do)
+};
+
 // "persistent", "reconnect", "resume-id", "resume-ticket"
 const char* connection_mode_name(ConnectionMode m);
 // "disconnect", "drop"
@@ -34,6 +42,12 @@ const char* close_mode_name(CloseMode c);
 bool parse_connection_mode(const char* name, ConnectionMode* out);
 bool parse_close_mode(const char* name, CloseMode* out);
 SessionResumption resumption_for(ConnectionMode m);
+// "off", "immediate", "backoff"
+const char* reconnect_policy_name(ReconnectPolicy p);
+bool parse_reconnect_policy(const char* name, ReconnectPolicy* out);
+// The pause before reconnection attempt `attempt` (0: the first after the loss); rng: the device's
+// splitmix64 state (Backoff only draws from it).
+uint64_t reconnect_pause_us(ReconnectPolicy p, uint32_t base_ms, uint32_t cap_ms, uint32_t attempt, uint64_t* rng);
 
 // When message `seq` is due, from the run's t0: seq x interval, except that a lifecycle that reconnects
 // with a sleep (sleep_us > 0) has each connection's first message due sleep_us after the previous

@@ -154,6 +154,7 @@ Err Publisher::connect(const PublishConfig& cfg, ConnectionStats* cs) {
   int64_t start = clock_.mono_us();
   e = transport_.write_all(packet_, len);
   if (e != Err::Ok) return transport_error(e, "sending CONNECT failed");
+  cs->connect_sent = true;
   size_t rlen = 0;
   e = read_packet(cfg.ack_timeout_ms, &rlen);
   if (e != Err::Ok) {

@@ -50,6 +50,14 @@ struct PublishConfig {
   bool topic_alias = false;       // MQTT 5: topic alias 1; the PUBLISHes after the first carry an empty topic
   uint16_t inflight = 1;          // QoS 1/2 messages sent and not yet acknowledged at most (1..kMaxInflight)
   uint32_t reconnect_for_ms = 60000;
+  // What a lost or refused connection does (connection_mode.h ReconnectPolicy). Off: as above (only a
+  // persistent session reopens). Immediate/Backoff: any session's lost connection is opened again and the
+  // run goes on (QoS 0's message on the dead connection is lost; a persistent session resends), a refused
+  // connect is tried again, each attempt after reconnect_pause_us; every connection is reported.
+  ReconnectPolicy reconnect = ReconnectPolicy::Off;
+  uint32_t reconnect_base_ms = 500;
+  uint32_t reconnect_cap_ms = 8000;
+  uint64_t reconnect_seed = 1;  // the device's own (the fleet: per device)
 };
 
 // One connection of a run, reported when it has ended (SendObserver::on_connection).
@@ -61,6 +69,7 @@ struct ConnectionStats {
   int64_t connack_us = -1;    // CONNECT written -> CONNACK read
   int resumed = -1;           // TLS: 1 resumed, 0 full handshake (TransportStats::resumed); -1 plain / failed
   bool session_offered = false;
+  bool connect_sent = false;  // its CONNECT was handed to the transport (the wire may show its client id)
   uint32_t messages = 0;      // PUBLISH handed to the transport on this connection
   CloseMode close = CloseMode::Disconnect;
   Err error = Err::Ok;        // why the connection (and so the run) failed; Ok when it ended as planned
@@ -69,6 +78,9 @@ struct ConnectionStats {
 // The CONNECT options of a run: one builder for the check pass (Publisher::validate) and every
 // connection (Publisher::connect), so the two cannot disagree.
 mqtt::ConnectOptions connect_options(const PublishConfig& cfg);
+
+// The link, not the broker's answer, ended a connection or refused to open one (a reconnect policy's case).
+bool lost_link(Err e);
 
 class SensorSource {
  public:
@@ -141,7 +153,7 @@ class Publisher {
   bool protocol_ok(const PublishConfig& cfg);
   Err connect(const PublishConfig& cfg, ConnectionStats* cs);
   Err encode_connect_packet(const PublishConfig& cfg, size_t* len);  // into packet_
-  Err connection(const PublishConfig& cfg, int64_t* t0, uint32_t first, uint32_t count, ConnectionStats* cs,
+  Err connection(const PublishConfig& cfg, int64_t* t0, uint32_t* first, uint32_t count, ConnectionStats* cs,
                  RunStats* stats);
   Err publish_one(const PublishConfig& cfg, uint32_t seq, int64_t* last_tx, RunStats* stats);
   Err end_connection(const PublishConfig& cfg, Err e);
@@ -162,7 +174,10 @@ class Publisher {
   void give_up_inflight();
   Err resend_inflight(const PublishConfig& cfg);
   bool recoverable(const PublishConfig& cfg, Err e) const;
-  Err recover(const PublishConfig& cfg, int64_t* last_tx, RunStats* stats);
+  Err recover(const PublishConfig& cfg, Err lost, int64_t* last_tx, RunStats* stats, ConnectionStats* cs,
+              uint32_t* cs_first);
+  Err reopen(const PublishConfig& cfg, ConnectionStats* cs, Err failed);  // connect again, by the policy
+  void report(const ConnectionStats& cs, RunStats* stats);
   Err read_connack(const PublishConfig& cfg, size_t rlen);
   Err broker_disconnect(size_t len);
   // last_tx_us: nullptr while no connection is open (no PINGREQ then)
@@ -193,6 +208,8 @@ class Publisher {
   bool send_log_failed_ = false;
   bool wait_timed_out_ = false;  // the last wait for an acknowledgement ended by the transport's timeout
   uint32_t futile_recoveries_ = 0;  // recoveries in a row with no exchange completed in between
+  uint32_t next_connection_ = 0;    // the index of the run's next connection
+  uint64_t reconnect_rng_ = 0;      // splitmix64 state of the backoff's jitter
   size_t checked_connect_len_ = 0;  // the CONNECT validate() left in packet_
   char payload_[kMaxPayload + 1];
   uint8_t packet_[kPacketCapacity];

@@ -34,32 +34,42 @@ Err Publisher::run(const PublishConfig& cfg, RunStats* stats) {
   payload_size_ = cfg.payload_size;
   send_log_failed_ = false;
   futile_recoveries_ = 0;
+  next_connection_ = 0;
+  reconnect_rng_ = cfg.reconnect_seed;
   uint32_t seq = 0;
-  for (uint32_t i = 0; e == Err::Ok && seq < cfg.samples; ++i) {
+  while (e == Err::Ok && seq < cfg.samples) {
     if (!persistent) {  // no connection open: sleep until the first message of the next one is due
       e = wait_until(cfg, t0 + due_us(cfg, seq), nullptr);
       if (e == Err::Interrupted) interrupted(cfg, seq);
       if (e != Err::Ok) break;
     }
     ConnectionStats cs;
-    cs.index = i;
+    cs.index = next_connection_++;
     cs.close = cfg.close;
-    const uint32_t count = cfg.samples - seq < per ? cfg.samples - seq : per;
-    e = connection(cfg, &t0, seq, count, &cs, stats);
+    // the rest of this connection's K (a connection opened again after a loss carries what was left)
+    const uint32_t left = per - seq % per;
+    const uint32_t count = cfg.samples - seq < left ? cfg.samples - seq : left;
+    uint32_t first = seq;
+    e = connection(cfg, &t0, &first, count, &cs, stats);
     cs.error = e;
-    ++stats->connections;
-    if (cs.resumed == 1) ++stats->resumed_connections;
-    observer_.on_connection(cs);
-    seq += cs.messages;
+    report(cs, stats);
+    // a policy's device goes on after a connection that carried messages and was then lost (e.g. at its
+    // DISCONNECT, the broker gone): the next one opens on schedule
+    if (e != Err::Ok && cfg.reconnect != ReconnectPolicy::Off && stats->messages_sent > seq &&
+        recoverable(cfg, e)) {
+      e = Err::Ok;
+    }
+    seq = stats->messages_sent;
   }
   return e;
 }
 
 // One connection: open, CONNECT/CONNACK, messages first .. first+count-1 on the schedule, the end.
-Err Publisher::connection(const PublishConfig& cfg, int64_t* t0, uint32_t first, uint32_t count,
+Err Publisher::connection(const PublishConfig& cfg, int64_t* t0, uint32_t* first, uint32_t count,
                           ConnectionStats* cs, RunStats* stats) {
   cs->t_open_us = clock_.wall_us();
   Err e = connect(cfg, cs);
+  if (e != Err::Ok && cfg.reconnect != ReconnectPolicy::Off && recoverable(cfg, e)) e = reopen(cfg, cs, e);
   if (cs->index == 0) {  // the run's figures (HANDSHAKE line, summary) are the first connection's
     stats->tcp_connect_us = cs->tcp_connect_us;
     stats->handshake_us = cs->handshake_us;
@@ -68,20 +78,20 @@ Err Publisher::connection(const PublishConfig& cfg, int64_t* t0, uint32_t first,
   if (e != Err::Ok) return end_connection(cfg, e);
   int64_t last_tx = clock_.mono_us();
   if (*t0 < 0) *t0 = last_tx;
-  uint32_t k = 0;
-  while (e == Err::Ok && k < count) {
-    const uint32_t seq = first + k;
+  const uint32_t end = *first + count;
+  uint32_t seq = *first;
+  while (e == Err::Ok && seq < end) {
     e = wait_until(cfg, *t0 + due_us(cfg, seq), &last_tx);
     if (e == Err::Interrupted) interrupted(cfg, seq);
     if (e == Err::Ok) e = publish_one(cfg, seq, &last_tx, stats);
-    if (e != Err::Ok && recoverable(cfg, e)) e = recover(cfg, &last_tx, stats);  // a persistent session
-    if (stats->messages_sent > seq) ++k;  // else the same message again, after the recovery
+    if (e != Err::Ok && recoverable(cfg, e)) e = recover(cfg, e, &last_tx, stats, cs, first);
+    if (stats->messages_sent > seq) ++seq;  // else the same message again, after the recovery
   }
   while (e == Err::Ok && inflight_count_ > 0) {  // the last acknowledgements before the end
     e = drain(cfg, 0);
-    if (e != Err::Ok && recoverable(cfg, e)) e = recover(cfg, &last_tx, stats);
+    if (e != Err::Ok && recoverable(cfg, e)) e = recover(cfg, e, &last_tx, stats, cs, first);
   }
-  cs->messages = stats->messages_sent - first;
+  cs->messages = stats->messages_sent - *first;
   return end_connection(cfg, e);
 }
 
@@ -111,6 +121,7 @@ Err Publisher::publish_one(const PublishConfig& cfg, uint32_t seq, int64_t* last
   stats->messages_sent = seq + 1;  // handed to the transport (a failed write included: it is kept)
   if (e != Err::Ok) return e;
   if (cfg.qos == 0) {
+    if (cfg.reconnect != ReconnectPolicy::Off) futile_recoveries_ = 0;  // handed over on the new connection
     if (!observer_.on_sent(seq, m->t_send_us, cfg.payload_size, len, -1)) send_log_failed_ = true;
   } else {
     e = drain(cfg, static_cast<uint16_t>(window_ - 1));

@@ -15,6 +15,18 @@ namespace {
 constexpr uint32_t kMaxFutileRecoveries = 5;
 }  // namespace
 
+// The link, not the broker's answer, ended the connection or refused to open one.
+bool lost_link(Err e) {
+  switch (e) {
+    case Err::RecvTimeout: case Err::PeerClosed: case Err::Send: case Err::Recv: case Err::Socket:
+    case Err::NotConnected: case Err::TlsWrite: case Err::TlsRead: case Err::ConnectRefused:
+    case Err::ConnectTimeout: case Err::Connect: case Err::TlsHandshake: case Err::TlsAlert:
+      return true;
+    default:
+      return false;
+  }
+}
+
 Err Publisher::read_connack(const PublishConfig& cfg, size_t rlen) {
   mqtt::ConnackView ack;
   if (mqtt::decode_connack(rx_, rlen, cfg.mqtt_level, &ack) != Err::Ok) {
@@ -251,7 +263,9 @@ Err Publisher::resend_inflight(const PublishConfig& cfg) {
 }
 
 bool Publisher::recoverable(const PublishConfig& cfg, Err e) const {
-  if (cfg.clean_session || stop_requested()) return false;
+  if (stop_requested()) return false;
+  if (cfg.reconnect != ReconnectPolicy::Off) return lost_link(e);
+  if (cfg.clean_session) return false;
   switch (e) {
     case Err::RecvTimeout: case Err::PeerClosed: case Err::Send: case Err::Recv: case Err::Socket:
     case Err::NotConnected: case Err::TlsWrite: case Err::TlsRead:
@@ -261,9 +275,42 @@ bool Publisher::recoverable(const PublishConfig& cfg, Err e) const {
   }
 }
 
-// A persistent session's connection was lost: it is dropped (nothing more can be sent on it) and opened
-// again until it succeeds or reconnect_for_ms has passed; then the kept messages go again.
-Err Publisher::recover(const PublishConfig& cfg, int64_t* last_tx, RunStats* stats) {
+void Publisher::report(const ConnectionStats& cs, RunStats* stats) {
+  ++stats->connections;
+  if (cs.resumed == 1) ++stats->resumed_connections;
+  observer_.on_connection(cs);
+}
+
+// Opens the connection, and while it fails for the link's sake (refused, reset, timed out) opens it again
+// after the policy's pause, for up to reconnect_for_ms. cs: the attempt that succeeded, or the last one.
+Err Publisher::reopen(const PublishConfig& cfg, ConnectionStats* cs, Err failed) {
+  const int64_t deadline = clock_.mono_us() + static_cast<int64_t>(cfg.reconnect_for_ms) * 1000;
+  Err e = failed;
+  for (uint32_t attempt = 0;; ++attempt) {
+    transport_.abort();
+    if (cfg.reconnect != ReconnectPolicy::Off && cs->connect_sent && run_stats_ != nullptr) {
+      cs->error = e;  // an attempt the wire names by its CONNECT is reported
+      report(*cs, run_stats_);
+      const CloseMode close = cs->close;
+      *cs = ConnectionStats();
+      cs->index = next_connection_++;
+      cs->close = close;
+    }
+    if (stop_requested()) return Err::Interrupted;
+    clock_.sleep_until_mono_us(clock_.mono_us() + static_cast<int64_t>(reconnect_pause_us(
+        cfg.reconnect, cfg.reconnect_base_ms, cfg.reconnect_cap_ms, attempt, &reconnect_rng_)));
+    cs->t_open_us = clock_.wall_us();
+    e = connect(cfg, cs);
+    if (e == Err::Ok || e == Err::ConnackRefused || e == Err::Malformed || e == Err::Protocol) return e;
+    if (stop_requested() || clock_.mono_us() >= deadline) return e;
+  }
+}
+
+// A connection was lost (error `lost`): it is dropped (nothing more can be sent on it) and opened again by
+// the reconnect policy (Off: a persistent session's, every 200 ms); then the kept messages go again. With a
+// policy, the lost connection is reported (its messages from *cs_first) and cs becomes the new one.
+Err Publisher::recover(const PublishConfig& cfg, Err lost, int64_t* last_tx, RunStats* stats, ConnectionStats* cs,
+                       uint32_t* cs_first) {
   ErrorText first;
   first.set("%s", err_.c_str());
   if (++futile_recoveries_ > kMaxFutileRecoveries) {
@@ -271,19 +318,22 @@ Err Publisher::recover(const PublishConfig& cfg, int64_t* last_tx, RunStats* sta
              first.c_str(), kMaxFutileRecoveries);
     return Err::RecvTimeout;
   }
-  const int64_t deadline = clock_.mono_us() + static_cast<int64_t>(cfg.reconnect_for_ms) * 1000;
-  Err e = Err::Ok;
-  do {
+  if (cfg.reconnect != ReconnectPolicy::Off) {
     transport_.abort();
-    if (stop_requested()) return Err::Interrupted;
-    clock_.sleep_until_mono_us(clock_.mono_us() + 200000);  // not in a tight loop against a dead link
-    ConnectionStats cs;
-    e = connect(cfg, &cs);
-    if (e == Err::ConnackRefused || e == Err::Malformed || e == Err::Protocol) return e;
-  } while (e != Err::Ok && clock_.mono_us() < deadline);
+    cs->error = lost;
+    cs->messages = stats->messages_sent - *cs_first;
+    report(*cs, stats);
+    const CloseMode close = cs->close;
+    *cs = ConnectionStats();
+    cs->index = next_connection_++;
+    cs->close = close;
+    *cs_first = stats->messages_sent;
+  }
+  Err e = reopen(cfg, cs, lost);
+  if (e == Err::Interrupted) return e;
   if (e != Err::Ok) {
-    err_.set("%s; opening the persistent session again failed for %u ms", first.c_str(),
-             static_cast<unsigned>(cfg.reconnect_for_ms));
+    err_.set("%s; opening the connection again failed for %u ms: %s", first.c_str(),
+             static_cast<unsigned>(cfg.reconnect_for_ms), err_.c_str());
     return e;
   }
   ++stats->reconnects;
