@@ -103,7 +103,10 @@ def test_streamed_chunks_are_whole_lines_and_equal_the_buffered_output(ref: Path
                             keylogs=(ref / "lat_t12chacha.keys.log",))
     chunks: list[str] = []
     outcome = export_chunks(request, chunks.append, chunk_bytes=10_000)
-    assert outcome.returncode == 0 and len(chunks) > 10
+    # chunks of at least chunk_bytes, cut after a newline: how many depends on the blocks the pipe gave (up to
+    # 64 KiB each on a busy machine, where 10 chunks came of this capture, against 11+ when quiet)
+    assert outcome.returncode == 0 and len(chunks) >= 2
+    assert all(len(c.encode()) >= 10_000 for c in chunks[:-1])
     assert all(c.endswith("\n") for c in chunks)
     assert "".join(chunks) == export_fields(request)
 
