@@ -14,7 +14,8 @@ Per event, over the devices of the cell:
 - ``handshakes_before`` / ``_during`` / ``_after``: the connections opened between the previous event (or the
   first SYN) and this one's start, until it is over (a connection opened then may still reach the old broker
   process), and from then to the next event (or the capture's end), by the kind the wire shows;
-  ``first_after`` the same count over each device's first connection after the event with its
+  ``first_after`` the same count over each device's first connection opened after the event's start and not
+  cut by it (one to the new broker process; ended no earlier than the event was over), with its
   ``resumption_hit_rate_first_after`` (after a restart: did any resumption survive it?), and the
   ``resumption_hit_rate`` of the later ones: resumed / (resumed + full) among connections not a device's first.
 - ``messages``: the readings sent from the event's start to the next event: delivered on time, delivered
@@ -93,8 +94,13 @@ def _handshakes(t: float, over: float, prev: float, nxt: float, conns: pd.DataFr
     before = conns[(conns["syn_time"] >= prev) & (conns["syn_time"] < t)]
     during = conns[(conns["syn_time"] >= t) & (conns["syn_time"] < over)]
     after = conns[(conns["syn_time"] >= over) & (conns["syn_time"] < nxt)]
+    # each device's first connection after the event that it outlived: opened from its start (a connection opened
+    # while the old broker process was still ending is cut by it, and excluded), its handshake on the wire
+    since = conns[(conns["syn_time"] >= t) & (conns["syn_time"] < nxt)]
+    since = since[since["device"].astype(str) != "unattributed"]
+    lasted = since[(since["handshake"].fillna("unknown") != "unknown") & ~(since["end_time"] < over)]
+    firsts = lasted.sort_values("syn_time").drop_duplicates("device")
     attributed = after[after["device"].astype(str) != "unattributed"]
-    firsts = attributed.sort_values("syn_time").drop_duplicates("device")
     later = attributed[(attributed["device_conn"] > 0) & ~attributed.index.isin(firsts.index)]
     return {"handshakes_before": kind_counts(before), "handshakes_during": kind_counts(during),
             "handshakes_after": kind_counts(after), "first_after": kind_counts(firsts),

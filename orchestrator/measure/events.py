@@ -73,7 +73,7 @@ class Timeline:
         assert self._link is not None
         self._link.down()
         rec["t_down"] = time.time()
-        self._wait_until(self.t0 + ev.end_s)  # a stop restores it at once
+        self._wait_until(rec["t_down"] + ev.duration_s)  # down for its duration; a stop restores it at once
         rec["dropped"] = _counters(self._link.dropped())
         self._link.up()
         rec["t_up"] = time.time()

@@ -15,15 +15,13 @@ from orchestrator.errors import ToolError
 TABLE = ("inet", "testbed_linkdown")
 
 
-def down_argvs() -> list[list[str]]:
-    """nft commands that drop everything but loopback, in and out."""
-    return [["nft", "add", "table", *TABLE],
-            ["nft", "add", "chain", *TABLE, "in", "{", "type", "filter", "hook", "input", "priority", "-300", ";",
-             "policy", "accept", ";", "}"],
-            ["nft", "add", "chain", *TABLE, "out", "{", "type", "filter", "hook", "output", "priority", "-300", ";",
-             "policy", "accept", ";", "}"],
-            ["nft", "add", "rule", *TABLE, "in", "iifname", "!=", "lo", "counter", "drop"],
-            ["nft", "add", "rule", *TABLE, "out", "oifname", "!=", "lo", "counter", "drop"]]
+def down_script() -> str:
+    """One nft transaction (``nft -f -``: the link goes down at once) that drops everything but loopback, both ways."""
+    table = " ".join(TABLE)
+    return (f"table {table} {{\n"
+            "  chain in { type filter hook input priority -300; policy accept; iifname != \"lo\" counter drop; }\n"
+            "  chain out { type filter hook output priority -300; policy accept; oifname != \"lo\" counter drop; }\n"
+            "}\n")
 
 
 def up_argv() -> list[str]:
@@ -40,8 +38,9 @@ class LinkDown:
         self._own_helper = c is None or not c.state.running  # an impairment's helper is reused, never removed
         self.is_down = False
 
-    def _exec(self, argv: list[str], *, check: bool = True) -> str:
-        return run(["docker", "exec", self.helper, *argv], check=check, timeout=15).stdout
+    def _exec(self, argv: list[str], *, check: bool = True, script: str | None = None) -> str:
+        return run(["docker", "exec", *(["-i"] if script else []), self.helper, *argv], check=check, timeout=15,
+                   input_text=script).stdout
 
     def prepare(self) -> None:
         if self._own_helper:
@@ -49,8 +48,7 @@ class LinkDown:
 
     def down(self) -> None:
         self.is_down = True
-        for argv in down_argvs():
-            self._exec(argv)
+        self._exec(["nft", "-f", "-"], script=down_script())
 
     def dropped(self) -> str:
         """The table's counters as nft lists them (what was dropped), '' when it is gone."""
