@@ -56,7 +56,7 @@ def analyse_run_folder(run_dir: Path, scenario: Scenario, spec: RunSpec, resourc
     events = (read_json(lay.cell) or {}).get("events") if spec.values().get("events") else None
     if events and lay.connections.exists():  # a storm's cell (issue 27): its recovery from the capture
         analysis.metrics["storm"] = storm.storm(events, pd.read_csv(lay.connections), analysis.per_message,
-                                                series["process"] or series["cgroup"],
+                                                storm_cpu(series),
                                                 storm.subscribes(analysis.per_packet))
     summary = keying.add_tables(analysis, lay, spec.samples, res, series, memory, summary)
     if summary:
@@ -112,6 +112,13 @@ def add_connections(analysis: RunAnalysis, lay: Layout, scenario: Scenario, spec
     analysis.warnings.extend(warnings)
     if analysis.metrics.get("warnings") is not analysis.warnings:
         analysis.metrics.setdefault("warnings", []).extend(warnings)
+
+
+def storm_cpu(series: dict[str, list[list[float]] | None]) -> list[list[float]] | None:
+    """The broker's CPU series for a storm's timeline: the process's, unless a restart cut it short (its sampler
+    follows one process), then the container's."""
+    process, cgroup = series["process"] or [], series["cgroup"] or []
+    return process if len(process) >= len(cgroup) - 2 else cgroup or None
 
 
 def broker_cpu(series: dict[str, list[list[float]] | None], analysis: RunAnalysis, lay: Layout,
