@@ -253,9 +253,6 @@ DEVICES_HELP = ("virtual devices publishing at once (a fleet: each its own id, s
 SESSION_HELP = ("clean (no state kept between connections) or persistent (3.1.1 Clean Session 0 / MQTT 5 Clean "
                 "Start 0 with --session-expiry-s: a lost connection is opened again and the unacknowledged QoS 1/2 "
                 "messages are sent again with DUP)")
-_VDEVICE_ONLY = Only("mqtt-options-are-vdevices", "{value}: the MQTT version, session, topic alias, in-flight window "
-                     "and ack timeout options are the virtual devices' (vdevice and the fleet, --publisher virtual)",
-                     publishers=frozenset({"virtual", "fleet"}))
 _RECONNECT_ONLY = Only("reconnect-is-the-virtual-devices", "--reconnect {value}: the reconnect policy is the virtual "
                        "devices' (vdevice and the fleet, --publisher virtual)",
                        publishers=frozenset({"virtual", "fleet"}))
@@ -298,25 +295,22 @@ AXES = AxisTable((
          cell=lambda v: f"qos{v}" if v else "", device=Device("qos")),
     Axis("mqtt", Literal["3.1.1", "5"], "3.1.1", "MQTT version of the publisher and the subscriber",
          sweep=Sweep("mqtt", ("3.1.1",), "comma list of MQTT versions (3.1.1,5)", nest=7),
-         cell=lambda v: "" if v == "3.1.1" else f"mqtt{v}", only=_VDEVICE_ONLY,
-         device=Device("mqtt", "lifecycle", run_key=None, when=lambda v: v.get("mqtt", "3.1.1") != "3.1.1")),
-    Axis("session", Literal["clean", "persistent"], "clean", SESSION_HELP, only=_VDEVICE_ONLY,
-         device=Device("session", "lifecycle", run_key=None, when=lambda v: v.get("session", "clean") != "clean")),
+         cell=lambda v: "" if v == "3.1.1" else f"mqtt{v}",
+         device=Device("mqtt", "lifecycle", when=lambda v: v.get("mqtt", "3.1.1") != "3.1.1")),
+    Axis("session", Literal["clean", "persistent"], "clean", SESSION_HELP,
+         device=Device("session", "lifecycle", when=lambda v: v.get("session", "clean") != "clean")),
     Axis("session_expiry_s", int, 3600, "MQTT 5: the persistent session's expiry interval (s)", ge=0,
-         le=4_294_967_295, only=_VDEVICE_ONLY,
-         device=Device("session_expiry_s", "lifecycle", run_key=None,
+         le=4_294_967_295, device=Device("session_expiry_s", "lifecycle",
                        when=lambda v: v.get("mqtt") == "5" and v.get("session") == "persistent")),
     Axis("topic_alias", Literal["off", "on"], "off",
-         "MQTT 5: topic alias 1 (the PUBLISHes after the first carry an empty topic)", only=_VDEVICE_ONLY,
-         device=Device("topic_alias", "lifecycle", run_key=None, when=lambda v: v.get("topic_alias") == "on")),
+         "MQTT 5: topic alias 1 (the PUBLISHes after the first carry an empty topic)",
+         device=Device("topic_alias", "lifecycle", when=lambda v: v.get("topic_alias") == "on")),
     Axis("inflight", int, 1, "QoS 1/2 messages sent and not yet acknowledged at most (1: each waits for its ack)",
-         ge=1, le=256, only=_VDEVICE_ONLY,
-         device=Device("inflight", "lifecycle", run_key=None, when=lambda v: v.get("inflight", 1) != 1)),
+         ge=1, le=256, device=Device("inflight", "lifecycle", when=lambda v: v.get("inflight", 1) != 1)),
     Axis("ack_timeout_ms", int, 10000, "how long the device waits for an acknowledgement before it counts the "
          "connection as lost (a persistent session then reconnects and resends with DUP)", ge=1, le=3_600_000,
-         option="ack_timeout", only=_VDEVICE_ONLY,
-         device=Device("ack_timeout_ms", "lifecycle", run_key=None,
-                       when=lambda v: v.get("ack_timeout_ms", 10000) != 10000)),
+         option="ack_timeout",
+         device=Device("ack_timeout_ms", "lifecycle", when=lambda v: v.get("ack_timeout_ms", 10000) != 10000)),
     Axis("reconnect", Literal["off", "immediate", "backoff"], "off", RECONNECT_HELP, only=_RECONNECT_ONLY,
          device=Device("reconnect", "lifecycle", run_key=None, when=_reconnects)),
     Axis("reconnect_base_ms", float, 500.0, "backoff: the first attempt's ceiling, e.g. 0.5s", ge=1, le=3_600_000,

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli.main import main
+from orchestrator.publishers.board import protocol as p
 from orchestrator.publishers.board.check import board_envs
 
 LATER = "run, suites, clock, heap, rssi"
@@ -39,7 +40,7 @@ def test_another_protocol_version_fails_the_banner_by_name(board_emu, capsys: py
     lines = _check(capsys, emu.pty)
     assert lines[0] == f"ok       port    {emu.pty} opened at 115200 Bd"
     assert lines[1].startswith(f"FAIL     banner  the board on {emu.pty} (115200 Bd) speaks serial protocol version 1, "
-                               "this testbed speaks version 2 (flash the firmware of this testbed:")
+                               f"this testbed speaks version {p.VERSION} (flash the firmware of this testbed:")
     assert lines[2:] == [f"not run  {LATER}: no usable BANNER"]
 
 

@@ -10,14 +10,17 @@ import stat
 import time
 from pathlib import Path
 
+import paho.mqtt.client as mqtt
 import pandas as pd
 import pytest
 from test_board_emu import time_echo  # noqa: F401 - the fixture
+from test_qos_sessions import Subscriber
 
 from orchestrator.measure.analyse import with_delay_verdict
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import load_scenario
+from orchestrator.publishers.board import protocol as p
 from orchestrator.publishers.board.publisher import LINKS, BoardPublisher
 
 
@@ -28,10 +31,11 @@ def _links_closed():
 
 
 def _publisher(tmp_path: Path, name: str, pty: str, port: int, sync: int | None, samples: int = 20,
-               qos: int = 0) -> BoardPublisher:
+               qos: int = 0, **axes: object) -> BoardPublisher:
     lay = Layout(tmp_path / name)
     lay.logs.mkdir(parents=True)
-    spec = RunSpec(scenario="plain", samples=samples, interval_ms=20, publisher="esp32", serial_port=pty, qos=qos)
+    spec = RunSpec(scenario="plain", samples=samples, interval_ms=20, publisher="esp32", serial_port=pty, qos=qos,
+                   **axes)
     return BoardPublisher(load_scenario("plain"), lay, None, spec, broker_host="127.0.0.1", broker_port=port,
                           sync=("127.0.0.1", sync) if sync else None)
 
@@ -54,7 +58,7 @@ def test_a_cell_becomes_the_virtual_devices_files_on_the_labs_clock(board_emu, b
         assert (board["t_board_us"] < started - 3.5e6).all()
         assert abs(sends["t_send_us"].iloc[0] - started) < 1e6
         summary = json.loads(pub.lay.publisher_summary.read_text())
-        assert summary["ok"] and summary["clock"]["available"] and summary["board"]["proto"] == 2
+        assert summary["ok"] and summary["clock"]["available"] and summary["board"]["proto"] == p.VERSION
         assert abs(summary["clock"]["pre"]["offset_us"] - 4_000_000) < 20_000
         assert stat.S_IMODE((logs / "serial.log").stat().st_mode) == 0o600
         assert "DONE sent=20" in (logs / "serial.log").read_text()
@@ -110,6 +114,54 @@ def test_qos1_carries_the_puback_round_trip_on_the_boards_clock(board_emu, broke
     # no clock exchange: one-way delay is not available, the clock block gives the round trip instead
     clock = json.loads(pub.lay.publisher_summary.read_text())["clock"]
     assert with_delay_verdict({}, clock, rtt)["puback_rtt_ms"] == rtt
+
+
+def test_a_board_publishes_over_mqtt5_in_a_persistent_session_with_a_window(board_emu, broker_factory,
+                                                                             tmp_path: Path) -> None:
+    """Protocol version 3's keys reach the board's core: Mosquitto sees an MQTT 5 client with Clean Start 0, QoS 2
+    with 4 messages in flight completes every exchange, the send log carries vdevice's ack columns (the time to
+    PUBCOMP, the PUBLISH's size) and the summary the session's reconnects, resends and losses."""
+    broker = broker_factory("ECDHE-ECDSA-CHACHA20-POLY1305")
+    emu = board_emu()
+    pub = _publisher(tmp_path, "cell-1", emu.pty, broker.plain_port, None, qos=2, mqtt="5", session="persistent",
+                     topic_alias="on", inflight=4, ack_timeout_ms=5000)
+    pub.start(None)
+    pub.go()
+    assert pub.wait_exit(30) == 0, pub.error()
+    assert "as testbed-publisher (p5, c0," in broker.log.read_text()  # protocol level 5, Clean Start 0
+    sends = pd.read_csv(pub.lay.logs / "publisher.csv")
+    assert list(sends.columns) == ["seq", "t_send_us", "bytes", "ack_us", "mqtt_bytes"]
+    assert sorted(sends["seq"]) == list(range(20)) and (sends["ack_us"] > 0).all()
+    # MQTT 5 with the alias: the first PUBLISH carries the topic (15 B) and the alias property, the others only it
+    first, rest = sends.set_index("seq")["mqtt_bytes"].iloc[0], set(sends.set_index("seq")["mqtt_bytes"].iloc[1:])
+    assert len(rest) == 1 and first - rest.pop() == len("testbed/sensors")
+    summary = json.loads(pub.lay.publisher_summary.read_text())
+    assert summary["ok"] and (summary["reconnects"], summary["resent"], summary["lost"]) == (0, 0, 0)
+    assert "DONE sent=20 " in (pub.lay.logs / "serial.log").read_text()
+
+
+def test_a_boards_persistent_session_resends_what_an_outage_lost(board_emu, broker_factory, tmp_path: Path) -> None:
+    """board-emu's network goes down for 2 s after the 5th message: the board's acknowledgement wait (1 s) ends
+    the connection, the board connects again once the network is back, Mosquitto says session present, and the
+    unacknowledged messages go again with DUP: the subscriber gets every one, the summary counts the resends."""
+    broker = broker_factory("ECDHE-ECDSA-CHACHA20-POLY1305")
+    sub = Subscriber(broker.plain_port, mqtt.MQTTv5)
+    emu = board_emu("--network-drop-after-messages", "5", "--network-down-ms", "2000")
+    pub = _publisher(tmp_path, "cell-1", emu.pty, broker.plain_port, None, samples=40, qos=1, mqtt="5",
+                     session="persistent", inflight=4, ack_timeout_ms=1000)
+    try:
+        pub.start(None)
+        pub.go()
+        assert pub.wait_exit(40) == 0, pub.error()
+        sub.wait_for(40)
+    finally:
+        sub.stop()
+    summary = json.loads(pub.lay.publisher_summary.read_text())
+    assert summary["ok"] and summary["reconnects"] >= 1 and summary["resent"] >= 1 and summary["lost"] == 0, summary
+    assert sorted({s for s, *_ in sub.got}) == list(range(40)), "every message delivered"
+    assert broker.log.read_text().count("as testbed-publisher (p5, c0,") == 1 + summary["reconnects"]
+    sends = pd.read_csv(pub.lay.logs / "publisher.csv")
+    assert (sends["ack_us"] > 1_000_000).any(), "some acknowledged only after the outage"
 
 
 def test_qos0_has_no_puback_round_trip_and_a_precise_clock_withholds_it() -> None:

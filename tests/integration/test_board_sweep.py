@@ -56,7 +56,7 @@ def test_the_studys_sweep_with_the_emulated_board(docker_user: DockerUser, board
         assert len(board_msgs) == 200 and board_msgs["heap"].gt(0).all() and board_msgs["rssi"].lt(0).all()
         assert manifest["cells"][cell_id]["board"]["chip"], manifest["cells"][cell_id]
         cell = json.loads((run / "cell.json").read_text())
-        assert cell["board"]["proto"] == 2 and cell["board"]["chip"] == "board-emu"
+        assert cell["board"]["proto"] == 3 and cell["board"]["chip"] == "board-emu"
         assert cell["board"]["sw_crypto"] == ["all"]  # the emulator says it: no crypto hardware on a PC
         metrics = json.loads((run / "metrics.json").read_text())
         assert metrics["loss"]["received_unique"] == 200

@@ -104,3 +104,28 @@ def test_the_programs_that_take_it(axis: Axis) -> None:
     assert wanted <= takes, f"{device.name}: {sorted(wanted - takes)} do not take it"
     if device.board_key is not None:
         assert device.board_key in options and "board" in options[device.board_key].programs
+
+
+PUBLISHER_OF = {"vdevice": "virtual", "fleet": "fleet", "board": "esp32"}
+IGNORED_BY_BOARD = {"seed"}  # the simulated sensors' seed: a board reads its real sensors, a run may still give one
+
+
+@pytest.mark.parametrize("axis", [a for a in DEVICE_AXES if a.device is not None and a.device.group != "fleet"],
+                         ids=lambda a: a.name)
+def test_the_publishers_an_axis_allows_are_the_programs_that_take_it(axis: Axis) -> None:
+    """The device's option table decides: a publisher may be given a value other than the default exactly when its
+    program takes the option (device_options.def's TB_PROGRAMS; the board by its RUN key). A program added to an
+    option's line in the .def without the axis following it (or the reverse) fails here."""
+    device = axis.device
+    assert device is not None
+    options = device_options()
+    takes = {PUBLISHER_OF[p] for p in options[device.name].programs if p != "board"}
+    if device.board_key is not None and "board" in options[device.board_key].programs:
+        takes.add("esp32")
+    allowed = set(axis.only.publishers) if axis.only is not None else {"virtual", "fleet", "esp32"}
+    if axis.name in IGNORED_BY_BOARD:
+        assert "esp32" not in takes and allowed - takes == {"esp32"}
+    else:
+        assert allowed == takes, f"{axis.name}: the rule allows {sorted(allowed)}, the .def's takers {sorted(takes)}"
+    if "board" in options[device.name].programs:
+        assert device.board_key is not None, f"{axis.name}: the board takes {device.name}, the axis sends no RUN key"

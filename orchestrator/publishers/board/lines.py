@@ -98,8 +98,8 @@ class Msg:
     mqtt: int
     heap: int
     rssi: int
-    # QoS 1: the PUBACK round trip on the board's monotonic clock (PUBLISH handed to the transport ->
-    # its PUBACK read); None at QoS 0, when no PUBACK came, or from a board that does not print it
+    # QoS 1/2: the time to PUBACK / PUBCOMP on the board's monotonic clock (the first PUBLISH handed to the
+    # transport -> its PUBACK / PUBCOMP read, resends included); None at QoS 0 or when none came
     puback_us: int | None = None
 
 
@@ -120,6 +120,11 @@ class Conn:
 class Done:
     sent: int
     run_id: str
+    # a persistent session's (protocol version 3): connections opened again after a loss, PUBLISH/PUBREL sent again
+    # with DUP, in-flight messages given up; None for a clean session's run
+    reconnects: int | None = None
+    resent: int | None = None
+    lost: int | None = None
 
 
 @dataclass(frozen=True)
@@ -225,7 +230,8 @@ def _conn(line: str, rest: str) -> Conn:
 
 def _done(line: str, rest: str) -> Done:
     f = _fields(line, rest, ("sent", "id"))
-    return Done(_int(line, f, "sent"), f["id"])
+    session = [_int(line, f, k) if k in f else None for k in ("reconnects", "resent", "lost")]
+    return Done(_int(line, f, "sent"), f["id"], *session)
 
 
 _PARSERS: dict[str, Callable[[str, str], BoardLine]] = {

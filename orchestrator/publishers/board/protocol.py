@@ -20,7 +20,7 @@ from typing import Literal
 
 from orchestrator.errors import TestbedError
 
-VERSION = 2  # 2: the host's STOP mid-run
+VERSION = 3  # 2: the host's STOP mid-run; 3: the MQTT version, session and in-flight RUN keys
 
 # Board -> host: the first word of every line.
 LINE_BANNER = "BANNER"
@@ -70,6 +70,7 @@ RUN_KEYS = (
     "id", "host", "port", "transport", "ciphers", "ca", "cert", "key", "server_name", "username", "password",
     "payload", "samples", "interval_us", "qos", "device_id", "topic", "client_id", "keylog", "connect_timeout_ms",
     "sync_host", "sync_port", "sync_count", "mode", "per_connection", "close",
+    "mqtt", "session", "session_expiry_s", "topic_alias", "inflight", "ack_timeout_ms",
 )
 
 # The tb::Err names the board answers a RUN transfer or body with (all are in tb_error.cpp).
@@ -137,6 +138,14 @@ class RunCell:
     mode: str | None = None  # None: the board's default, persistent
     per_connection: int | None = None  # readings per connection (not persistent); None: 1
     close: str | None = None  # disconnect (None: the default) or drop
+    # version 3 (None: the board's default): MQTT 3.1.1|5, clean|persistent session, its MQTT 5 expiry, topic alias
+    # off|on, QoS 1/2 messages in flight at most, the wait for an acknowledgement
+    mqtt: str | None = None
+    session: str | None = None
+    session_expiry_s: int | None = None
+    topic_alias: str | None = None
+    inflight: int | None = None
+    ack_timeout_ms: int | None = None
     # keys of axes (orchestrator/model/axes.py) that are not among RUN_KEYS, after them: (key, value)
     extra: tuple[tuple[str, str], ...] = ()
 
@@ -159,7 +168,9 @@ class RunCell:
             "client_id": self.client_id, "keylog": 1 if self.keylog else None,
             "connect_timeout_ms": self.connect_timeout_ms, "sync_host": self.sync_host,
             "sync_port": self.sync_port, "sync_count": self.sync_count, "mode": self.mode,
-            "per_connection": self.per_connection, "close": self.close,
+            "per_connection": self.per_connection, "close": self.close, "mqtt": self.mqtt, "session": self.session,
+            "session_expiry_s": self.session_expiry_s, "topic_alias": self.topic_alias, "inflight": self.inflight,
+            "ack_timeout_ms": self.ack_timeout_ms,
         }
         return [(k, str(values[k])) for k in RUN_KEYS if values[k] is not None] + list(self.extra)
 

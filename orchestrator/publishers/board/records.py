@@ -136,6 +136,8 @@ def _summary(lines: list[BoardLine], failure: str | None, banner: Banner | None,
         "rssi_dbm": {"min": min((m.rssi for m in msgs), default=None),
                      "max": max((m.rssi for m in msgs), default=None)},
         "puback_rtt_ms": puback_rtt_ms(msgs),
+        **({"reconnects": done.reconnects, "resent": done.resent, "lost": done.lost}
+           if done is not None and done.reconnects is not None else {}),
         "board": asdict(banner) if banner else None,
         "clock": ({"available": True, **est.as_dict()} if est else {"available": False, "reason": why}),
     }
@@ -144,10 +146,13 @@ def _summary(lines: list[BoardLine], failure: str | None, banner: Banner | None,
 def write_outputs(lay: Layout, lines: list[BoardLine], failure: str | None, banner: Banner | None) -> None:
     """publisher.csv on the lab's clock, the summary, the key log; after the run, also a failed one."""
     est, why = estimate(lines)
-    rows = ["seq,t_send_us,bytes"]
-    for m in (x for x in lines if isinstance(x, Msg)):
+    msgs = [x for x in lines if isinstance(x, Msg)]
+    acks = any(m.puback_us is not None for m in msgs)  # QoS 1/2: vdevice's columns, for exchanges.csv's ack_ms_device
+    rows = ["seq,t_send_us,bytes" + (",ack_us,mqtt_bytes" if acks else "")]
+    for m in msgs:
         t = round(est.to_lab(m.t_send_us).lab_us) if est else m.t_send_us
-        rows.append(f"{m.seq},{t},{m.bytes}")
+        ack = f",{'' if m.puback_us is None else m.puback_us},{m.mqtt}" if acks else ""
+        rows.append(f"{m.seq},{t},{m.bytes}{ack}")
     (lay.logs / "publisher.csv").write_text("\n".join(rows) + "\n")
     keys = [x.line for x in lines if isinstance(x, Keylog)]
     if keys:

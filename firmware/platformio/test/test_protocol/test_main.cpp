@@ -89,6 +89,27 @@ static void test_body_parses_every_key_and_unescapes(void) {
   TEST_ASSERT_EQUAL_INT(16, r.sync_count);
   TEST_ASSERT_EQUAL_STRING("persistent", r.mode);
   TEST_ASSERT_NULL(r.cert_pem);
+  TEST_ASSERT_EQUAL_INT(mqtt::kLevel311, r.mqtt_level);  // version 3's keys left out: their defaults
+  TEST_ASSERT_TRUE(r.clean_session);
+  TEST_ASSERT_EQUAL_INT(1, r.inflight);
+}
+
+// Version 3: the MQTT version, session and in-flight keys reach the request.
+static void test_body_parses_the_mqtt_keys(void) {
+  std::string text = std::string(kPlainBody) +
+                     "mqtt=5\nsession=persistent\nsession_expiry_s=120\ntopic_alias=on\ninflight=8\n"
+                     "ack_timeout_ms=1500\n";
+  std::vector<char> buf(text.begin(), text.end());
+  buf.push_back('\0');
+  proto::RunRequest r;
+  ErrorText err;
+  ASSERT_OK(proto::parse_run_body(buf.data(), text.size(), &r, &err));
+  TEST_ASSERT_EQUAL_INT(mqtt::kLevel5, r.mqtt_level);
+  TEST_ASSERT_FALSE(r.clean_session);
+  TEST_ASSERT_EQUAL_INT(120, r.session_expiry_s);
+  TEST_ASSERT_TRUE(r.topic_alias);
+  TEST_ASSERT_EQUAL_INT(8, r.inflight);
+  TEST_ASSERT_EQUAL_INT(1500, r.ack_timeout_ms);
 }
 
 static Err parse_text(const std::string& text, ErrorText* err) {
@@ -107,7 +128,9 @@ static void check_body_error(const std::string& text, Err expected, const char* 
 
 static void test_body_refuses_with_named_causes(void) {
   const std::string ok = kPlainBody;
-  check_body_error(ok + "colour=blue\n", Err::UnknownKey, "\"colour\" is unknown to protocol version 2");
+  check_body_error(ok + "colour=blue\n", Err::UnknownKey, "\"colour\" is unknown to protocol version 3");
+  check_body_error(ok + "topic_alias=on\n", Err::InvalidArgument, "\"topic_alias\": on needs mqtt=5");
+  check_body_error(ok + "inflight=0\n", Err::InvalidArgument, "\"inflight\"");
   check_body_error(ok + "port=2\n", Err::DuplicateKey, "\"port\" given twice");
   check_body_error("id=a\nhost=h\nport=1\ntransport=plain\nsamples=1\ninterval_us=0\nqos=0\n", Err::MissingKey,
                    "\"payload\" missing");
@@ -257,7 +280,7 @@ static void test_session_banner_ready_hello_unknown(void) {
   std::vector<std::string> l = rig.run();
   TEST_ASSERT_EQUAL_INT(6, l.size());
   TEST_ASSERT_EQUAL_STRING(
-      "BANNER proto=2 board=test chip=fake_chip mac=- fw=- arduino=- idf=- mbedtls=2.28.x cpu_mhz=0 wifi_ps=- "
+      "BANNER proto=3 board=test chip=fake_chip mac=- fw=- arduino=- idf=- mbedtls=2.28.x cpu_mhz=0 wifi_ps=- "
       "hw_crypto=- sw_crypto=- rx_buf=256 device=e1",
       l[0].c_str());
   TEST_ASSERT_EQUAL_STRING("READY", l[1].c_str());
@@ -485,6 +508,7 @@ int main(int, char**) {
   RUN_TEST(test_base64_decode_strict);
   RUN_TEST(test_chunk_size_fits_the_receive_buffer);
   RUN_TEST(test_body_parses_every_key_and_unescapes);
+  RUN_TEST(test_body_parses_the_mqtt_keys);
   RUN_TEST(test_body_refuses_with_named_causes);
   RUN_TEST(test_receiver_assembles_chunks);
   RUN_TEST(test_receiver_refuses_with_named_causes);

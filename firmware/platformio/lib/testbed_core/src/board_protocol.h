@@ -9,6 +9,8 @@
 // Host -> board:  HELLO (banner + READY again), RUN BEGIN len=N crc=XXXXXXXX, RUN CHUNK i=K <base64>,
 //                 RUN END, RUN ABORT. Every chunk is ACKed before the next one is sent (flow control).
 //                 STOP (mid-run; version 2): stop before the next message, ERROR Interrupted, READY.
+// Version 3: the RUN keys mqtt, session, session_expiry_s, topic_alias, inflight, ack_timeout_ms (a board of
+//                 version 2 answers them UnknownKey); DONE adds reconnects=, resent=, lost= for a persistent session.
 // The RUN body (decoded from the chunks) is UTF-8 text, one `key=value` per line; in a value a
 // backslash is written `\\`, a newline `\n`, a carriage return `\r` (a PEM keeps its line breaks).
 #pragma once
@@ -18,6 +20,7 @@
 
 #include "connection_mode.h"
 #include "device_options.h"
+#include "mqtt_codec.h"
 #include "tb_error.h"
 
 namespace tb {
@@ -25,7 +28,7 @@ namespace proto {
 
 // The version rule: any change to a line's fields, a command, the framing or the body keys bumps it.
 // The host refuses a board whose BANNER carries another version (reflash the board).
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 
 // Board -> host: the first word of every line.
 constexpr char kLineBanner[] = "BANNER";
@@ -71,7 +74,7 @@ constexpr size_t chunk_bytes_for(size_t rx_buf) {
                                                                     : ((rx_buf - kChunkLineOverhead) / 4) * 3;
 }
 
-// RUN body keys (version 2): the entries of device_options.def the board takes (TB_BOARD), in that
+// RUN body keys (version 3): the entries of device_options.def the board takes (TB_BOARD), in that
 // file's order. Required: id host port transport payload samples interval_us qos; with transport=tls
 // also ca and ciphers. Any other key is refused (Err::UnknownKey).
 constexpr uint32_t kMaxSyncCount = static_cast<uint32_t>(opt::spec(opt::Id::sync_count).max);
@@ -115,6 +118,13 @@ struct RunRequest {
   ConnectionMode connection_mode = ConnectionMode::Persistent;
   uint32_t per_connection = 1;
   CloseMode close = CloseMode::Disconnect;
+  // MQTT version, session and in-flight window (version 3; PublishConfig's fields of the same names).
+  uint8_t mqtt_level = mqtt::kLevel311;  // or mqtt::kLevel5
+  bool clean_session = true;        // session=clean
+  uint32_t session_expiry_s = 3600; // MQTT 5, persistent
+  bool topic_alias = false;         // MQTT 5 only
+  uint16_t inflight = 1;
+  uint32_t ack_timeout_ms = 10000;
   opt::Values values;  // every key given (device_options.def), for a key the fields above do not carry
 };
 

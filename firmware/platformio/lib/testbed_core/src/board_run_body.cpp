@@ -189,6 +189,22 @@ void apply_connection(const Values& v, RunRequest* r) {
   r->per_connection = static_cast<uint32_t>(v.uint(Id::per_connection));
 }
 
+// mqtt, session, session_expiry_s, topic_alias, inflight, ack_timeout_ms (version 3); check_values has checked
+// each, this their combination (vdevice's rule: a topic alias is MQTT 5's).
+Err apply_mqtt(const Values& v, RunRequest* r, ErrorText* err) {
+  r->mqtt_level = strcmp(v.text(Id::mqtt), "5") == 0 ? mqtt::kLevel5 : mqtt::kLevel311;
+  r->clean_session = strcmp(v.text(Id::session), "persistent") != 0;
+  r->session_expiry_s = static_cast<uint32_t>(v.uint(Id::session_expiry_s));
+  r->topic_alias = strcmp(v.text(Id::topic_alias), "on") == 0;
+  r->inflight = static_cast<uint16_t>(v.uint(Id::inflight));
+  r->ack_timeout_ms = static_cast<uint32_t>(v.uint(Id::ack_timeout_ms));
+  if (r->topic_alias && r->mqtt_level != mqtt::kLevel5) {
+    err->set("RUN body key \"topic_alias\": on needs mqtt=5 (topic aliases are MQTT 5's)");
+    return Err::InvalidArgument;
+  }
+  return Err::Ok;
+}
+
 // The numbers check_values has checked; keylog (a file on vdevice, Text in the table) is 0|1 here.
 Err apply_numbers(const Values& v, RunRequest* r, ErrorText* err) {
   r->port = static_cast<uint16_t>(v.uint(Id::port));
@@ -217,6 +233,7 @@ Err parse_run_body(char* body, size_t len, RunRequest* out, ErrorText* err) {
   if (e == Err::Ok) e = apply_strings(v, out, err);
   if (e == Err::Ok) apply_connection(v, out);
   if (e == Err::Ok) e = apply_numbers(v, out, err);
+  if (e == Err::Ok) e = apply_mqtt(v, out, err);
   if (e == Err::Ok) e = apply_transport(v, out, err);
   if (e == Err::Ok) e = apply_sync(v, out, err);
   return e;

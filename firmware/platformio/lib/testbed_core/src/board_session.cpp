@@ -277,6 +277,12 @@ Err BoardSession::prepare(const proto::RunRequest& r, PublishConfig* cfg) {
   cfg->mode = r.connection_mode;
   cfg->per_connection = r.per_connection;
   cfg->close = r.close;
+  cfg->mqtt_level = r.mqtt_level;
+  cfg->clean_session = r.clean_session;
+  cfg->session_expiry_s = r.session_expiry_s;
+  cfg->topic_alias = r.topic_alias;
+  cfg->inflight = r.inflight;
+  cfg->ack_timeout_ms = r.ack_timeout_ms;
   if (r.tls) {
     uint16_t ids[kMaxCiphers];
     size_t count = 0;
@@ -331,7 +337,12 @@ void BoardSession::execute(const proto::RunRequest& r) {
     error(e, err_.c_str());
     return;
   }
-  line("%s sent=%" PRIu32 " id=%s", proto::kLineDone, stats_.messages_sent, r.id);
+  char session[96] = "";  // a persistent session's reconnects and resends (version 3): old runs' DONE unchanged
+  if (!cfg.clean_session) {
+    snprintf(session, sizeof(session), " reconnects=%" PRIu32 " resent=%" PRIu32 " lost=%" PRIu32, stats_.reconnects,
+             stats_.resent, stats_.lost);
+  }
+  line("%s sent=%" PRIu32 " id=%s%s", proto::kLineDone, stats_.messages_sent, r.id, session);
 }
 
 void BoardSession::clock_exchange(const proto::RunRequest& r, const char* phase) {
