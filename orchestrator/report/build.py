@@ -24,6 +24,7 @@ from orchestrator.report.loader import Bundle, load_bundle
 from orchestrator.report.options import ReportOptions, report_options
 from orchestrator.report.order import cell_sort_key, groups, scenario_order
 from orchestrator.report.stacks import stacks_section
+from orchestrator.report.storm import storm_figures, storm_section
 from orchestrator.report.study import load_study, study_rows, tls_scenarios_in
 from orchestrator.report.tables import COMPARISON_COLUMNS, comparison_rows, summary_columns, summary_row
 from orchestrator.report.values import Row, to_csv
@@ -59,6 +60,7 @@ def build_document(
         *exchanges_section(ok),
         *stacks_section(ok),
         *fleet_section(all_cells, groups(ok)),
+        *storm_section(ok),
         *sections.comparisons_section(comparisons, ok, options.baseline),
         *sections.grades_section(ok, options),
         *sections.study_section(study, load_study()),
@@ -101,7 +103,8 @@ def build_report(
     summary_text = to_csv([summary_row(c, options.tables) for c in cells], summary_columns(options.tables))
     comparisons = comparison_rows(bundle, baseline=options.baseline, seed=options.seed, resamples=options.resamples)
     study = study_rows(comparisons, load_study(), tls_scenarios_in(bundle, options.baseline))
-    figures = [*make_figures(bundle, order), *lifecycle.figures(groups(bundle.ok_cells))]
+    figures = [*make_figures(bundle, order), *lifecycle.figures(groups(bundle.ok_cells)),
+               *storm_figures(sorted(bundle.ok_cells, key=cell_sort_key(order)))]
     blocks = build_document(bundle, options, comparisons, figures, study, order)
 
     written = _write_figures(layout, figures)
