@@ -28,6 +28,12 @@ def install_stop_signals() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def interrupted_by(exc: KeyboardInterrupt) -> str:
+    """A cell's error for ``exc``, naming the signal that stopped it (Python's own Ctrl-C handler names none)."""
+    name = exc.args[0] if exc.args and isinstance(exc.args[0], str) else "SIGINT"
+    return f"interrupted by the user ({name})"
+
+
 @contextmanager
 def stop_signals_held(pending: list[int]) -> Iterator[None]:
     """Within the block a stop signal is only noted in ``pending``; the previous handlers come back after it.

@@ -27,6 +27,7 @@ from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec, effective_connection
 from orchestrator.model.scenario import Scenario, load_scenario
 from orchestrator.publishers.variants import variant_for
+from orchestrator.signals import interrupted_by
 
 
 @dataclass
@@ -88,8 +89,8 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
         variant = variant_for(spec)
         seen = site.measure(scenario, spec, variant, impairment, record, progress, status, lab)
         record.set(**variant.recorded(Layout(run_dir)))
-    except KeyboardInterrupt:
-        record.save(status="interrupted", error="interrupted by the user (SIGINT)", finished_utc=utc_now())
+    except KeyboardInterrupt as exc:
+        record.save(status="interrupted", error=interrupted_by(exc), finished_utc=utc_now())
         raise
     except TestbedError as exc:
         record.save(status="failed", error=exc.message, finished_utc=utc_now())

@@ -41,6 +41,7 @@ from orchestrator.results import manifest as bundles
 from orchestrator.results.atomic import read_json
 from orchestrator.results.cells import cell_record_if_any
 from orchestrator.results.space import check_cell_space
+from orchestrator.signals import interrupted_by
 
 
 class SweepProgress(Protocol):
@@ -111,7 +112,7 @@ def resume_sweep(bundle: Path) -> Sweep:
 def _sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM (e.g. `docker stop`, a CI timeout) tears the current cell down like Ctrl-C does."""
     def on_term(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt("SIGTERM")
 
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
@@ -202,8 +203,8 @@ def _run_cell(bundle: Path, plan: SweepPlan, cell: Cell, at: tuple[int, int], re
                                                      "impairment": cell.impairment, **record},
                               progress=progress.messages, status=progress.note, lab=lab)
         status, error = outcome.status, outcome.error
-    except KeyboardInterrupt:
-        status, error = "interrupted", "interrupted by the user (SIGINT)"
+    except KeyboardInterrupt as exc:
+        status, error = "interrupted", interrupted_by(exc)
         raise
     except TestbedError as exc:
         status, error = "failed", exc.message
