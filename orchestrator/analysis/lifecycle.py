@@ -150,9 +150,10 @@ def _by_kind(rows: pd.DataFrame) -> dict[str, Any]:
 def _resumption(rows: pd.DataFrame, mode: str, tls: bool) -> dict[str, Any]:
     """After each device's first connection: how many were resumed on the wire, and what that says."""
     numbered = rows if "device_conn" in rows else with_device_numbers(rows)
-    later = numbered.loc[numbered["device_conn"] > 0, "handshake"] if len(rows) else pd.Series(dtype=str)
+    numbered = numbered[numbered["device"] != UNATTRIBUTED] if len(rows) else numbered  # no device's connection
+    later = numbered.loc[numbered["device_conn"] > 0, "handshake"] if len(numbered) else pd.Series(dtype=str)
     resumed = int(later.isin(RESUMED).sum())
-    out: dict[str, Any] = {"devices": int(numbered["device"].nunique()) if len(rows) else 0,
+    out: dict[str, Any] = {"devices": int(numbered["device"].nunique()) if len(numbered) else 0,
                            "reconnections": int(len(later)), "resumed_after_first": resumed}
     if not tls or not mode.startswith("resume-") or later.empty:
         out["verdict"] = None

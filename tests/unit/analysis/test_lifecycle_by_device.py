@@ -73,6 +73,7 @@ def test_a_connection_cut_before_its_connect_is_unattributed() -> None:
     rows, _ = lifecycle.with_claims(table, None, "client_id")
     assert rows.loc[4, "device"] == lifecycle.UNATTRIBUTED
     assert set(rows["device"]) - {lifecycle.UNATTRIBUTED} == set(_rows()["client_id"].drop(index=4))
+    assert _block(rows, [])["devices"] == len(DEVICES)  # the refused SYN is no device's
 
 
 def test_a_connection_without_a_client_id_makes_it_one_device() -> None:
