@@ -9,7 +9,8 @@ Per event, over the devices of the cell:
   on a connection opened after it; a device whose connection outlived the event (a link down shorter than what
   ends a connection) counts as ``kept_connection`` instead.
 - ``publishing_s``: from the event's start to each device's first PUBLISH reaching the broker after the event is
-  over (the new broker process listens; the link is restored).
+  over (the new broker process listens; the link is restored) and, when it connected again, after that CONNACK
+  (a PUBLISH written into the dead connection still crosses the capture; the broker's kernel answers it with RST).
   Both as n, p50, p99 and max (seconds), with the devices that never came back within the cell (``not_back``).
 - ``handshakes_before`` / ``_during`` / ``_after``: the connections opened between the previous event (or the
   first SYN) and this one's start, until it is over (a connection opened then may still reach the old broker
@@ -81,9 +82,13 @@ def _recovery(ev: Mapping[str, Any], conns: pd.DataFrame, pm: pd.DataFrame, devi
     first_connack = after.groupby("device")["connack_time"].min()
     spans = conns[(conns["syn_time"] < t) & ((conns["end_time"].isna()) | (conns["end_time"] > over))]
     kept = set(spans["device"].astype(str)) - set(first_connack.index.astype(str))
+    # publishing again: the first reading at the broker once the event is over and, for a device that connected
+    # again, on its new connection (a PUBLISH written into the dead one still crosses the capture, and is lost)
     arrived = pm[pm["broker_in_us"].notna()]
-    arrived = arrived[arrived["broker_in_us"].astype(float) / 1e6 >= over]
-    first_pub = arrived.groupby(arrived["device"].astype(str) if "device" in arrived else "")["broker_in_us"].min()
+    device = arrived["device"].astype(str) if "device" in arrived else pd.Series("", index=arrived.index)
+    since = device.map(first_connack.rename(index=str)).fillna(over).clip(lower=over)
+    arrived = arrived[arrived["broker_in_us"].astype(float) / 1e6 >= since]
+    first_pub = arrived.groupby(device[arrived.index])["broker_in_us"].min()
     reconnected = [float(first_connack[d]) - t for d in first_connack.index if str(d) in devices]
     publishing = [float(first_pub[d]) / 1e6 - t for d in first_pub.index if str(d) in devices]
     return {"reconnected_s": spread(reconnected), "kept_connection": len(kept),
@@ -170,7 +175,7 @@ def subscribes(per_packet: pd.DataFrame) -> np.ndarray:
     if per_packet.empty or "mqtt_type" not in per_packet:
         return np.array([])
     up = per_packet[per_packet["leg"] == "subscriber->broker"]
-    has = up["mqtt_type"].astype(str).str.split(",").apply(lambda types: str(MQTT_SUBSCRIBE) in types)
+    has = up["mqtt_type"].fillna("").astype(str).str.contains(rf"(?:^|,){MQTT_SUBSCRIBE}(?:\.0)?(?:,|$)")
     return np.sort(up.loc[has, "time"].to_numpy(dtype=float))
 
 
