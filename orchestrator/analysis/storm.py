@@ -25,8 +25,10 @@ Per event, over the devices of the cell:
   subscriber subscribed again (``subscriber_back_s``: a restarted broker forgot its subscription) and the readings
   the broker got before that and forwarded to nobody (``lost_before_subscriber_back``).
 
-The ``timeline`` (bins of ``BIN_S``): devices connected (a CONNACK seen, no FIN/RST yet), connections opened by
-handshake kind, readings arriving at the broker, and the broker's CPU in cores from its stats series.
+``broker_dropped_outgoing``: the broker log's lines saying a client's outgoing queue was full (Mosquitto's
+max_queued_messages: readings that reached it and went to nobody). The ``timeline`` (bins of ``BIN_S``): devices
+connected (a CONNACK seen, no FIN/RST yet), connections opened by handshake kind, readings arriving at the broker,
+and the broker's CPU in cores from its stats series.
 """
 
 from __future__ import annotations
@@ -191,8 +193,18 @@ def _subscriber(ev: Mapping[str, Any], subscribed: np.ndarray, window: pd.DataFr
     return {"subscriber_back_s": round(back - event_start(ev), 3), "lost_before_subscriber_back": int(no_one.sum())}
 
 
+DROPPED = "Outgoing messages are being dropped for client"  # Mosquitto: a client's queue is full
+
+
+def broker_drops(log_text: str) -> list[str]:
+    """The broker log's lines saying it dropped a client's outgoing messages (its max_queued_messages reached: a
+    reading that reached the broker and was forwarded to nobody)."""
+    return [line.strip() for line in log_text.splitlines() if DROPPED in line]
+
+
 def storm(events: list[dict[str, Any]], conns: pd.DataFrame, pm: pd.DataFrame,
-          cpu_series: Sequence[Sequence[float]] | None, subscribed: np.ndarray | None = None) -> dict[str, Any]:
+          cpu_series: Sequence[Sequence[float]] | None, subscribed: np.ndarray | None = None,
+          broker_log: str = "") -> dict[str, Any]:
     """metrics.json ``storm``: each event's recovery, handshakes and messages, and the cell's timeline."""
     ran = sorted((e for e in events if "t_start" in e), key=event_start)
     devices = _devices(pm)
@@ -212,4 +224,5 @@ def storm(events: list[dict[str, Any]], conns: pd.DataFrame, pm: pd.DataFrame,
                           "messages": message_fates(window),
                           **_subscriber(ev, subscribed if subscribed is not None else np.array([]), window)})
     return {"devices": len(devices), "events": per_event, "messages": message_fates(pm),
+            "broker_dropped_outgoing": broker_drops(broker_log)[:20],
             "timeline": timeline(conns, pm, cpu_series, first_syn, last)}

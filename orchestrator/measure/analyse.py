@@ -15,6 +15,7 @@ from orchestrator.analysis.connections import connections_table
 from orchestrator.analysis.keying import Keying
 from orchestrator.analysis.pipeline import RunAnalysis, RunInputs, analyse_run, write_run_outputs
 from orchestrator.backends.tshark import export_chunks
+from orchestrator.lab.broker import BROKER
 from orchestrator.measure import exchanges
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
@@ -57,7 +58,8 @@ def analyse_run_folder(run_dir: Path, scenario: Scenario, spec: RunSpec, resourc
     if events and lay.connections.exists():  # a storm's cell (issue 27): its recovery from the capture
         analysis.metrics["storm"] = storm.storm(events, pd.read_csv(lay.connections), analysis.per_message,
                                                 storm_cpu(series),
-                                                storm.subscribes(analysis.per_packet))
+                                                storm.subscribes(analysis.per_packet),
+                                                _text(lay.container_log(BROKER.service)))
     summary = keying.add_tables(analysis, lay, spec.samples, res, series, memory, summary)
     if summary:
         res["publisher_cpu_s"] = (summary.get("cpu_user_s") or 0) + (summary.get("cpu_sys_s") or 0)
@@ -112,6 +114,10 @@ def add_connections(analysis: RunAnalysis, lay: Layout, scenario: Scenario, spec
     analysis.warnings.extend(warnings)
     if analysis.metrics.get("warnings") is not analysis.warnings:
         analysis.metrics.setdefault("warnings", []).extend(warnings)
+
+
+def _text(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
 
 
 def storm_cpu(series: dict[str, list[list[float]] | None]) -> list[list[float]] | None:
