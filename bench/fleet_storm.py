@@ -117,8 +117,10 @@ def print_cell(name: str, run: Path) -> None:
         nxt = events[i + 1]["start"] if i + 1 < len(events) else float("inf")
         print_event(ev, conns, wire, prev, nxt)
     whole = storm["messages"]
+    drops = storm.get("broker_dropped_outgoing") or []
     print(f"  whole cell: sent {whole['sent']}, delivered {whole['delivered']}, late {whole['late']}, lost "
-          f"{whole['lost']}")
+          f"{whole['lost']}; the broker's log: {len(drops)} line(s) of dropped outgoing messages"
+          + (f" ({drops[0]})" if drops else ""))
     for source in ("process", "cgroup"):
         kinds = ((m.get("broker_cpu") or {}).get(source) or {}).get("per_handshake_kind") or {}
         if kinds:
