@@ -42,6 +42,27 @@ def _tcp_count(run: Path, first: float, last: float) -> int:
     return sum(int(n) for t, n in (r.split("\t") for r in rows) if first <= float(t) <= last)
 
 
+def _subscriber_packets(run: Path) -> dict[str, str]:
+    """The subscriber's CONNECT protocol level and its SUBSCRIBE's requested QoS, read from the capture."""
+    pcap = sorted((run / "capture").glob("*.pcap*"))[0]
+    common = ["tshark", "-n", "-r", str(pcap), "-o", f"tls.keylog_file:{run / 'keylogs' / 'subscriber.keys'}",
+              "-T", "fields", "-E", "occurrence=f"]
+    level = subprocess.run([*common, "-Y", 'mqtt.clientid == "testbed-subscriber"', "-e", "mqtt.ver"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    qos = subprocess.run([*common, "-Y", "mqtt.msgtype == 8", "-e", "mqtt.sub.qos", "-e",
+                          "mqtt.subscription_options_qos"], capture_output=True, text=True, check=True).stdout.split()
+    return {"level": ",".join(level), "qos": ",".join(qos)}
+
+
+def test_the_subscriber_speaks_the_cells_mqtt_at_its_qos(bundle: Path) -> None:
+    """The subscriber follows the cell's axes (model/subscription.py): its CONNECT's protocol level is the cell's
+    MQTT version (4: 3.1.1, 5) and its SUBSCRIBE asks the cell's QoS, on the wire."""
+    for run in sorted(p.parent for p in bundle.rglob("exchanges.csv")):
+        spec = json.loads((run / "cell.json").read_text())["spec"]
+        want = {"level": "5" if spec["mqtt"] == "5" else "4", "qos": str(spec["qos"])}
+        assert _subscriber_packets(run) == want, run.name
+
+
 def test_every_exchange_paired_and_counted(bundle: Path) -> None:
     cells = sorted(p.parent for p in bundle.rglob("exchanges.csv"))
     assert len(cells) == 8, [c.name for c in cells]
