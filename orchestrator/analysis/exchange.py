@@ -179,7 +179,7 @@ def with_device_acks(table: pd.DataFrame, acks: pd.DataFrame | None) -> pd.DataF
 
 def summary(table: pd.DataFrame) -> dict[str, object]:
     """What a cell's messages cost, exchange by exchange (complete ones; medians, and the DUP resends)."""
-    full = table[table["complete"]]
+    full = table[table["complete"].astype(bool)]  # an empty table's column is of objects
     med = full[["mqtt_bytes_up", "mqtt_bytes_down", "mqtt_bytes", "wire_bytes_up", "wire_bytes_down",
                 "wire_bytes", "packets_up", "packets_down"]].astype("Float64").median()
     return {

@@ -1,5 +1,6 @@
 """What a message's whole exchange costs at each QoS and MQTT version, and what TLS adds to it (metrics.json
-``exchanges`` of the QoS 1/2 and MQTT 5 cells, analysis/exchange.py; docs/qos-sessions.md has the definitions).
+``exchanges``, analysis/exchange.py; docs/qos-sessions.md has the definitions), for a report with QoS 1/2 or MQTT 5
+cells: QoS 0 over 3.1.1 is their baseline (its exchange is the PUBLISH alone).
 
 One row per cell with exchanges: the medians of the MQTT bytes each way and on the wire, the TLS bytes (wire - MQTT:
 21 B per packet at TLS 1.2 ChaCha20-Poly1305), the packets of an exchange, DUP resends counted on the wire, and the
@@ -77,10 +78,17 @@ def saving_rows(cells: Sequence[Cell]) -> list[tuple[str, ...]]:
     return rows
 
 
+def _beyond_qos0(cell: Cell) -> bool:
+    """A cell with acknowledgements or MQTT 5: what the section is about (QoS 0 over 3.1.1 is its baseline)."""
+    return _block(cell) is not None and (int(_spec(cell).get("qos", 0)) > 0 or _version(cell) != "3.1.1")
+
+
 def exchanges_section(cells: Sequence[Cell]) -> list[Block]:
-    rows = cell_rows(cells)
-    if not rows:
+    """Only where a cell is at QoS 1/2 or MQTT 5; then its QoS 0 / 3.1.1 cells are rows too (every single device's
+    cell has exchanges), so a study at QoS 0 alone keeps its report as it was."""
+    if not any(_beyond_qos0(c) for c in cells):
         return []
+    rows = cell_rows(cells)
     out: list[Block] = [
         Heading(2, TITLE),
         Paragraph("Per message, its whole exchange from the capture, paired by packet id: PUBLISH (and DUP resends), "

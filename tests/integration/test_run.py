@@ -53,6 +53,11 @@ def test_tls_run_200_messages_all_recorded_and_verified_from_capture(tls_and_pla
     pm = pd.read_csv(out / "per_message.csv")
     assert sorted(pm["seq"]) == list(range(200)) and set(pm["tls_overhead"]) == {21}
     assert set(pm["mqtt_len"]) == {84}  # 2 fixed header + 2 + 15 topic "testbed/sensors" + 65 payload
+    # QoS 0's exchange is the PUBLISH alone (exchanges.csv, its own export pass), as per_message.csv counts it
+    ex = pd.read_csv(out / "exchanges.csv").merge(pm, on="seq")
+    assert len(ex) == 200 and set(ex["packets_up"]) == {1} and set(ex["packets_down"]) == {0}
+    assert (ex["mqtt_bytes"] == ex["mqtt_len"]).all() and (ex["wire_bytes"] == ex["tcp_payload_len"]).all()
+    assert (ex["wire_bytes"] - ex["mqtt_bytes"] == ex["tls_overhead"]).all()
     assert m["resources"]["broker_cpu_s"] is not None and m["resources"]["publisher_cpu_s"] is not None
     for raw in ("capture/capture.pcapng", "logs/publisher.csv", "logs/broker.log", "keylogs/publisher.keys"):
         assert (out / raw).stat().st_size > 0, raw

@@ -81,3 +81,10 @@ def test_dup_resend_on_the_next_connection_joins_its_exchange() -> None:
 def test_an_exchange_without_its_ack_is_incomplete() -> None:
     table = ex.exchanges(ex.parse_packets(line(1, 4.0, 0, True, [0x32], [84], [5], [payload(0)]), BROKER))
     assert not table.iloc[0]["complete"] and ex.summary(table)["complete"] == 0
+
+
+def test_a_capture_without_publishes_sums_to_nothing() -> None:
+    """Every single device's cell is paired now, a failed one's empty capture too: no exchange, no median."""
+    block = ex.summary(ex.exchanges([]))
+    assert (block["messages"], block["complete"], block["dup_resends"]) == (0, 0, 0)
+    assert block["median_wire_bytes"] is None

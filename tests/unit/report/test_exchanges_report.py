@@ -32,3 +32,15 @@ def test_mqtt5_savings_beside_the_tls_cost() -> None:
 def test_no_section_without_exchanges() -> None:
     record = CellRecord.model_validate({"cell_id": "c", "scenario": "tls", "payload": 65, "status": "ok"})
     assert exchanges_section([Cell(record, Path("c"), metrics={})]) == []
+
+
+def test_qos0_cells_are_the_baseline_only_beside_qos1_or_mqtt5() -> None:
+    """Every single device's cell has exchanges now: at QoS 0 over 3.1.1 the PUBLISH alone. A report of such cells
+    alone has no section (a study at QoS 0 keeps its report); beside a QoS 1 or MQTT 5 cell they are rows, and
+    MQTT 5's saving at QoS 0 has its 3.1.1 baseline."""
+    qos0 = [_cell("tls", 0, "3.1.1", 84, 105), _cell("plain", 0, "3.1.1", 84, 84)]
+    assert exchanges_section(qos0) == []
+    cells = [*qos0, _cell("tls", 0, "5", 73, 94, "on"), _cell("tls", 1, "3.1.1", 90, 132)]
+    tables = [b for b in exchanges_section(cells) if isinstance(b, Table)]
+    assert [row[0] for row in tables[0].rows] == [c.record.cell_id for c in cells]
+    assert saving_rows(cells) == [("tls", "0", "5 + alias", "84", "73", "11", "21")]
