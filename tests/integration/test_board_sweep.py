@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import stat
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -120,3 +121,28 @@ def test_a_board_unplugged_mid_sweep_fails_its_cell_with_its_log_and_the_rest_at
     rest = [c["error"] for k, c in cells.items() if k != first_id]
     assert all("unusable since an earlier cell" in e for e in rest), rest
     assert owned("container") == [] and owned("network") == []
+
+
+def test_a_board_cell_over_mqtt5_in_a_persistent_session(docker_user: DockerUser, board: tuple[Path, dict]) -> None:
+    """`testbed run --publisher esp32 --qos 1 --mqtt 5 --session persistent --inflight 4` reaches the board (serial
+    protocol version 3's RUN keys) and the wire says so: the board's and the subscriber's CONNECT are MQTT 5 (the
+    board's with Clean Start 0), every exchange is a PUBLISH and its PUBACK, timed on the board's clock too."""
+    pty, _truth = board
+    docker_user.testbed("down")
+    out = docker_user.work / "board-mqtt5"
+    proc = docker_user.testbed("run", "--scenario", "tls", "--samples", "20", "--interval", "50ms", "--qos", "1",
+                               "--mqtt", "5", "--session", "persistent", "--inflight", "4", "--publisher", "esp32",
+                               "--serial-port", str(pty), "--out", str(out), timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ex = pd.read_csv(out / "exchanges.csv")
+    assert len(ex) == 20 and ex["complete"].all() and set(ex["packets_up"] + ex["packets_down"]) == {2}
+    assert ex["ack_ms_device"].notna().all(), "the board's own time to PUBACK"
+    keys = out / "both.keys"
+    keys.write_text("".join(k.read_text() for k in sorted((out / "keylogs").glob("*.keys"))))
+    rows = subprocess.run(["tshark", "-n", "-r", str(out / "capture" / "capture.pcapng"), "-o",
+                           f"tls.keylog_file:{keys}", "-Y", "mqtt.msgtype == 1", "-T", "fields", "-e", "mqtt.clientid",
+                           "-e", "mqtt.ver", "-e", "mqtt.conflag.cleansess"],
+                          capture_output=True, text=True, check=True, timeout=120).stdout.split("\n")
+    connects = {r.split("\t")[0]: r.split("\t")[1:] for r in rows if r}
+    assert connects["testbed-publisher"][0] == "5" and connects["testbed-publisher"][1] in ("0", "False"), connects
+    assert connects["testbed-subscriber"][0] == "5", connects
