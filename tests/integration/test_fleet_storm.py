@@ -1,4 +1,4 @@
-"""Issue 27 parts 2 and 3 in CI, as the docker-group user: a reconnect storm in one small cell.
+"""Issue 27 parts 2 and 3 in CI, as the docker-group user: a reconnect storm in one small cell of a sweep.
 
 20 TLS devices resuming by ticket (K = 3 readings at 400 ms, 1 s asleep), QoS 1 with a persistent session, backoff
 with full jitter (0.2 s .. 2 s); the broker PROCESS restarted at 3 s, every device's link down from 7 s for 1.5 s.
@@ -8,7 +8,8 @@ keys live in the restarted process: no resumption survives it) and the later one
 kind in connections.csv the same as tshark's own reading of its stream (Certificate -> full, ServerHello without
 one -> resumed) and as the device's own claim; the link's outage delivered late (its PUBLISH at the broker after
 the link came back), nothing lost to it; the readings the restart lost reached the broker before the subscriber
-had subscribed again. The acceptance size (1,000 devices) runs in bench/fleet_storm.py.
+had subscribed again; the bundle's report has the storm's section and its timeline figure. The acceptance size
+(1,000 devices) runs in bench/fleet_storm.py.
 """
 
 from __future__ import annotations
@@ -29,17 +30,23 @@ HS_CLIENT_HELLO, HS_SERVER_HELLO, HS_CERTIFICATE = 1, 2, 11
 
 
 @pytest.fixture(scope="module")
-def run(docker_user: DockerUser) -> Path:
+def bundle(docker_user: DockerUser) -> Path:
     docker_user.testbed("down")
-    out = docker_user.work / "fleet-storm"
-    proc = docker_user.testbed("run", "--scenario", "tls", "--devices", str(DEVICES), "--connect-rate", "10",
-                               "--samples", "15", "--interval", "400ms", "--connection", "resume-ticket",
-                               "--per-connection", "3", "--sleep", "1s", "--qos", "1", "--session", "persistent",
-                               "--reconnect", "backoff", "--reconnect-base", "200ms", "--reconnect-cap", "2s",
-                               "--events", "broker-restart@3s,link-down@7s:1.5s", "--out", str(out), timeout=600)
+    out = docker_user.mkdir(docker_user.work / "fleet-storm")
+    proc = docker_user.testbed("sweep", "--scenarios", "tls", "--baseline", "tls", "--payloads", "65", "--devices",
+                               str(DEVICES), "--connect-rate", "10", "--samples", "15", "--interval", "400ms",
+                               "--connections", "resume-ticket", "--per-connection", "3", "--sleep", "1s", "--qos", "1",
+                               "--session", "persistent", "--reconnect", "backoff", "--reconnect-base", "200ms",
+                               "--reconnect-cap", "2s", "--events", "broker-restart@3s,link-down@7s:1.5s",
+                               "--out", str(out), timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    print(proc.stdout[-1500:])
-    return out
+    return next(p for p in out.iterdir() if p.is_dir())
+
+
+@pytest.fixture(scope="module")
+def run(bundle: Path) -> Path:
+    (cell,) = (bundle / "runs").iterdir()
+    return cell
 
 
 def _storm(run: Path) -> dict[str, Any]:
@@ -120,3 +127,14 @@ def test_the_link_outage_is_late_not_lost_and_the_restart_lost_only_what_nobody_
     assert max(tl["connected"]) <= DEVICES and sum(sum(v) for v in tl["handshakes"].values()) == len(
         pd.read_csv(run / "connections.csv"))
     assert owned("container") == [] and owned("network") == []
+
+
+def test_the_report_has_the_storm_and_its_timeline(bundle: Path, run: Path) -> None:
+    report = (bundle / "report.md").read_text()
+    assert "## Reconnect storms" in report
+    section = report.split("## Reconnect storms", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in section.splitlines() if ln.startswith(f"| {run.name} | ")]
+    print("\n".join(rows))
+    assert [r.split(" | ")[1] for r in rows] == ["broker-restart at 3 s", "link-down at 7 s for 1.5 s"]
+    png = bundle / "plots" / f"storm_{run.name}.png"
+    assert png.read_bytes().startswith(b"\x89PNG") and f"plots/storm_{run.name}.png" in report
