@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec, effective_connection
 from orchestrator.model.scenario import Scenario, load_scenario
 from orchestrator.publishers.variants import variant_for
+from orchestrator.results.atomic import remove_partial_writes
 from orchestrator.signals import interrupted_by
 
 
@@ -90,11 +92,14 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
         seen = site.measure(scenario, spec, variant, impairment, record, progress, status, lab)
         record.set(**variant.recorded(Layout(run_dir)))
     except KeyboardInterrupt as exc:
-        record.save(status="interrupted", error=interrupted_by(exc), finished_utc=utc_now())
+        with suppress(TestbedError):  # a full disk cannot take the record: the interrupt is still what happened
+            record.save(status="interrupted", error=interrupted_by(exc), finished_utc=utc_now())
         raise
     except TestbedError as exc:
         record.save(status="failed", error=exc.message, finished_utc=utc_now())
         raise
+    finally:
+        remove_partial_writes(run_dir)  # the clients' unfinished writes (a full disk, a killed container)
     record.record.status, record.record.error = ("failed" if seen.error else "ok"), seen.error
     metrics = record_analysis(record, scenario, spec, seen.resources, status, site) if analyse else None
     record.save(received=seen.received, publisher_exit_code=seen.publisher_exit_code, finished_utc=utc_now())

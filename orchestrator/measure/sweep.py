@@ -17,7 +17,7 @@ import datetime as dt
 import shutil
 import signal
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -159,9 +159,13 @@ def run_cells(bundle: Path, plan: SweepPlan, cells: list[Cell], progress: SweepP
                 result.statuses[cell.cell_id] = status
                 if status != "ok" and lab is not None:
                     lab.down()
-        finally:
-            if lab is not None:
-                lab.down()
+        except BaseException:
+            if lab is not None:  # its teardown's own failure (a full disk has no room for its logs) hides not why
+                with suppress(TestbedError):
+                    lab.down()
+            raise
+        if lab is not None:
+            lab.down()
     return result
 
 
@@ -214,8 +218,14 @@ def _run_cell(bundle: Path, plan: SweepPlan, cell: Cell, at: tuple[int, int], re
         for key in ("order", "lab", "impairment_state", "board", "device", "connection", "hosts"):  # banners
             if recorded is not None and getattr(recorded, key):
                 entry[key] = getattr(recorded, key)
-        _record_cell(bundle, cell, entry)
-        progress.cell_finished(cell, status, error)
+        try:
+            _record_cell(bundle, cell, entry)
+        except TestbedError as exc:  # a full disk: an interrupt is still what happened (exit 130, the resume hint)
+            if status != "interrupted":
+                raise
+            progress.note(f"{cell.cell_id}: not recorded in the manifest: {exc.message}")
+        finally:  # told also when the manifest cannot take it: the user learns which cell and why
+            progress.cell_finished(cell, status, error)
     return status
 
 

@@ -49,6 +49,16 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes], mode: int | None = 
     return path
 
 
+def remove_partial_writes(folder: Path) -> list[Path]:
+    """Remove the temporary files of atomic writes that never finished in ``folder`` and below: ours clean up after
+    themselves, but a program in a container that hit a full disk or was killed mid-write (the subscriber's status,
+    the device's summary: NAME.tmp) cannot. The files removed."""
+    found = [p for p in folder.rglob("*.tmp") if p.is_file()] if folder.is_dir() else []
+    for path in found:
+        path.unlink(missing_ok=True)
+    return found
+
+
 def copy_file_atomic(source: Path, path: Path) -> Path:
     """A copy of ``source`` at ``path`` with the mode ``path`` declares (a lab inventory's copy: 0600)."""
     try:
