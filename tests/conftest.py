@@ -1,8 +1,8 @@
 """Test-wide options and markers.
 
-Tests under tests/integration/ are marked `docker` automatically. Without a Docker engine (or the
-testbed images) they skip with the reason; `--require-docker` (set by `make test` when CI=true) turns
-that skip into a failure, so CI never goes green by skipping.
+Tests under tests/integration/ and tests/faults/ (the fault suite) are marked `docker` automatically. Without a
+Docker engine (or the testbed images) they skip with the reason; `--require-docker` (set by `make test` when
+CI=true) turns that skip into a failure, so CI never goes green by skipping.
 
 The tiers: `make check` runs `-m "not docker and not netns and not slow"` over tests/unit and tests/firmware
 (minutes, no Docker, no root); `make test` runs everything. The tests below are marked `slow` here, in one
@@ -12,11 +12,15 @@ place, with the reason each is left to `make test`.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from functools import lru_cache
 from pathlib import Path
 
 import pytest
+
+from tests.integration import docker_user as docker_user_module
+from tests.integration.docker_user import DockerUser
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -35,10 +39,12 @@ SLOW: dict[str, str] = {
 }
 
 
+DOCKER_FOLDERS = (REPO / "tests" / "integration", REPO / "tests" / "faults")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    integration = REPO / "tests" / "integration"
     for item in items:
-        if integration in Path(str(item.fspath)).parents:
+        if any(folder in Path(str(item.fspath)).parents for folder in DOCKER_FOLDERS):
             item.add_marker(pytest.mark.docker)
         if any(item.nodeid == key or item.nodeid.startswith((key + "::", key + "[")) for key in SLOW):
             item.add_marker(pytest.mark.slow)
@@ -69,6 +75,19 @@ def _docker_gate(request: pytest.FixtureRequest) -> None:
     if request.config.getoption("--require-docker"):
         pytest.fail(f"Docker-dependent test cannot run: {problem} (--require-docker is set)")
     pytest.skip(f"needs Docker: {problem}")
+
+
+@pytest.fixture(scope="session")
+def docker_user(pytestconfig: pytest.Config) -> DockerUser:
+    """An unprivileged user in the docker group with its own clone and venv (tests/integration/docker_user.py),
+    one per session for tests/integration and tests/faults. Creating it needs root (CI runs as root); elsewhere the
+    tests using it skip, or fail with --require-docker."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None or shutil.which("useradd") is None:
+        why = "creating an unprivileged docker-group user needs root, useradd and setpriv"
+        if pytestconfig.getoption("--require-docker"):
+            pytest.fail(why + " (--require-docker is set)")
+        pytest.skip(why)
+    return docker_user_module.create()
 
 
 @pytest.fixture(autouse=True)

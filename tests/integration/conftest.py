@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -12,9 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from . import docker_user as docker_user_module
-from .docker_user import DockerUser
 
 TESTBED = str(Path(sys.executable).parent / "testbed")
 
@@ -89,15 +84,3 @@ def clean_testbed() -> Iterator[None]:
     run_testbed("down")
     yield
     run_testbed("down")
-
-
-@pytest.fixture(scope="session")
-def docker_user(pytestconfig: pytest.Config) -> DockerUser:
-    """An unprivileged user in the docker group with its own clone and venv (tests/integration/docker_user.py).
-    Creating it needs root (CI runs as root); elsewhere the tests using it skip, or fail with --require-docker."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None or shutil.which("useradd") is None:
-        why = "creating an unprivileged docker-group user needs root, useradd and setpriv"
-        if pytestconfig.getoption("--require-docker"):
-            pytest.fail(why + " (--require-docker is set)")
-        pytest.skip(why)
-    return docker_user_module.create()
