@@ -12,6 +12,7 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 from orchestrator.backends import docker, projects
 from orchestrator.backends.docker import PROJECT_LABEL, Container, compose_command
@@ -45,6 +46,17 @@ def use_session() -> str:
     return use_project(projects.session_name())
 
 
+class KeptServices(Protocol):
+    """Services whose containers outlive a cell (a sweep block's clients, backends/kept_clients.py): start_service
+    starts the cell's program in its container instead of a container."""
+
+    def holds(self, service: str) -> bool: ...
+    def start(self, t: Topology, service: str) -> None: ...
+    def wait_exit(self, service: str, timeout_s: float) -> int | None: ...  # the program's exit code
+    def stop(self, service: str, grace_s: float = 3.0) -> int | None: ...  # SIGTERM, then SIGKILL
+    def log_tail(self, service: str, lines: int = 20) -> str: ...  # the program's last lines
+
+
 @dataclass(frozen=True)
 class Topology:
     """Everything compose/testbed.yml's variables are filled from."""
@@ -60,6 +72,7 @@ class Topology:
     user: str = "0:0"  # uid:gid the containers run as (docker.container_user())
     publisher_network: str = "lab"  # "uplink": behind the router (the delay line's forwarding hop)
     nofile: int = 16384  # the broker's and the publisher's open-file limit (compose ulimits)
+    kept: KeptServices | None = None  # a kept-up lab's clients: their programs started per cell, not containers
 
 
 def compose_env(t: Topology) -> dict[str, str]:
@@ -246,7 +259,11 @@ def reap() -> tuple[list[str], list[str]]:
 
 
 def start_service(t: Topology, service: str) -> None:
-    """Start one more service of the running project (the publisher) without touching the others."""
+    """Start one more service of the running project (the publisher) without touching the others; a service the
+    topology keeps up (``t.kept``) gets a new program in its container instead."""
+    if t.kept is not None and t.kept.holds(service):
+        t.kept.start(t, service)
+        return
     projects.claim(project())
     run(compose_argv("--profile", service, "up", "-d", "--no-build", "--pull", "never", "--no-deps", service),
         env=compose_env(t), timeout=120)

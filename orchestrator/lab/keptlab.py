@@ -5,10 +5,12 @@ A block's cells share a lab configuration (orchestrator/model/sweep.py lab_key).
 stays up while its cells run. Per cell, only what carries state is new: the broker PROCESS is restarted inside its
 container (lab/broker.py restart_process), whose network namespace - and the capture sharing it - persists, so
 sessions, retained messages, queues and the TLS session cache are the new process's; the subscriber is a new
-container (a new session) and so is the publisher. Both mount the cell's run folder, which gets a copy of the
-lab's PKI and configuration. When the cell ends, its packets are cut from the running capture into its own
-capture/capture.pcapng (lab/capture_split.py: by time and connection, every packet in exactly one cell or in the
-block's gaps file), so the analysis reads a run folder as it does for a fresh lab.
+process (a new connection and session) and so is the publisher, each started in its client container, which the
+block keeps up (backends/kept_clients.py: they mount the folder of the run folders; a cell's command lines name its
+own). The cell's run folder gets a copy of the lab's PKI and configuration. When the cell ends, its packets are cut
+from the running capture into its own capture/capture.pcapng (lab/capture_split.py: by time and connection, every
+packet in exactly one cell or in the block's gaps file), so the analysis reads a run folder as it does for a fresh
+lab.
 
 A failed or interrupted cell takes the block's lab down with it (its evidence saved first): the next cell brings a
 fresh one up, in a new lab-NNN folder.
@@ -17,16 +19,17 @@ fresh one up, in a new lab-NNN folder.
 from __future__ import annotations
 
 import shutil
-import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from orchestrator.backends import compose, docker
+from orchestrator.backends import compose
 from orchestrator.backends.compose import Topology
+from orchestrator.backends.kept_clients import KeptClients
 from orchestrator.lab.board_side import Exposure
 from orchestrator.lab.broker import BROKER
 from orchestrator.lab.capture_split import CaptureSplitter
@@ -49,9 +52,10 @@ from orchestrator.signals import sigint_deferred
 CLIENTS = ("subscriber", "publisher")
 FRESH_FIRST = ["broker container and its network", "capture", "broker process", "subscriber", "publisher", "PKI"]
 FRESH_EACH = ["broker process (sessions, retained messages, queues, TLS session cache and ticket keys)",
-              "subscriber (container, connection and session)", "publisher (container and connection)"]
+              "subscriber process (connection and session)", "publisher process (connection)"]
 REUSED = ["broker container, its network namespace and the lab network", "capture (one per block, cut per cell)",
-          "PKI and broker configuration (copied into the run folder)"]
+          "PKI and broker configuration (copied into the run folder)",
+          "subscriber and publisher containers (each cell's programs started in them)"]
 
 
 @dataclass
@@ -85,7 +89,7 @@ class KeptLab:
         self.splitter: CaptureSplitter | None = None
         self.served = 0
         self.facts: dict[str, Any] = {}
-        self._removing: threading.Thread | None = None
+        self.clients: KeptClients | None = None  # the subscriber's and publisher's containers, from the first cell
 
     def _up(self, scenario: Scenario, sub: Subscription) -> None:
         n = 1 + sum(1 for p in self.blocks.glob("lab-*") if p.is_dir()) if self.blocks.is_dir() else 1
@@ -98,22 +102,26 @@ class KeptLab:
     @contextmanager
     def cell(self, scenario: Scenario, run_dir: Path, *, sub: Subscription = AT_QOS0) -> Iterator[CellLab]:
         """This cell's share of the lab: the lab brought up (first cell) or its broker process restarted, a new
-        subscriber on the cell's run folder; afterwards its evidence saved and its clients removed. Any exception
-        takes the whole lab down."""
+        subscriber program on the cell's run folder (the publisher's is started through the topology, ``kept``);
+        afterwards the subscriber stopped and the cell's evidence saved and its packets cut. Any exception takes the
+        whole lab down."""
         start = time.time()
         try:
             if self.lay is None:
                 self._up(scenario, sub)
             else:
-                BROKER.restart_process()  # while the cell before's clients are being removed
-                self._clients_removed()
+                BROKER.restart_process()  # the cell before's programs have ended
                 start = time.time()  # the old clients' last segments and the restart are before the window
             assert self.lay is not None and self.topo is not None
             lay, pki = prepare_run_dir(run_dir, scenario, pki_from=self.lay.pki)  # the lab's PKI, in the cell's folder
-            topo = replace(self.topo, run_dir=lay.root, subscriber_args=subscriber_args(scenario, lay, sub))
+            if self.clients is None:
+                self.clients = KeptClients(run_dir.parent)
+                self.clients.prepare(replace(self.topo, run_dir=lay.root))
+            topo = replace(self.topo, run_dir=lay.root, subscriber_args=subscriber_args(scenario, lay, sub),
+                           kept=self.clients)
             self.facts = self._facts()
             compose.start_service(topo, "subscriber")
-            # the publisher's container may start while the subscriber subscribes (it waits for its go)
+            # the publisher's program may start while the subscriber subscribes (it waits for its go)
             ends: list[float] = []
             yield CellLab(lay, pki, topo, lambda: ends.append(time.time()), lambda: wait_subscribed(lay))
             self.served += 1
@@ -122,19 +130,15 @@ class KeptLab:
             raise
         finally:
             with sigint_deferred():
-                if self.lay is not None:
-                    save_evidence(Layout(run_dir))
-                    names = [compose.container_name(s) for s in CLIENTS]
-                    self._removing = threading.Thread(target=docker.remove, args=(names,), name="remove-clients")
-                    self._removing.start()  # joined by the next cell (during its broker restart) or down()
-                    if ends:  # the clients' last segments, after the end, show the capture has all before it
-                        self._cut(Layout(run_dir), start, ends[0])
+                if self.lay is not None and self.clients is not None:
+                    self.clients.signal("subscriber")  # after the end: its last segments are the cut's proof
+                    with ThreadPoolExecutor(max_workers=1) as pool:  # the broker's log and the states meanwhile
+                        evidence = pool.submit(save_evidence, Layout(run_dir), own_logs=CLIENTS)
+                        if ends:  # the subscriber's last segments, after the end: the capture has all before it
+                            self._cut(Layout(run_dir), start, ends[0])
+                        self.facts["programs"] = {s: self.clients.stop(s) for s in CLIENTS}  # their exit codes
+                        evidence.result()
                 protect_secrets(run_dir)
-
-    def _clients_removed(self) -> None:
-        if self._removing is not None:
-            self._removing.join()
-            self._removing = None
 
     def _facts(self) -> dict[str, Any]:
         assert self.lay is not None
@@ -145,7 +149,7 @@ class KeptLab:
     def _cut(self, lay: Layout, start: float, end: float) -> None:
         """The cell's packets, from its start to its end, out of the running capture into its capture.pcapng.
         dumpcap writes the file in bursts: the cut waits (at most 3 s) until a packet from after the end is in it,
-        as the removed clients' closing segments soon are; whatever came later still is in the gaps, counted."""
+        as the stopped subscriber's closing segments soon are; whatever came later still is in the gaps, counted."""
         assert self.splitter is not None
         deadline = time.monotonic() + 3.0
         while not self.splitter.seen_after(end) and time.monotonic() < deadline:
@@ -167,10 +171,12 @@ class KeptLab:
         began = time.monotonic()
         with sigint_deferred():
             try:
-                self._clients_removed()
-                if evidence_too is not None:
-                    save_evidence(evidence_too)
-                save_evidence(lay)
+                if evidence_too is not None:  # its clients' logs are their programs' own, already in its logs/
+                    save_evidence(evidence_too, own_logs=CLIENTS)
+                save_evidence(lay, own_logs=CLIENTS)
+                if self.clients is not None:
+                    clients, self.clients = self.clients, None
+                    clients.remove()
                 stop_capture()
                 if splitter is not None:
                     write_json_atomic(lay.root / "split.json", {"cells_served": self.served, **splitter.finish()})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -195,14 +195,15 @@ def container_logs(found: list[Container], tail: int = 100000) -> dict[str, str]
             return dict(zip(services, pool.map(lambda s: compose.logs([s], tail=tail), services), strict=True))
 
 
-def save_evidence(lay: Layout) -> Failure | None:
-    """Every container's output (logs/<service>.log) and state (logs/containers.json); the first failure."""
+def save_evidence(lay: Layout, *, own_logs: Sequence[str] = ()) -> Failure | None:
+    """Every container's output (logs/<service>.log) and state (logs/containers.json); the first failure.
+    ``own_logs``: services whose log there is their program's own (a kept-up lab's clients), left as it is."""
     try:
         found = compose.containers()
     except TestbedError as exc:  # the engine went away: say so where the evidence would be
         write_json_atomic(lay.containers, {"error": f"could not inspect the containers: {exc.message}"})
         return None
-    for service, text in container_logs([c for c in found if c.service]).items():
+    for service, text in container_logs([c for c in found if c.service and c.service not in own_logs]).items():
         write_text_atomic(lay.container_log(service), text + "\n")
     failure = docker.first_failure(found)
     write_json_atomic(lay.containers, {

@@ -62,7 +62,7 @@ class VirtualDevice:
 
     name: str = "virtual"
     board_path: bool = False
-    fresh_lab_reason: str | None = None  # a new publisher container per cell, on the block's kept-up lab
+    fresh_lab_reason: str | None = None  # a new publisher program per cell, in the block's kept-up publisher container
 
     def check(self, spec: RunSpec) -> None:
         return None
@@ -79,7 +79,7 @@ class VirtualDevice:
     def place(self, scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, topo: Topology,
               mechanism: str | None, exposure: Exposure | None) -> tuple[Topology, Publisher]:
         topo, host = place_publisher(topo, mechanism)
-        return topo, VirtualPublisher(scenario, lay, pki, spec, host=host)
+        return topo, VirtualPublisher(scenario, lay, pki, spec, host=host, kept=topo.kept)
 
     def with_broker_up(self, spec: RunSpec) -> dict[str, Any]:
         return {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from orchestrator.backends import compose, docker
-from orchestrator.backends.compose import Topology
+from orchestrator.backends.compose import KeptServices, Topology
 from orchestrator.backends.images import image_exists
 from orchestrator.backends.images import spec as image_spec
 from orchestrator.errors import TestbedError
@@ -96,6 +96,7 @@ class VirtualPublisher:
     spec: RunSpec
     service: str = SERVICE
     host: str = "broker"  # where it connects: the broker's lab address when it sits behind the router
+    kept: KeptServices | None = None  # a kept-up lab's clients: the device is a program in their publisher container
 
     def start(self, topo: Topology) -> None:
         args = publisher_args(self.scenario, self.lay, self.pki, self.spec, self.host)
@@ -110,11 +111,16 @@ class VirtualPublisher:
         self.lay.publisher_go.touch()
 
     def wait_exit(self, timeout_s: float) -> int | None:
+        if self.kept is not None:
+            return self.kept.wait_exit(self.service, timeout_s)
         return docker.wait_exited(compose.container_name(self.service), timeout_s)
 
     def stop(self) -> None:
         """The device's password file removed (read when it started; pki/passwords.txt keeps the run's); the
-        teardown stops and removes the container (its log and state saved first)."""
+        teardown stops and removes the container (its log and state saved first); in a kept-up lab's container
+        the device's program still running is ended."""
+        if self.kept is not None:
+            self.kept.stop(self.service)
         if self.pki is not None:
             credentials.device_password_file(self.pki).unlink(missing_ok=True)
 
@@ -124,5 +130,6 @@ class VirtualPublisher:
         errors = summary.get("errors") if summary else None
         if errors:
             return "; ".join(str(e) for e in errors[:5]) + (f" (+{len(errors) - 5} more)" if len(errors) > 5 else "")
-        lines = [ln for ln in compose.logs([self.service], tail=20).splitlines() if ln.strip()]
+        text = self.kept.log_tail(self.service) if self.kept is not None else compose.logs([self.service], tail=20)
+        lines = [ln for ln in text.splitlines() if ln.strip()]
         return lines[-1] if lines else "publisher exited with an error and printed nothing"
