@@ -84,6 +84,14 @@ def _topic_alias_needs_mqtt5(v: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _backoff_base_within_cap(v: Mapping[str, Any]) -> str | None:
+    base, cap = v.get("reconnect_base_ms"), v.get("reconnect_cap_ms")
+    if v.get("reconnect") == "backoff" and base is not None and cap is not None and base > cap:
+        return (f"--reconnect-base {base:g} ms is above --reconnect-cap {cap:g} ms: the backoff's first wait "
+                "would already exceed its cap")
+    return None
+
+
 def _repeat_seeds_fit(v: Mapping[str, Any]) -> str | None:
     if v["seed"] + v["repeat"] - 1 > MAX_SEED:
         return f"--seed {v['seed']} with --repeat {v['repeat']}: repeat r runs with seed + r - 1, above {MAX_SEED}"
@@ -94,6 +102,7 @@ RULES: tuple[Rule, ...] = (
     Rule("payload-fits", _payload_fits),
     Rule("esp32-needs-serial-port", _esp32_needs_port),
     Rule("topic-alias-needs-mqtt5", _topic_alias_needs_mqtt5),
+    Rule("backoff-base-within-cap", _backoff_base_within_cap),
 )
 SWEEP_RULES: tuple[Rule, ...] = (  # on a sweep's own values, once per plan
     Rule("repeat-seeds-fit", _repeat_seeds_fit),

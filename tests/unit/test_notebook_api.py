@@ -188,7 +188,7 @@ def test_the_cells_axis_values_are_typed_as_their_axes(tmp_path: Path) -> None:
     assert tls["started_utc"] == pd.Timestamp("2026-11-30T02:00:05Z") and pd.isna(tls["serial_port"])
     assert pd.isna(cells.set_index("cell_id").loc["plain-65B-none-r1", "samples"])  # no spec kept: missing
     assert cells.attrs["units"] == {"payload": "B", "interval_ms": "ms", "sleep_ms": "ms", "ack_timeout_ms": "ms",
-                                    "session_expiry_s": "s"}
+                                    "session_expiry_s": "s", "reconnect_base_ms": "ms", "reconnect_cap_ms": "ms"}
 
 
 def test_connections_and_devices_of_the_cells_that_have_them(tmp_path: Path) -> None:
