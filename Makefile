@@ -48,9 +48,19 @@ images: venv system-demo docker
 demo: images
 	$(TESTBED) sweep $(DEMO_ARGS)
 
-# --durations=25: every run (CI's too) ends with its 25 slowest tests, where CI's minutes go
+# Two pytest processes side by side: the tests marked docker (real containers; mostly waiting on messages sent at
+# their interval) in the foreground, and the rest (unit, firmware-core builds, network namespaces) beside them,
+# niced so that the containers' timing comes first; its output is shown after (build/test-nodocker.log). Each ends
+# with its slowest tests (--durations), where CI's minutes go; the target fails when either fails (5, no tests,
+# is a failure too), and Ctrl-C stops both.
 test: venv system docker images
-	$(BIN)/pytest --durations=25 $(PYTEST_ARGS)
+	@mkdir -p build
+	@echo "pytest -m 'not docker', beside pytest -m docker (log: build/test-nodocker.log)"
+	@nice -n 10 $(BIN)/python scripts/sigint-default.py $(BIN)/pytest --durations=15 -m "not docker" $(PYTEST_ARGS) > build/test-nodocker.log 2>&1 & other=$$!; \
+	trap 'kill $$other 2>/dev/null' INT TERM; \
+	$(BIN)/pytest --durations=25 -m docker $(PYTEST_ARGS); docker=$$?; \
+	wait $$other; nodocker=$$?; echo "== not docker (build/test-nodocker.log)"; cat build/test-nodocker.log; \
+	echo "make test: docker exit $$docker, not docker exit $$nodocker"; exit $$(( docker || nodocker ))
 
 # two pytest processes, one per core: tests/firmware (mostly C++ builds) in the background, its output shown after
 # tests/unit's; the target fails when either does
