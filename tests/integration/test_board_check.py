@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from orchestrator.publishers.board.protocol import VERSION
+
 from .board_emu import emulate
 from .conftest import owned
 from .docker_user import DockerUser
@@ -39,7 +41,7 @@ def test_a_board_that_behaves_passes_every_step(docker_user: DockerUser) -> None
     code, lines, said, out = _check(docker_user, "check-good", "--seed", "3")
     assert code == 0, said[-3000:]
     assert [x[9:16].strip() for x in lines] == list(STEPS) and all(x.startswith("ok ") for x in lines), said
-    assert "board-emu, protocol 2, chip board-emu" in _step(lines, "banner")
+    assert f"board-emu, protocol {VERSION}, chip board-emu" in _step(lines, "banner")
     assert "20/20 messages arrived (tls, 65 B, every 250 ms)" in _step(lines, "run")
     assert _step(lines, "suites").endswith(
         "offered TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256 (0xcca9); the broker chose "
