@@ -50,6 +50,7 @@ from orchestrator.results.atomic import protect_secrets, read_json, write_json_a
 from orchestrator.signals import sigint_deferred
 
 CLIENTS = ("subscriber", "publisher")
+CUT_WAIT_S = 10.0  # for dumpcap to write a packet from after the cell's end (3 s was short on a loaded CI host)
 FRESH_FIRST = ["broker container and its network", "capture", "broker process", "subscriber", "publisher", "PKI"]
 FRESH_EACH = ["broker process (sessions, retained messages, queues, TLS session cache and ticket keys)",
               "subscriber process (connection and session)", "publisher process (connection)"]
@@ -148,15 +149,16 @@ class KeptLab:
 
     def _cut(self, lay: Layout, start: float, end: float) -> None:
         """The cell's packets, from its start to its end, out of the running capture into its capture.pcapng.
-        dumpcap writes the file in bursts: the cut waits (at most 3 s) until a packet from after the end is in it,
-        as the stopped subscriber's closing segments soon are; whatever came later still is in the gaps, counted."""
+        dumpcap writes the file in bursts: the cut waits (at most CUT_WAIT_S) until a packet from after the end is in
+        it, as the stopped subscriber's closing segments soon are. When none came, ``complete`` is false and the cell
+        warns: the cell's last packets may be in the block's gaps (counted there), not in its capture."""
         assert self.splitter is not None
-        deadline = time.monotonic() + 3.0
-        while not self.splitter.seen_after(end) and time.monotonic() < deadline:
+        deadline = time.monotonic() + CUT_WAIT_S
+        while not (complete := self.splitter.seen_after(end)) and time.monotonic() < deadline:
             time.sleep(0.02)
         cut = self.splitter.cut(lay.root.name, start, end, lay.capture)
         self.facts["capture"] = {"cut_from": f"{self.facts['folder']}/capture/capture.pcapng",
-                                 "window_s": round(end - start, 3), "packets": cut.packets,
+                                 "window_s": round(end - start, 3), "packets": cut.packets, "complete": complete,
                                  "window_packets_to_gaps": cut.to_gaps,
                                  "rule": "a packet is the cell's when its time is in the cell's window and its TCP "
                                          "connection began in it; every other goes to the block's gaps.pcapng"}

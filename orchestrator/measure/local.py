@@ -136,6 +136,9 @@ def measure(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Imp
     record.lap("teardown")
     if lab is not None:
         record.set(lab=lab.facts)
+        if lab.facts.get("capture", {}).get("complete") is False:
+            record.warn("the capture had no packet from after the cell's end when it was cut: the cell's last packets "
+                        "may be missing from its capture (they are in the block's gaps.pcapng)")
     return seen
 
 

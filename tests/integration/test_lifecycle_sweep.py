@@ -52,8 +52,10 @@ def test_every_reconnection_after_the_first_is_resumed_on_the_wire(lifecycle_bun
         assert resumed["wire_bytes_median"] < full["wire_bytes_median"] - 500  # no Certificate, no ECDHE
         cpu = metrics["broker_cpu"]["process"] or metrics["broker_cpu"]["cgroup"]
         assert cpu["per_connection"]["events"] >= SAMPLES * 0.8, cpu  # the windows hold the connections
-    _info, metrics, conns = _cell(lifecycle_bundle, "tls-65B-none-reconnect-r1")
-    assert metrics["connections"]["handshakes"]["full"] == SAMPLES and (conns["tcp_end"] != "capture end").all()
+    info, metrics, conns = _cell(lifecycle_bundle, "tls-65B-none-reconnect-r1")
+    said = (metrics["connections"], conns["evidence"].value_counts().to_dict(), info.get("lab"), info["warnings"])
+    assert metrics["connections"]["handshakes"]["full"] == SAMPLES, said
+    assert (conns["tcp_end"] != "capture end").all(), said
 
 
 def test_plain_cells_asked_to_resume_run_as_reconnect_and_say_so(lifecycle_bundle: Path) -> None:
