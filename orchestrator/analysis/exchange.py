@@ -1,8 +1,9 @@
 """Per message, the whole QoS exchange from the capture: its PUBLISH (and DUP resends), PUBACK, or PUBREC, PUBREL
 and PUBCOMP, paired by packet id, with the bytes each way (docs/qos-sessions.md).
 
-The capture is read in one extra export pass of its own fields (:data:`EXCHANGE_FIELDS`: tshark's header flags,
-length and packet id of every MQTT packet, and the TLS records of each frame). Every MQTT packet has header
+The packets come from the run's one export pass (:func:`packets_of_table`, called on each chunk of it: tshark's
+header flags, length and packet id of every MQTT packet, and the TLS records of each frame, among the run's
+fields), or from an export of :data:`EXCHANGE_FIELDS` alone (:func:`parse_packets`). Every MQTT packet has header
 flags and a length; only PUBLISH at QoS 1/2 and the acknowledgements carry a packet id, so a frame's ids are
 given, in order, to its packets of those types (tshark prints a frame's fields in packet order).
 
@@ -29,6 +30,7 @@ EXCHANGE_FIELDS: tuple[str, ...] = (
     "frame.number", "frame.time_epoch", "tcp.stream", "tcp.srcport", "tcp.dstport", "tls.record.content_type",
     "tls.record.length", "mqtt.hdrflags", "mqtt.len", "mqtt.msgid", "mqtt.msg",
 )
+EXCHANGE_ONLY = ("mqtt_hdrflags", "mqtt_msgid")  # the run export's columns only the exchanges read
 PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 3, 4, 5, 6, 7
 _HAS_ID = (PUBACK, PUBREC, PUBREL, PUBCOMP)
 TLS_RECORD_HEADER = 5
@@ -57,6 +59,7 @@ class Packet:
     packet_id: int | None
     wire_len: int | None
     payload_hex: str = ""
+    seq: int | None = None  # read from the payload already (then payload_hex is not kept)
 
 
 def _remaining_header(remaining: int) -> int:
@@ -67,8 +70,8 @@ def _split(text: str) -> list[str]:
     return text.split(AGGREGATOR) if text else []
 
 
-def _frame_packets(cols: list[str], broker_port: int) -> list[Packet]:
-    frame, t, stream, sport, dport, ctypes, rlens, flags, lens, ids, msgs = cols
+def _frame_packets(frame: int, t: float, stream: int, up: bool, ctypes: str, rlens: str, flags: str, lens: str,
+                   ids: str, msgs: str, keep_payload: bool = True) -> list[Packet]:
     hdr = [int(f, 16) for f in _split(flags)]
     remaining = [int(n) for n in _split(lens)]
     if not hdr or len(hdr) != len(remaining):
@@ -85,8 +88,10 @@ def _frame_packets(cols: list[str], broker_port: int) -> list[Packet]:
         size = rem + _remaining_header(rem)
         wire = (app[i] + TLS_RECORD_HEADER if len(app) == len(hdr) else None) if tls else size
         payload = payloads.pop(0) if kind == PUBLISH and payloads else ""
-        out.append(Packet(int(frame), float(t), int(stream), int(dport) == broker_port, kind, h, size, pid, wire,
-                          payload))
+        if keep_payload or not (up and payload):
+            out.append(Packet(frame, t, stream, up, kind, h, size, pid, wire, payload))
+        else:  # its sequence number is all an exchange needs of it
+            out.append(Packet(frame, t, stream, up, kind, h, size, pid, wire, "", _seq_of(payload)))
     return out
 
 
@@ -96,7 +101,23 @@ def parse_packets(text: str, broker_port: int) -> list[Packet]:
     for line in text.splitlines():
         cols = line.split("\t")
         if len(cols) == len(EXCHANGE_FIELDS) and cols[7]:
-            packets += _frame_packets(cols, broker_port)
+            frame, t, stream, _sport, dport, ctypes, rlens, flags, lens, ids, msgs = cols
+            packets += _frame_packets(int(frame), float(t), int(stream), int(dport) == broker_port, ctypes, rlens,
+                                      flags, lens, ids, msgs)
+    return packets
+
+
+def packets_of_table(part: pd.DataFrame, broker_port: int) -> list[Packet]:
+    """A chunk of the run's export (analysis/fields.py parse_fields) -> its MQTT packets, in capture order: the
+    exchanges' share of the run's one export pass. Only the sequence number of a PUBLISH is kept, not its payload
+    (a fleet's capture holds hundreds of thousands)."""
+    m = part[part["mqtt_hdrflags"] != ""]
+    packets: list[Packet] = []
+    for frame, t, stream, dport, ctypes, rlens, flags, lens, ids, msgs in zip(
+            m["frame"], m["time"], m["stream"], m["dst_port"], m["tls_ctype"], m["tls_rec_len"], m["mqtt_hdrflags"],
+            m["mqtt_len"], m["mqtt_msgid"], m["mqtt_msg"], strict=True):
+        packets += _frame_packets(int(frame), float(t), int(stream), int(dport) == broker_port, str(ctypes),
+                                  str(rlens), flags, str(lens), ids, msgs, keep_payload=False)
     return packets
 
 
@@ -132,9 +153,13 @@ class _Exchange:
         }
 
 
-def _seq(p: Packet) -> int | None:
-    parsed = parse_message(bytes.fromhex(p.payload_hex)) if p.payload_hex else None
+def _seq_of(payload_hex: str) -> int | None:
+    parsed = parse_message(bytes.fromhex(payload_hex)) if payload_hex else None
     return parsed[1] if parsed else None
+
+
+def _seq(p: Packet) -> int | None:
+    return p.seq if p.seq is not None else _seq_of(p.payload_hex)
 
 
 def exchanges(packets: list[Packet]) -> pd.DataFrame:

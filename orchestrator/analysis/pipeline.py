@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from orchestrator.analysis import handshake, metrics, tlsrecords
+from orchestrator.analysis import exchange, handshake, metrics, tlsrecords
 from orchestrator.analysis.csvout import csv_chunks
+from orchestrator.analysis.exchange import EXCHANGE_ONLY
 from orchestrator.analysis.fields import (
     Columns,
     ExportOutcome,
@@ -105,6 +106,7 @@ class RunAnalysis:
     metrics: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     send_log: pd.DataFrame | None = None  # the publisher's send log as read (a fleet's: device, t_intended_us)
+    mqtt_packets: list[exchange.Packet] = field(default_factory=list)  # every MQTT packet, for its exchanges
 
 
 def _norm_version(v: str) -> str:
@@ -180,8 +182,10 @@ def _legs(packets: pd.DataFrame, port: int, pub: set[int], sub: set[int]) -> pd.
     return pd.Categorical.from_codes(code, categories=["", *legs])
 
 
-def _export_tables(inputs: RunInputs, exporter: FieldExporter) -> tuple[pd.DataFrame, pd.DataFrame, ExportOutcome]:
-    """The one export pass, parsed chunk by chunk while the exporter still runs (frames are independent).
+def _export_tables(inputs: RunInputs, exporter: FieldExporter,
+                   mqtt_packets: list[exchange.Packet]) -> tuple[pd.DataFrame, pd.DataFrame, ExportOutcome]:
+    """The one export pass, parsed chunk by chunk while the exporter still runs (frames are independent); each
+    chunk's MQTT packets are added to ``mqtt_packets`` (the exchanges', analysis/exchange.py).
 
     The exporter hands over whole lines as soon as it has them, so parsing here overlaps the
     exporting program's own work (it uses one core, parsing the other): this is what keeps the
@@ -193,8 +197,10 @@ def _export_tables(inputs: RunInputs, exporter: FieldExporter) -> tuple[pd.DataF
 
     def handle(text: str) -> None:
         part = parse_fields(text)
+        mqtt_packets.extend(exchange.packets_of_table(part, inputs.broker_port))
         msg_parts.append(own_columns(explode_mqtt(part, payload_cache)))
-        packet_parts.append(own_columns(compact(part, drop=["mqtt_msg"])))  # the payloads are in msg_parts now
+        # the payloads are in msg_parts now, header flags and packet ids in mqtt_packets
+        packet_parts.append(own_columns(compact(part, drop=["mqtt_msg", *EXCHANGE_ONLY])))
 
     outcome = exporter(inputs.export_request(), handle)
     if not packet_parts:
@@ -215,9 +221,10 @@ def _dissector_bugs(outcome: ExportOutcome) -> list[str]:
             f"tables (first: {bugs[0][:300]})"]
 
 
-def _exported(inputs: RunInputs, exporter: FieldExporter, warnings: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _exported(inputs: RunInputs, exporter: FieldExporter, warnings: list[str],
+              mqtt_packets: list[exchange.Packet]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The export pass's tables; an unreadable capture is a TestbedError saying what is wrong with the file."""
-    packets, msgs, outcome = _export_tables(inputs, exporter)
+    packets, msgs, outcome = _export_tables(inputs, exporter, mqtt_packets)
     if outcome.returncode != 0 or packets.empty:
         # only now walk the record headers: say exactly what is wrong with the file
         scan = scan_capture(inputs.pcap)
@@ -245,10 +252,11 @@ def analyse_run(inputs: RunInputs, exporter: FieldExporter) -> RunAnalysis:
     that cannot give honest figures (a capture's error first, as if the logs were read after it).
     """
     warnings: list[str] = []
+    mqtt_packets: list[exchange.Packet] = []
     capture_format(inputs.pcap)  # empty or foreign file: a clear error before tshark runs
     with ThreadPoolExecutor(1, thread_name_prefix="analysis-logs") as pool:
         logs = pool.submit(_read_logs, inputs, [])
-        packets, msgs = _exported(inputs, exporter, warnings)
+        packets, msgs = _exported(inputs, exporter, warnings, mqtt_packets)
         inbound, outbound, matched_by = _match_publish(msgs, packets, inputs, warnings)
         msgs = msgs[list(MESSAGE_COLUMNS_KEPT)]  # the rest (payloads, devices) is in inbound/outbound now
         give_back_freed_memory()
@@ -266,7 +274,7 @@ def analyse_run(inputs: RunInputs, exporter: FieldExporter) -> RunAnalysis:
     m = _metrics(inputs, packets, msgs, inbound, outbound, pm, pub_log, sub_log, pub_streams, sub_streams,
                  warnings)
     m["capture"]["messages_matched_by"] = matched_by
-    return RunAnalysis(packets, pm, m, warnings, send_log=pub_log)
+    return RunAnalysis(packets, pm, m, warnings, send_log=pub_log, mqtt_packets=mqtt_packets)
 
 
 def _match_publish(msgs: pd.DataFrame, packets: pd.DataFrame, inputs: RunInputs,

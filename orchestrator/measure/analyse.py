@@ -40,8 +40,7 @@ def analyse_run_folder(run_dir: Path, scenario: Scenario, spec: RunSpec, resourc
         add_connections(analysis, lay, scenario, spec, keylogs, keying)
     device = variant_for(spec).recorded(lay).get("device") or {}  # the device's own padding granularity
     tlsrecords.with_granularity(analysis.metrics, device.get("tls13_padding_granularity"), "the device's summary")
-    if exchanges.wanted(spec):  # QoS 1/2, MQTT 5: each message's exchange (measure/exchanges.py)
-        exchanges.add_exchanges(analysis, lay, scenario, keylogs)
+    exchanges.add_exchanges(analysis, lay)  # each message's exchange (measure/exchanges.py)
     if board_clock is not None:
         analysis.metrics["clock"] = with_delay_verdict(analysis.metrics, board_clock, summary.get("puback_rtt_ms"))
     res = dict(analysis.metrics.get("resources") or {})

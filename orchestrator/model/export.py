@@ -50,6 +50,8 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("mqtt_type", "mqtt.msgtype"),
     ("mqtt_len", "mqtt.len"),
     ("mqtt_msg", "mqtt.msg"),
+    ("mqtt_hdrflags", "mqtt.hdrflags"),  # type, DUP and QoS of each MQTT packet (analysis/exchange.py)
+    ("mqtt_msgid", "mqtt.msgid"),  # the packet ids of QoS 1/2 PUBLISH and of the acknowledgements
 )
 FIELD_NAMES: tuple[str, ...] = tuple(name for _, name in FIELDS)
 

@@ -5,7 +5,8 @@ Checked against an independent count from the same capture: tshark's TCP payload
 publisher's connection in both directions, from its first PUBLISH to its last acknowledgement, divided by the
 messages - no MQTT parsing, no packet-id pairing. And TLS adds 21 B (5 header + 16 tag) to every packet of the
 exchange: the TLS run's wire bytes are its MQTT bytes + 21 x its packets, and its MQTT bytes are the plain run's.
-Capturing on lo needs root (CI runs as root). ``-s`` prints the table.
+The run's one export pass gives the same MQTT packets as an export of the exchange's fields alone. Capturing on lo
+needs root (CI runs as root). ``-s`` prints the table.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from fwtest_support import Broker, HostBuild, Pki
 from test_firmware_tls_acceptance import CHACHA_IANA, CHACHA_OPENSSL, Capture, _need_capture
 
 from orchestrator.analysis import exchange
+from orchestrator.analysis.fields import parse_fields
 from orchestrator.backends.tshark import export_fields
 from orchestrator.model.export import ExportRequest
 
@@ -108,3 +110,22 @@ def test_exchange_bytes_agree_with_the_tcp_count_and_tls_adds_21_per_packet(capt
         row = later.iloc[0]
         print(f"{transport:9} {qos:3} {mqtt:5} {row['mqtt_bytes_up']:8} {row['mqtt_bytes_down']:9} "
               f"{row['mqtt_bytes']:5} {row['wire_bytes']:5} {counted / N:14.2f} {int(packets.iloc[0]):8}")
+    _one_pass_agrees(pcap, broker, tmp_path)
+
+
+def _one_pass_agrees(pcap: Path, broker: Broker, tmp_path: Path) -> None:
+    """The exchanges are read from the run's one export pass (analysis/pipeline.py): every MQTT packet of both
+    transports, its header flags, length, packet id, wire bytes and the PUBLISH's sequence number, as an export of
+    the exchange's own fields gives them."""
+    for transport, port in (("plain", broker.plain_port), ("tls", broker.tls_port)):
+        keys = tuple(sorted(tmp_path.glob("keys-*.log"))) if transport == "tls" else ()
+        request = ExportRequest(pcap, port, transport == "tls", keys)
+        alone = exchange.parse_packets(export_fields(exchange.exchange_request(request)), port)
+        one_pass = exchange.packets_of_table(parse_fields(export_fields(request)), port)
+
+        def key(p: exchange.Packet) -> tuple[object, ...]:
+            return (p.frame, p.time, p.stream, p.up, p.type, p.flags, p.mqtt_len, p.packet_id, p.wire_len,
+                    p.seq if p.seq is not None else exchange._seq_of(p.payload_hex))
+
+        assert len(alone) > 12 * N and [key(p) for p in one_pass] == [key(p) for p in alone], transport
+        assert sum(p.seq is not None for p in one_pass) >= 6 * N  # the publisher's PUBLISH, by their payloads
