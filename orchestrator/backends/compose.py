@@ -221,10 +221,14 @@ def down(name: str | None = None) -> list[str]:
     """Remove every container, network and volume of the project (this process's, or ``name``) and its
     impairment helpers, then its lock; safe to run twice. Another project's objects are never touched."""
     name = name or project()
-    run(down_argv(name=name), env=IDLE_ENV, timeout=120)
-    # leftovers compose no longer knows (a changed compose file, helpers, a crashed orchestrator)
-    removed = docker.remove_labelled(f"{PROJECT_LABEL}={name}") + docker.remove_labelled(
-        f"{projects.PROJECT_LABEL}={name}")
+
+    def remove() -> list[str]:
+        run(down_argv(name=name), env=IDLE_ENV, timeout=120)
+        # leftovers compose no longer knows (a changed compose file, helpers, a crashed orchestrator)
+        return docker.remove_labelled(f"{PROJECT_LABEL}={name}") + docker.remove_labelled(
+            f"{projects.PROJECT_LABEL}={name}")
+
+    removed = docker.once_the_engine_answers(remove)  # a dockerd being restarted is waited for, bounded
     # this process keeps its own lock to the end (a sweep's next cell reuses the project: a `testbed down`
     # elsewhere between two cells must still see it live); a crashed invocation's lock file goes now
     projects.forget(name)
