@@ -9,7 +9,13 @@ container's main process, in ns: Linux with a local engine; not Docker Desktop's
 
 Memory likewise, as two series (a fleet's memory per connected client comes from them): the cgroup's
 usage less its page cache (``inactive_file`` on cgroup v2, ``total_inactive_file`` on v1, else ``cache``:
-what `docker stats` shows) and the process's own VmRSS (/proc/<pid>/status), where this host can read it."""
+what `docker stats` shows) and the process's own VmRSS (/proc/<pid>/status), where this host can read it.
+
+The broker process can be replaced while the sampler runs (a storm's broker-restart event: the image's entrypoint
+starts a new Mosquitto as its child): each sample looks up the entrypoint's child again and follows the new one,
+its CPU time added to the old one's last reading, so the process series stays a running total
+(``broker_process_restarts`` counts the switches; the old process's CPU after its last sample, at most a second's
+worth, is not in it)."""
 
 from __future__ import annotations
 
@@ -40,6 +46,10 @@ class StatsSampler:
         self.mem_series: list[tuple[float, int]] = []  # (the engine's read time; cgroup bytes less page cache)
         self.rss_series: list[tuple[float, int]] = []  # (this host's time; the process's VmRSS bytes)
         self.pid: int | None = None
+        self.entrypoint: int | None = None  # the container's first process, whose child the broker is
+        self.process_restarts = 0
+        self._offset_ns = 0  # the CPU time of the processes followed before this one
+        self._last_own: int | None = None
         self.error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -52,7 +62,8 @@ class StatsSampler:
     def _follow(self) -> None:
         try:
             container = sdk_client(timeout=30).containers.get(self.container_name)
-            self.pid = main_process(int((container.attrs.get("State") or {}).get("Pid") or 0) or None)
+            self.entrypoint = int((container.attrs.get("State") or {}).get("Pid") or 0) or None
+            self.pid = main_process(self.entrypoint)
             for s in container.stats(stream=True, decode=True):
                 self._take(s)
                 if self._stop.is_set():
@@ -74,7 +85,7 @@ class StatsSampler:
         used = cgroup_memory_bytes(mem_stats)
         if used is not None and read is not None:
             self.mem_series.append((read, used))
-        own = process_cpu_ns(self.pid)
+        own = self._process_cpu_ns()
         now = time.time()
         if own is not None:
             self.process_series.append((now, own))
@@ -85,13 +96,27 @@ class StatsSampler:
             self.peak_mem = max(self.peak_mem or 0, int(mem))
         self.samples += 1
 
+    def _process_cpu_ns(self) -> int | None:
+        """The broker process's CPU time, running on across a replaced process (the entrypoint's new child)."""
+        now = main_process(self.entrypoint) if self.entrypoint else None
+        if now and now not in (self.pid, self.entrypoint):
+            self._offset_ns += self._last_own or 0
+            self.pid, self._last_own = now, None
+            self.process_restarts += 1
+        own = process_cpu_ns(self.pid)
+        if own is None:
+            return None
+        self._last_own = own
+        return self._offset_ns + own
+
     def stop(self) -> dict[str, Any]:
         """The figures so far. The stream sends a sample a second; rather than wait up to that second for the next
         one, the process's CPU and RSS are read once more now (the cgroup's figures are the last sample's)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=0.05)
-        own, rss, now = process_cpu_ns(self.pid), process_rss_bytes(self.pid), time.time()
+        own = self._process_cpu_ns()
+        rss, now = process_rss_bytes(self.pid), time.time()
         if own is not None and self.process_series:
             self.process_series.append((now, own))
         if rss is not None and self.rss_series:
@@ -106,6 +131,7 @@ class StatsSampler:
                 "broker_cpu_source": "process" if process_s is not None else "cgroup" if cgroup_s is not None else None,
                 "broker_cgroup_cpu_s": cgroup_s,
                 "broker_peak_mem_bytes": self.peak_mem, "stats_samples": self.samples,
+                "broker_process_restarts": self.process_restarts,
                 "stats_error": self.error, "broker_cpu_series": [[round(t, 6), c] for t, c in self.series],
                 "broker_process_cpu_series": [[round(t, 6), c] for t, c in self.process_series],
                 "broker_mem_series": [[round(t, 6), b] for t, b in self.mem_series],
