@@ -72,6 +72,8 @@ def broker_oom(f: Fault) -> None:
         while time.monotonic() < deadline and docker("inspect", "-f", "{{.State.Running}}", name).stdout.strip() \
                 == "true":
             time.sleep(0.1)
+        state = docker("inspect", "-f", "{{.State.Running}} {{.State.OOMKilled}}", name).stdout.strip()
+        assert state != "true false", f"the broker outlived the limit and the 96 MB PUBLISH for 20 s ({state})"
     finally:
         client.loop_stop()
         client.disconnect()

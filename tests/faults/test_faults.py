@@ -7,9 +7,7 @@ first cell's files and manifest entry are byte-identical (checksums before and a
 of ours is left (containers, helpers, networks, volumes, nft tables, qdiscs, NFQUEUE rules, the user's processes,
 .tmp files; on the lab's hosts too); `testbed sweep --resume` completes, running exactly the missing cell.
 
-Cases still to add (written in injectors.py, not yet run through): dockerd restarted (it leaves the user's
-containers: the teardown ran while the engine was down), a lab host paused, the board unplugged. The table of what
-each case saw is printed at the end of the session (tests/faults/conftest.py).
+The table of what each case saw is printed at the end of the session (tests/faults/conftest.py).
 """
 
 from __future__ import annotations
@@ -105,7 +103,7 @@ class Case:
     repair: Callable[[Fault], None] = nothing  # before the resume (the fault's cause taken away)
     teardown: Callable[[Fault], None] = nothing  # always, at the end
     left_elsewhere: Callable[[Fault], list[str]] = lambda _f: []  # what of ours is left beyond this machine
-    clean_within_s: float = 5.0  # nothing left this long after the exit (after the signal for a signal)
+    clean_within_s: float = 5.0  # nothing left this long after the exit (above 5 s: after the fault, a signal's)
     recorded: bool = True  # the cell's record can take its end (not on a full disk: the user's output tells it)
 
 
@@ -113,7 +111,8 @@ CASES = [
     Case("broker-killed", "broker killed", "docker kill of the broker container", inj.kill("broker"),
          r"broker"),
     Case("broker-oom", "broker out of memory", "docker update --memory 32m on the broker, then one 96 MB PUBLISH "
-         "(Mosquitto buffers it whole)", inj.broker_oom, r"broker .*lack of memory \(OOMKilled"),
+         "(Mosquitto buffers it whole)", inj.broker_oom, r"broker .*lack of memory \(OOMKilled",
+         plan=PLAN[:-3] + ("60ms", "--order", "as-listed")),  # a cell long enough for the limit and the PUBLISH
     Case("capture-killed", "capture killed", "docker kill of the capture container", inj.kill("capture"),
          r"capture"),
     Case("subscriber-killed", "subscriber killed", "docker kill of the subscriber container",
@@ -131,6 +130,17 @@ CASES = [
     Case("sigint-twice", "SIGINT twice", "kill -INT of the CLI, again 0.3 s later (during its cleanup)",
          inj.signals(signal.SIGINT, signal.SIGINT), r"interrupted by the user \(SIGINT\)", status="interrupted",
          exit_code=130, clean_within_s=20.0),
+    Case("dockerd-restarted", "dockerd restarted", "dockerd stopped (SIGTERM, as scripts/stop-dockerd.sh) and started "
+         "again by scripts/ensure-docker.sh", inj.restart_dockerd, r"(?i)broker|capture|subscriber|publisher|engine",
+         repair=inj.engine_back, teardown=inj.engine_back, clean_within_s=90.0),
+    Case("lab-host-paused", "a lab host paused", "docker pause of the publisher's lab host mid-cell (no answer, not "
+         "even a reset) until the SSH keepalives count it lost (6 s) + 2 s, then unpaused", inj.pause_lab_host,
+         r"(?i)publisher|lost|unreachable", plan=PLAN[:-3] + ("50ms", "--order", "as-listed"), setup=inj.lab_sweep,
+         busy=inj.lab_publishing, teardown=inj.unpause_lab_host, left_elsewhere=inj.left_on_lab_hosts,
+         clean_within_s=30.0),
+    Case("board-unplugged", "the board unplugged", "board-emu exits half-way through the second cell (its serial "
+         "port gone, as a board's USB cable pulled)", inj.board_gone, r"(?i)board|serial", setup=inj.board_sweep,
+         repair=inj.board_back, teardown=inj.board_off),
     Case("second-user", "a second user's sweep started at the same time", "root's sweep of the same plan started "
          "with the user's (its own compose project)", inj.second_user_done, None, status="ok", exit_code=0,
          setup=inj.second_user_sweep, teardown=inj.second_user_off),
@@ -199,7 +209,7 @@ def test_one_fault_mid_cell(case: Case, docker_user: DockerUser, request: pytest
         left, took = _until_clean(f, case, before,
                                   f.injected_at if case.clean_within_s > 5 else exited)
         row["what was left"] = "; ".join(left) if left else f"nothing ({took:.1f} s after the " + \
-            ("signal)" if case.clean_within_s > 5 else "exit)")
+            ("fault)" if case.clean_within_s > 5 else "exit)")
         assert f.proc.returncode == case.exit_code, said[-3000:]
         assert "Traceback" not in said and "internal error" not in said, said[-3000:]
         assert told.startswith(f"{case.status} {second}"), said[-3000:]  # the user is told the cell, by name
