@@ -5,7 +5,9 @@ The capture of a kept-up lab (lab/keptlab.py) is one pcapng that dumpcap writes 
 either to the cell's capture/capture.pcapng or to the block's gaps file, never both, never neither:
 
 - a packet goes to the cell when its timestamp is in the cell's window [start, end) AND its TCP connection was
-  first seen in that window (a late segment of an earlier cell's connection is not this cell's);
+  first seen in that window (a late segment of an earlier cell's connection is not this cell's). A connection
+  begins with its client's SYN: a SYN on the ports of an earlier connection is a new one (a reconnecting device
+  makes hundreds in a block and the kernel reuses its ephemeral ports: CI lost 3 of a cell's 200 connections);
 - every other packet (between two cells: the old clients' FIN/RST, the broker's restart; a packet of a connection
   begun outside the window) and every block other than the header (SHB, IDB) goes to the gaps file.
 
@@ -22,6 +24,7 @@ from pathlib import Path
 SHB, IDB, EPB = 0x0A0D0D0A, 0x00000001, 0x00000006
 ETHERNET, SLL, SLL2 = 1, 113, 276
 Conn = tuple[tuple[bytes, int], tuple[bytes, int]]
+Packet = tuple[int, bytes, float, Conn | None, bool]  # block type, block, time, connection, a client's SYN
 
 
 @dataclass
@@ -54,11 +57,11 @@ class CaptureSplitter:
         """Packets up to ``end`` (seconds, the epoch): those of ``label``'s window to ``into``, the others to the
         gaps file. Packets after ``end`` stay for the next cut."""
         out, gaps, result = bytearray(), bytearray(), Cut(start=start, end=end)
-        for kind, block, ts, conn in self._blocks(stop_at=end):
+        for kind, block, ts, conn, opens in self._blocks(stop_at=end):
             if kind != EPB:
                 gaps += block
                 continue
-            if conn is not None and conn not in self.owner:
+            if conn is not None and (opens or conn not in self.owner):
                 self.owner[conn] = label if start <= ts else ""
             if start <= ts < end and (conn is None or self.owner[conn] == label):
                 out += block
@@ -81,7 +84,7 @@ class CaptureSplitter:
         """Everything after the last cut to the gaps (the capture has stopped); the counts, checked against the
         packets in the whole file."""
         gaps, n = bytearray(), 0
-        for kind, block, _ts, _conn in self._blocks(stop_at=None):
+        for kind, block, _ts, _conn, _opens in self._blocks(stop_at=None):
             gaps += block
             n += kind == EPB
         self._to_gaps(gaps, n)
@@ -99,7 +102,7 @@ class CaptureSplitter:
             f.write(bytes(blocks))
         self.gap_packets += packets
 
-    def _blocks(self, stop_at: float | None, peek: bool = False) -> list[tuple[int, bytes, float, Conn | None]]:
+    def _blocks(self, stop_at: float | None, peek: bool = False) -> list[Packet]:
         """The complete blocks from ``offset`` (a torn last one waits for the next read); header blocks are
         kept in ``header``, not returned; an EPB at or after ``stop_at`` ends the read, unconsumed (``peek``: it is
         returned last, and nothing is consumed)."""
@@ -109,7 +112,7 @@ class CaptureSplitter:
                 data = f.read()
         except FileNotFoundError:
             return []
-        out: list[tuple[int, bytes, float, Conn | None]] = []
+        out: list[Packet] = []
         pos = 0
         while len(data) - pos >= 12:
             kind = struct.unpack_from(self.endian + "I", data, pos)[0]
@@ -120,17 +123,17 @@ class CaptureSplitter:
                 break
             block = data[pos:pos + length]
             if kind == EPB:
-                ts, conn = self._packet(block)
+                ts, conn, opens = self._packet(block)
                 if stop_at is not None and ts >= stop_at:
                     if peek:
-                        out.append((kind, block, ts, conn))
+                        out.append((kind, block, ts, conn, opens))
                     break
-                out.append((kind, block, ts, conn))
+                out.append((kind, block, ts, conn, opens))
             elif kind in (SHB, IDB):
                 if not peek or self.offset == 0:  # a peek from the start (re)reads the header, as the read will
                     self._header_block(kind, block)
             else:
-                out.append((kind, block, 0.0, None))
+                out.append((kind, block, 0.0, None, False))
             pos += length
         if not peek:
             self.offset += pos
@@ -146,11 +149,12 @@ class CaptureSplitter:
             self.resolutions.append(_resolution(block, self.endian))
         self.header += block
 
-    def _packet(self, block: bytes) -> tuple[float, Conn | None]:
+    def _packet(self, block: bytes) -> tuple[float, Conn | None, bool]:
         iface, high, low, caplen = struct.unpack_from(self.endian + "IIII", block, 8)
         resolution = self.resolutions[iface] if iface < len(self.resolutions) else 1e-6
         linktype = self.linktypes[iface] if iface < len(self.linktypes) else ETHERNET
-        return ((high << 32) | low) * resolution, connection(block[28:28 + caplen], linktype)
+        conn, opens = connection(block[28:28 + caplen], linktype)
+        return ((high << 32) | low) * resolution, conn, opens
 
 
 def _resolution(idb: bytes, endian: str) -> float:
@@ -167,8 +171,9 @@ def _resolution(idb: bytes, endian: str) -> float:
     return 1e-6
 
 
-def connection(frame: bytes, linktype: int) -> Conn | None:
-    """The TCP connection of a frame as its two (address, port) ends in a fixed order; None when not TCP/IP."""
+def connection(frame: bytes, linktype: int) -> tuple[Conn | None, bool]:
+    """The TCP connection of a frame as its two (address, port) ends in a fixed order (None when not TCP/IP), and
+    whether the frame opens it (SYN without ACK)."""
     if linktype == ETHERNET:
         ethertype, pos = struct.unpack_from("!H", frame, 12)[0] if len(frame) >= 14 else 0, 14
         while ethertype in (0x8100, 0x88A8) and len(frame) >= pos + 4:
@@ -178,18 +183,19 @@ def connection(frame: bytes, linktype: int) -> Conn | None:
     elif linktype == SLL2:
         ethertype, pos = struct.unpack_from("!H", frame, 0)[0] if len(frame) >= 20 else 0, 20
     else:
-        return None
+        return None, False
     if ethertype == 0x0800 and len(frame) >= pos + 20 and frame[pos + 9] == 6:
         src, dst, tcp = frame[pos + 12:pos + 16], frame[pos + 16:pos + 20], pos + (frame[pos] & 0x0F) * 4
     elif ethertype == 0x86DD and len(frame) >= pos + 40 and frame[pos + 6] == 6:
         src, dst, tcp = frame[pos + 8:pos + 24], frame[pos + 24:pos + 40], pos + 40
     else:
-        return None
+        return None, False
     if len(frame) < tcp + 4:
-        return None
+        return None, False
     sport, dport = struct.unpack_from("!HH", frame, tcp)
     a, b = (src, sport), (dst, dport)
-    return (a, b) if a <= b else (b, a)
+    opens = len(frame) > tcp + 13 and frame[tcp + 13] & 0x12 == 0x02
+    return ((a, b) if a <= b else (b, a)), opens
 
 
 def count_packets(path: Path) -> int:

@@ -74,3 +74,39 @@ def test_a_cut_knows_when_the_file_holds_everything_before_a_time(
     assert split.seen_after(last)
     split.cut("a", frames[0][0], last + 1, tmp_path / "a.pcapng")
     assert split.finish()["in_cells"] == len(frames)  # peeking consumed nothing and read the header once
+
+
+def _pcapng(frames: list[tuple[float, int, int]]) -> bytes:
+    """A pcapng (Ethernet, microseconds) of TCP frames 10.0.0.2:sport -> 10.0.0.1:8883: (time, sport, TCP flags)."""
+    import struct
+
+    def block(kind: int, body: bytes) -> bytes:
+        body += b"\0" * (-len(body) % 4)
+        return struct.pack("<II", kind, len(body) + 12) + body + struct.pack("<I", len(body) + 12)
+
+    out = block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+    out += block(0x00000001, struct.pack("<HHI", 1, 0, 0))
+    for t, sport, flags in frames:
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 40, 0, 0, 64, 6, 0, bytes([10, 0, 0, 2]), bytes([10, 0, 0, 1]))
+        tcp = struct.pack("!HHIIBBHHH", sport, 8883, 1, 0, 0x50, flags, 65535, 0, 0)
+        frame = b"\x02" * 6 + b"\x04" * 6 + b"\x08\x00" + ip + tcp
+        us = round(t * 1e6)
+        out += block(0x00000006, struct.pack("<IIIII", 0, us >> 32, us & 0xFFFFFFFF, len(frame), len(frame)) + frame)
+    return out
+
+
+def test_a_syn_on_the_ports_of_an_earlier_cells_connection_is_a_new_connection_of_this_cell(tmp_path: Path) -> None:
+    """A reconnecting device makes hundreds of connections in a block and the kernel reuses its ephemeral ports: the
+    new connection (its SYN) is the cell's it began in; a late segment of the old one without a SYN is not."""
+    syn, ack = 0x02, 0x10
+    capture = tmp_path / "capture.pcapng"
+    capture.write_bytes(_pcapng([(1.0, 40000, syn), (1.1, 40000, ack), (1.2, 40001, syn),
+                                 (2.1, 40001, ack),                      # cell b: a late segment of a's connection
+                                 (2.2, 40000, syn), (2.3, 40000, ack)]))  # cell b: port 40000 again, a new connection
+    split = CaptureSplitter(capture, tmp_path / "gaps.pcapng")
+    a = split.cut("a", 0.5, 2.0, tmp_path / "a.pcapng")
+    b = split.cut("b", 2.0, 3.0, tmp_path / "b.pcapng")
+    assert split.finish() == {"packets": 6, "in_cells": 5, "in_gaps": 1, "lossless": 1}
+    assert (a.packets, b.packets, b.to_gaps) == (3, 2, 1)
+    assert [port for _, port in _frames(tmp_path / "b.pcapng")] == [40000, 40000]
+    assert [port for _, port in _frames(tmp_path / "gaps.pcapng")] == [40001]
