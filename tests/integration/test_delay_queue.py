@@ -48,11 +48,15 @@ def wifi_good(docker_user: DockerUser) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 
 def test_wifi_good_through_the_queue_adds_5ms_with_a_2ms_spread(wifi_good) -> None:
-    base, _floor, up, record = wifi_good
-    assert len(up) >= 495 and len(base) >= 495
-    added = float(np.median(up) - np.median(base))
+    """What the line adds is measured against its floor (the same path through the router, the line at ~0 ms): the
+    router's hop and the line's own latency are in both (CI rehearsal, against the direct path: +5.65 ms on a loaded
+    host, the hop's share)."""
+    base, floor, up, record = wifi_good
+    assert len(up) >= 495 and len(base) >= 495 and len(floor) >= 495
+    added = float(np.median(up) - np.median(floor))
     spread = float(stats.median_abs_deviation(up, scale="normal"))
-    print(f"uplink median {np.median(base):.3f} -> {np.median(up):.3f} ms (+{added:.3f}), robust spread {spread:.3f}")
+    print(f"uplink median {np.median(base):.3f} direct, {np.median(floor):.3f} through the line at ~0 ms, "
+          f"{np.median(up):.3f} ms through wifi-good (+{added:.3f} over the floor), robust spread {spread:.3f}")
     assert 4.5 <= added <= 5.5, added
     assert 1.5 <= spread <= 2.5, spread
     assert record["delay_mechanism"] == "queue" and record["line_problem"] is None

@@ -53,7 +53,7 @@ def test_every_reconnection_after_the_first_is_resumed_on_the_wire(lifecycle_bun
         cpu = metrics["broker_cpu"]["process"] or metrics["broker_cpu"]["cgroup"]
         assert cpu["per_connection"]["events"] >= SAMPLES * 0.8, cpu  # the windows hold the connections
     info, metrics, conns = _cell(lifecycle_bundle, "tls-65B-none-reconnect-r1")
-    said = (metrics["connections"], conns["evidence"].value_counts().to_dict(), info.get("lab"), info["warnings"])
+    said = (metrics["connections"], conns["evidence"].value_counts().to_dict(), info.get("lab"), info.get("warnings"))
     assert metrics["connections"]["handshakes"]["full"] == SAMPLES, said
     assert (conns["tcp_end"] != "capture end").all(), said
 
