@@ -71,7 +71,7 @@ def user_sweep(docker_user: DockerUser) -> tuple[Path, dict[str, dict], subproce
     out = docker_user.mkdir(docker_user.work / "results-acceptance")
     docker_user.testbed("down")
     with HelperWatch() as watch:
-        proc = docker_user.testbed("sweep", "--payloads", "65", "--samples", "100", "--interval", "50ms",
+        proc = docker_user.testbed("sweep", "--payloads", "65", "--samples", "100", "--interval", "20ms",
                                    *IMPAIRED, "--out", str(out), timeout=900)
     return out, watch.seen, proc
 
