@@ -15,7 +15,8 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -77,6 +78,20 @@ def once_the_engine_answers(step: Callable[[], T], within_s: float = ENGINE_BACK
         if engine_answers() or not poll(engine_answers, bool, within_s, interval_s=1.0).met:
             raise
     return step()
+
+
+@contextmanager
+def engine_api(what: str) -> Iterator[None]:
+    """Calls of the engine's API (the docker SDK) for ``what``: a connection to the engine refused or dropped (a
+    dockerd stopped or being restarted) becomes a TestbedError naming the engine, not an internal error. The API's
+    own errors (NotFound, ...) pass through for the caller."""
+    import requests
+
+    try:
+        yield
+    except requests.exceptions.ConnectionError as exc:
+        raise TestbedError(f"the Docker engine stopped answering while {what}", hint=ENGINE_HINT,
+                           evidence=str(exc)) from exc
 
 
 @lru_cache(maxsize=1)

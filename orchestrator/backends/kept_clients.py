@@ -72,14 +72,15 @@ class KeptClients:
         args = t.publisher_args if service == "publisher" else t.subscriber_args
         go = lay.in_container(lay.publisher_go) if service == "publisher" else ""
         try:
-            with self._locks[service]:
+            with self._locks[service], docker.engine_api(f"starting the {service}"):
                 entry = self._ensure(t, service, self._image(t, service))
             argv = rebase(["/bin/sh", "-c", LAUNCH, service, lay.in_container(lay.container_log(service)), go,
                            *entry, *args], t.run_dir)
-            api = self.client.api
-            exec_id = api.exec_create(compose.container_name(service), argv, stdout=False, stderr=False,
-                                      user=t.user)["Id"]
-            api.exec_start(exec_id, detach=True)
+            with docker.engine_api(f"starting the {service}"):
+                api = self.client.api
+                exec_id = api.exec_create(compose.container_name(service), argv, stdout=False, stderr=False,
+                                          user=t.user)["Id"]
+                api.exec_start(exec_id, detach=True)
         except sdk.errors.DockerException as exc:
             raise TestbedError(f"the {service} could not be started in its kept-up container: {exc}") from exc
         self.programs[service], self.logs[service] = exec_id, lay.container_log(service)
@@ -128,7 +129,8 @@ class KeptClients:
         return self.entrypoints[image]
 
     def _state(self, service: str) -> dict[str, Any]:
-        return dict(self.client.api.exec_inspect(self.programs[service]))
+        with docker.engine_api(f"watching the {service}"):
+            return dict(self.client.api.exec_inspect(self.programs[service]))
 
     def running(self, service: str) -> bool:
         return service in self.programs and bool(self._state(service).get("Running"))
@@ -144,10 +146,11 @@ class KeptClients:
     def signal(self, service: str, sig: str = "TERM") -> None:
         """Send the service's program ``sig`` (nothing when it ended); returns once it is sent (not handled)."""
         if self.running(service):
-            api = self.client.api
-            exec_id = api.exec_create(compose.container_name(service), ["/bin/sh", "-c", SIGNAL, "signal", sig],
-                                      stdout=False, stderr=False)["Id"]
-            api.exec_start(exec_id, detach=True)
+            with docker.engine_api(f"stopping the {service}"):
+                api = self.client.api
+                exec_id = api.exec_create(compose.container_name(service), ["/bin/sh", "-c", SIGNAL, "signal", sig],
+                                          stdout=False, stderr=False)["Id"]
+                api.exec_start(exec_id, detach=True)
 
     def stop(self, service: str, grace_s: float = 3.0) -> int | None:
         """End the service's program: SIGTERM, SIGKILL after ``grace_s``; its exit code."""
@@ -177,6 +180,7 @@ class KeptClients:
 
         for name in names:
             try:
-                self.client.containers.get(name).remove(force=True)
+                with docker.engine_api(f"removing {name}"):
+                    self.client.containers.get(name).remove(force=True)
             except sdk.errors.NotFound:
                 pass
