@@ -21,8 +21,10 @@ KEEPALIVE_COUNT = 2
 CONNECT_TIMEOUT_S = 5
 TASK_TIMEOUT_S = 300
 CANCEL_POLL_S = 0.2
-# Ansible's own default ssh_args, which ANSIBLE_SSH_ARGS replaces: one master connection per host, kept 60 s
-CONTROL_PERSIST = "-C -o ControlMaster=auto -o ControlPersist=60s"
+# Ansible's own default ssh_args, which ANSIBLE_SSH_ARGS replaces: one master connection per host, kept 10 s idle
+# (Ansible's default is 60 s): a sweep's cells reuse it, and it ends soon after the command (fault suite,
+# lab-host-paused: a master ssh process of the user's was still running 30 s after the sweep ended)
+CONTROL_PERSIST = "-C -o ControlMaster=auto -o ControlPersist=10s"
 
 
 def lost_after_s() -> int:

@@ -31,7 +31,7 @@ def test_every_playbook_run_gets_the_bounds_and_the_quick_cancel(monkeypatch: py
     driver.run_playbook("show.yml", {}, timeout_s=60, env={"ANSIBLE_STRATEGY": "free"})
     env = seen["envvars"]
     assert "-o ServerAliveInterval=2 -o ServerAliveCountMax=2" in env["ANSIBLE_SSH_ARGS"]
-    assert "ControlPersist=60s" in env["ANSIBLE_SSH_ARGS"]  # Ansible's own default kept
+    assert "ControlMaster=auto -o ControlPersist=10s" in env["ANSIBLE_SSH_ARGS"]  # a master per host, 10 s idle
     assert env["ANSIBLE_TIMEOUT"] == "5" and env["ANSIBLE_TASK_TIMEOUT"] == "300"
     assert env["ANSIBLE_STRATEGY"] == "free"
     assert seen["settings"] == {"pexpect_timeout": remote_bounds.CANCEL_POLL_S} and seen["timeout"] == 60
