@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from orchestrator.backends import docker, projects
+from orchestrator.backends import docker, engine_lost, projects
 from orchestrator.backends.docker import PROJECT_LABEL, Container, compose_command
 from orchestrator.backends.process import run
 from orchestrator.errors import TestbedError, ToolError
@@ -228,7 +228,7 @@ def down(name: str | None = None) -> list[str]:
         return docker.remove_labelled(f"{PROJECT_LABEL}={name}") + docker.remove_labelled(
             f"{projects.PROJECT_LABEL}={name}")
 
-    removed = docker.once_the_engine_answers(remove)  # a dockerd being restarted is waited for, bounded
+    removed = engine_lost.once_the_engine_answers(remove)  # a dockerd being restarted is waited for, bounded
     # this process keeps its own lock to the end (a sweep's next cell reuses the project: a `testbed down`
     # elsewhere between two cells must still see it live); a crashed invocation's lock file goes now
     projects.forget(name)

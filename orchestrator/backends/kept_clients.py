@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.backends import compose, docker, projects
+from orchestrator.backends import compose, docker, engine_lost, projects
 from orchestrator.backends.compose import Topology
 from orchestrator.errors import TestbedError
 from orchestrator.model.layout import DATA, Layout
@@ -72,11 +72,11 @@ class KeptClients:
         args = t.publisher_args if service == "publisher" else t.subscriber_args
         go = lay.in_container(lay.publisher_go) if service == "publisher" else ""
         try:
-            with self._locks[service], docker.engine_api(f"starting the {service}"):
+            with self._locks[service], engine_lost.engine_api(f"starting the {service}"):
                 entry = self._ensure(t, service, self._image(t, service))
             argv = rebase(["/bin/sh", "-c", LAUNCH, service, lay.in_container(lay.container_log(service)), go,
                            *entry, *args], t.run_dir)
-            with docker.engine_api(f"starting the {service}"):
+            with engine_lost.engine_api(f"starting the {service}"):
                 api = self.client.api
                 exec_id = api.exec_create(compose.container_name(service), argv, stdout=False, stderr=False,
                                           user=t.user)["Id"]
@@ -129,7 +129,7 @@ class KeptClients:
         return self.entrypoints[image]
 
     def _state(self, service: str) -> dict[str, Any]:
-        with docker.engine_api(f"watching the {service}"):
+        with engine_lost.engine_api(f"watching the {service}"):
             return dict(self.client.api.exec_inspect(self.programs[service]))
 
     def running(self, service: str) -> bool:
@@ -146,7 +146,7 @@ class KeptClients:
     def signal(self, service: str, sig: str = "TERM") -> None:
         """Send the service's program ``sig`` (nothing when it ended); returns once it is sent (not handled)."""
         if self.running(service):
-            with docker.engine_api(f"stopping the {service}"):
+            with engine_lost.engine_api(f"stopping the {service}"):
                 api = self.client.api
                 exec_id = api.exec_create(compose.container_name(service), ["/bin/sh", "-c", SIGNAL, "signal", sig],
                                           stdout=False, stderr=False)["Id"]
@@ -180,7 +180,7 @@ class KeptClients:
 
         for name in names:
             try:
-                with docker.engine_api(f"removing {name}"):
+                with engine_lost.engine_api(f"removing {name}"):
                     self.client.containers.get(name).remove(force=True)
             except sdk.errors.NotFound:
                 pass

@@ -1,11 +1,11 @@
-"""backends/docker.py once_the_engine_answers: a teardown step that failed because dockerd was being restarted runs
+"""backends/engine_lost.py once_the_engine_answers: a teardown step that failed because dockerd was being restarted runs
 once more when the engine answers again (bounded); any other failure is raised as it was."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchestrator.backends import docker
+from orchestrator.backends import engine_lost
 from orchestrator.errors import ToolError
 
 
@@ -27,7 +27,7 @@ def _engine(monkeypatch: pytest.MonkeyPatch, answers: list[bool]) -> list[bool]:
         seen.append(answers.pop(0) if answers else seen[-1])
         return seen[-1]
 
-    monkeypatch.setattr(docker, "engine_answers", answer)
+    monkeypatch.setattr(engine_lost, "engine_answers", answer)
     return seen
 
 
@@ -35,7 +35,7 @@ def test_a_step_that_failed_while_the_engine_was_down_runs_again_once_it_answers
         monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _engine(monkeypatch, [False, False, True])
     step = Step(failures=1)
-    assert docker.once_the_engine_answers(step, within_s=5.0) == "removed"
+    assert engine_lost.once_the_engine_answers(step, within_s=5.0) == "removed"
     assert step.calls == 2 and seen == [False, False, True]
 
 
@@ -43,7 +43,7 @@ def test_a_step_that_failed_with_the_engine_answering_is_not_run_again(monkeypat
     _engine(monkeypatch, [True])
     step = Step(failures=1)
     with pytest.raises(ToolError):
-        docker.once_the_engine_answers(step, within_s=5.0)
+        engine_lost.once_the_engine_answers(step, within_s=5.0)
     assert step.calls == 1
 
 
@@ -51,5 +51,5 @@ def test_an_engine_still_silent_after_the_bound_raises_the_steps_error(monkeypat
     _engine(monkeypatch, [False])
     step = Step(failures=5)
     with pytest.raises(ToolError, match="compose"):
-        docker.once_the_engine_answers(step, within_s=0.05)
+        engine_lost.once_the_engine_answers(step, within_s=0.05)
     assert step.calls == 1
