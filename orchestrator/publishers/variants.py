@@ -25,7 +25,7 @@ from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
 from orchestrator.publishers import Publisher, fleet
-from orchestrator.publishers.board.publisher import BoardPublisher
+from orchestrator.publishers.board.publisher import LINKS, BoardPublisher
 from orchestrator.publishers.virtual import VirtualPublisher
 from orchestrator.results.atomic import read_json
 
@@ -140,7 +140,10 @@ class Board:
     fresh_lab_reason: str | None = "a board's cell brings a fresh lab up for its exposure and the board's clock"
 
     def check(self, spec: RunSpec) -> None:
-        return None
+        """The serial port opened and the board's BANNER and READY read now, before any container starts: a port
+        that is not there, a board of another protocol or a silent one is refused first. The cells use this link."""
+        assert spec.serial_port is not None  # RunSpec requires it for the board
+        LINKS.get(spec.serial_port, spec.baud)
 
     def mechanism_to_check(self, impairment: Impairment, spec: RunSpec) -> str:
         check_board_profile(impairment, spec.delay_mechanism)

@@ -74,3 +74,19 @@ def test_a_port_where_nothing_answers_fails_the_banner_with_what_it_printed(
     assert lines[1].startswith(f"FAIL     banner  no BANNER and READY from the board on {port} (115200 Bd) "
                                "within 3 s (check the port and the baud rate")
     assert lines[1].endswith("garbled at the wrong baud rate'"), lines[1]
+
+
+def test_a_run_refuses_a_missing_or_wrong_board_before_anything_starts(board_emu, capsys: pytest.CaptureFixture[str],
+                                                                        tmp_path: Path) -> None:
+    """`testbed run --publisher esp32` opens the port and reads the board's BANNER in its preflight (issue 23 part 4):
+    no such port, or a board of another protocol version, is refused before the engine is even asked (before, the
+    port was opened after the broker, the capture and the subscriber had started)."""
+    wrong = board_emu("--banner-proto", "1")
+    for port, said in ((str(tmp_path / "ttyUSB9"), f"cannot open serial port {tmp_path / 'ttyUSB9'}"),
+                       (wrong.pty, "speaks serial protocol version 1")):
+        out = tmp_path / f"out-{len(port)}"
+        code = main(["run", "--publisher", "esp32", "--serial-port", port, "--samples", "5", "--out", str(out)])
+        got = capsys.readouterr()
+        assert code == 1 and said in got.err, got
+        assert "Traceback" not in got.err and "internal error" not in got.err and "Docker" not in got.err, got.err
+        assert not (out / "cell.json").exists(), sorted(out.rglob("*")) if out.exists() else None
