@@ -100,11 +100,12 @@ def read_yaml(path: Path) -> tuple[Any, dict[tuple[Any, ...], int]]:
 
 def describe_validation_error(exc: ValidationError, source: str,
                               lines: dict[tuple[Any, ...], int] | None = None) -> str:
-    """One line per problem: ``file:line: field: message``."""
+    """One line per problem: ``file:line: field: message`` (a whole object's problem without a field; a rule's
+    message as it says it, without pydantic's "Value error, ")."""
     parts = []
     for err in exc.errors():
         loc = tuple(err["loc"])
-        field = ".".join(str(p) for p in loc) or "(top level)"
+        field = ".".join(str(p) for p in loc)
         line = None
         if lines:
             for n in range(len(loc), -1, -1):
@@ -112,10 +113,10 @@ def describe_validation_error(exc: ValidationError, source: str,
                     line = lines[loc[:n]]
                     break
         where = f"{source}:{line}" if line else source
-        msg = err["msg"]
+        msg = err["msg"].removeprefix("Value error, ") if err["type"] == "value_error" else err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
-        parts.append(f"{where}: {field}: {msg}")
+        parts.append(f"{where}: {field}: {msg}" if field else f"{where}: {msg}")
     return "\n".join(parts)
 
 

@@ -30,7 +30,7 @@ def test_bad_yaml_names_file_line_field(capsys, tmp_path):
     p.write_text("name: s\ntransport: tls\nport: 8883\ntls:\n  max_version: '1.2'\n  ciphers_tls12: [NOPE]\n")
     code, _out, err = _run(capsys, "up", "--scenario", str(p))
     assert code == 1
-    assert f"{p}:4: tls: Value error, unknown TLS 1.2 cipher suite 'NOPE'" in err
+    assert f"{p}:4: tls: unknown TLS 1.2 cipher suite 'NOPE'" in err
     assert "Traceback" not in err
 
 

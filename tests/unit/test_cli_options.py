@@ -298,12 +298,12 @@ def test_every_report_option_reaches_the_rebuild(tmp_path: Path, monkeypatch: py
 
 @pytest.mark.parametrize("args,message", [
     (["run", "--interval", "2x"], "error: invalid run parameters: invalid interval '2x': use e.g. 250ms or 0.5s"),
-    (["run", "--payload", "40"], "error: invalid run parameters: (top level): Value error, payload 40 B is below "
+    (["run", "--payload", "40"], "error: invalid run parameters: payload 40 B is below "
                                  "the minimum of 62 B"),
     (["run", "--samples", "0"], "error: invalid run parameters: samples: Input should be greater than or equal "
                                 "to 1"),
     (["sweep", "--interval", "fast"], "error: invalid sweep plan: invalid interval 'fast'"),
-    (["sweep", "--payloads", "65,65"], "error: invalid sweep plan: payloads: Value error, a payload is listed "
+    (["sweep", "--payloads", "65,65"], "error: invalid sweep plan: payloads: a payload is listed "
                                        "twice"),
     (["sweep", "--payloads", "65,x"], "error: --payloads: invalid literal for int() with base 10: 'x'"),
 ])
