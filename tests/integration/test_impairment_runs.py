@@ -1,20 +1,19 @@
 """Impairment through `testbed run` / `up` / `down`, measured from the capture against what was injected.
 
 The loss and rate runs are made as our users make them: an unprivileged user in the docker group, from a
-clone it owns (the `docker_user` fixture)."""
+clone it owns (the `docker_user` fixture). Ctrl-C or SIGTERM during an impaired run leaving nothing is
+tests/integration/test_sigterm_cleanup.py's (run, up, impair apply, a board run, a sweep) and the fault suite's."""
 
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import time
 
 import pandas as pd
 
 from orchestrator.paths import state_dir
 
-from .conftest import TESTBED, binomial_bounds, owned, run_testbed, service_container
+from .conftest import binomial_bounds, owned, run_testbed, service_container
 from .docker_user import DockerUser
 
 
@@ -58,35 +57,6 @@ def test_narrowband_250kbit_never_exceeds_the_rate_by_10pct(docker_user: DockerU
     assert len(full) >= 5, windows
     assert full.max() <= 250 * 1.10, windows.to_dict()
     assert full.median() >= 250 * 0.7, windows.to_dict()  # the limit was really reached, not idle
-
-
-def test_sigint_during_impaired_run_leaves_nothing(tmp_path):
-    run_testbed("down")
-    out = tmp_path / "int"
-    proc = subprocess.Popen([TESTBED, "run", "--scenario", "plain", "--samples", "2000", "--interval", "10ms",
-                             "--impairment", "lossy-5pct", "--out", str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    log = out / "logs" / "subscriber.csv"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        if log.exists() and log.read_text().count("\n") > 50:
-            break
-        time.sleep(0.1)
-    pids = {r: subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", service_container(r)], capture_output=True,
-                              text=True, check=False).stdout.strip() for r in ("broker", "publisher")}
-    proc.send_signal(signal.SIGINT)
-    _stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr
-    assert "Traceback" not in stderr
-    cell = json.loads((out / "cell.json").read_text())
-    assert cell["status"] == "interrupted"
-    assert owned("container") == [] and owned("network") == []
-    for pid in pids.values():
-        assert not pid.isdigit() or not (tmp_path / f"/proc/{pid}/ns/net").exists()
-    host_tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True, check=True).stdout
-    assert "testbed_impair" not in host_tables
-    record = json.loads((out / "impairment.json").read_text())
-    assert record["applied"]
 
 
 def test_up_with_broker_side_impairment_is_cleared_by_down():
