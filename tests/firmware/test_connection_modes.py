@@ -246,7 +246,7 @@ def test_resume_id_after_drop(host_build: HostBuild, pki: Pki, broker: Broker, t
     if capture is None:
         return
     hellos = _hellos(capture.path, broker.tls_port)
-    assert [h["full"] for h in hellos] == [True] * N
+    assert [h["full"] for h in hellos] == [True] * N, hellos
     for prev, h in zip(hellos, hellos[1:], strict=False):
         assert h["offered"] == prev["answered"] != h["answered"]  # the old ID offered, a new one given
 
