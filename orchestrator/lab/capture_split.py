@@ -21,6 +21,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.results.space import write_failed
+
 SHB, IDB, EPB = 0x0A0D0D0A, 0x00000001, 0x00000006
 ETHERNET, SLL, SLL2 = 1, 113, 276
 Conn = tuple[tuple[bytes, int], tuple[bytes, int]]
@@ -69,8 +71,11 @@ class CaptureSplitter:
             else:
                 gaps += block
                 result.to_gaps += 1
-        into.parent.mkdir(parents=True, exist_ok=True)
-        into.write_bytes(bytes(self.header) + bytes(out))
+        try:
+            into.parent.mkdir(parents=True, exist_ok=True)
+            into.write_bytes(bytes(self.header) + bytes(out))
+        except OSError as exc:  # a full disk names itself and the resume (results/space.py), not a bare OSError
+            raise write_failed(into, exc) from exc
         self._to_gaps(gaps, result.to_gaps)
         self.cell_packets += result.packets
         return result
@@ -95,11 +100,14 @@ class CaptureSplitter:
     def _to_gaps(self, blocks: bytearray, packets: int) -> None:
         if not self.header:
             return
-        with self.gaps.open("ab") as f:
-            if not self._gaps_started:
-                f.write(bytes(self.header))
-                self._gaps_started = True
-            f.write(bytes(blocks))
+        try:
+            with self.gaps.open("ab") as f:
+                if not self._gaps_started:
+                    f.write(bytes(self.header))
+                    self._gaps_started = True
+                f.write(bytes(blocks))
+        except OSError as exc:
+            raise write_failed(self.gaps, exc) from exc
         self.gap_packets += packets
 
     def _blocks(self, stop_at: float | None, peek: bool = False) -> list[Packet]:

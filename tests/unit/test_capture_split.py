@@ -110,3 +110,19 @@ def test_a_syn_on_the_ports_of_an_earlier_cells_connection_is_a_new_connection_o
     assert (a.packets, b.packets, b.to_gaps) == (3, 2, 1)
     assert [port for _, port in _frames(tmp_path / "b.pcapng")] == [40000, 40000]
     assert [port for _, port in _frames(tmp_path / "gaps.pcapng")] == [40001]
+
+
+def test_a_full_disk_at_the_cut_is_a_disk_full_error_naming_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     frames: list[tuple[float, int]]) -> None:
+    """The fault suite's disk-full case: the cell's line said only 'failed CELL' (a bare OSError from the cut)."""
+    import errno
+
+    from orchestrator.results.space import DiskFull
+
+    def full(self: Path, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    split = CaptureSplitter(FIXTURE, tmp_path / "gaps.pcapng")
+    monkeypatch.setattr(Path, "write_bytes", full)
+    with pytest.raises(DiskFull, match=r"disk full: cannot write .*a\.pcapng"):
+        split.cut("a", frames[0][0] - 1, frames[-1][0] + 1, tmp_path / "a.pcapng")
