@@ -16,6 +16,7 @@ import pytest
 from orchestrator.cli.main import main
 from orchestrator.publishers.board import protocol as p
 from orchestrator.publishers.board.check import board_envs
+from orchestrator.publishers.board.publisher import LINKS
 
 LATER = "run, suites, clock, heap, rssi"
 
@@ -85,7 +86,10 @@ def test_a_run_refuses_a_missing_or_wrong_board_before_anything_starts(board_emu
     for port, said in ((str(tmp_path / "ttyUSB9"), f"cannot open serial port {tmp_path / 'ttyUSB9'}"),
                        (wrong.pty, "speaks serial protocol version 1")):
         out = tmp_path / f"out-{len(port)}"
-        code = main(["run", "--publisher", "esp32", "--serial-port", port, "--samples", "5", "--out", str(out)])
+        try:
+            code = main(["run", "--publisher", "esp32", "--serial-port", port, "--samples", "5", "--out", str(out)])
+        finally:  # the process's board links (a CLI process has one command): a later test's pty may get this name
+            LINKS.close()
         got = capsys.readouterr()
         assert code == 1 and said in got.err, got
         assert "Traceback" not in got.err and "internal error" not in got.err and "Docker" not in got.err, got.err
