@@ -16,6 +16,9 @@ TEST_PKGS=(g++ cmake make libmbedtls-dev mosquitto mosquitto-clients openssl ipr
 # passwd (useradd), python3-venv: the tests' unprivileged user; gcc..iptables: the delay line (images/netadmin/delayline);
 # chromium: the report's layout test renders report.html headless (tests/unit/report/test_report_layout.py)
 CHECK_SKIP=" debootstrap passwd python3-venv "  # only the images and the integration tests' docker-group user
+# test, check: wanted, never required. ccache: the firmware tests build the core in fresh folders several times a run;
+# with it, a `make check` after an edit compiles only what changed (compiler_cache in tests/firmware/fwtest_support.py)
+OPTIONAL_PKGS=(ccache)
 case $MODE in
   demo|test|check) ;;
   *) echo "ensure-system: unknown mode '$MODE' (demo, test or check)" >&2; exit 2 ;;
@@ -60,12 +63,21 @@ for p in "${DEMO_PKGS[@]}" "${TEST_PKGS[@]}"; do
   esac
 done
 
+optional=()
+if [ "$MODE" != demo ]; then
+  for p in "${OPTIONAL_PKGS[@]}"; do installed "$p" || optional+=("$p"); done
+fi
+
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  [ ${#needed[@]} -eq 0 ] && exit 0
-  echo "ensure-system: installing ${needed[*]}"
+  [ ${#needed[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ] && exit 0
+  echo "ensure-system: installing ${needed[*]} ${optional[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q >/dev/null
-  apt-get install -y -q --no-install-recommends "${needed[@]}" >/dev/null
+  [ ${#needed[@]} -eq 0 ] || apt-get install -y -q --no-install-recommends "${needed[@]}" >/dev/null
+  if [ ${#optional[@]} -gt 0 ]; then
+    apt-get install -y -q --no-install-recommends "${optional[@]}" >/dev/null ||
+      echo "ensure-system: could not install ${optional[*]} (wanted, not needed: the builds are only slower)" >&2
+  fi
   # Debian starts a system mosquitto on 1883 when it installs it: the testbed's broker needs the port
   if command -v systemctl >/dev/null && systemctl is-active -q mosquitto 2>/dev/null; then
     systemctl disable --now mosquitto || true
@@ -96,5 +108,8 @@ if [ ${#needed[@]} -gt 0 ]; then
 fi
 if [ ${#later[@]} -gt 0 ]; then
   echo "ensure-system: (only for \`make test\`, not needed now: $(install_line "${later[@]}"))" >&2
+fi
+if [ ${#optional[@]} -gt 0 ]; then
+  echo "ensure-system: (faster repeated firmware builds with: $(install_line "${optional[@]}"))" >&2
 fi
 exit 0

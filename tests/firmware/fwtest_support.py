@@ -31,6 +31,18 @@ MOSQUITTO = "/usr/sbin/mosquitto"
 FETCH_MBEDTLS36 = HOST_SRC / "mbedtls3" / "fetch_debian_mbedtls.py"
 
 
+def compiler_cache() -> list[str]:
+    """cmake configure arguments that send every compile through ccache when it is installed (scripts/ensure-system.sh
+    installs it as root): the firmware tier builds the core several times in fresh temporary folders, and a `make check`
+    after an edit then compiles only what changed. CCACHE_BASEDIR=/ makes the temporary folders' absolute paths
+    relative and CCACHE_NOHASHDIR=1 leaves the build folder out of the hash (-g would put it in), so that a build in
+    another folder hits the same entries (here: the host build 21.5 s cold, 1.9 s from the cache). Without ccache the
+    same build, only slower."""
+    if shutil.which("ccache") is None:
+        return []
+    return [f"-DCMAKE_{lang}_COMPILER_LAUNCHER=env;CCACHE_BASEDIR=/;CCACHE_NOHASHDIR=1;ccache" for lang in ("C", "CXX")]
+
+
 def need_tool(path_or_name: str, package: str) -> str:
     """The tool's path; fail (CI) or skip (elsewhere) with the package to install."""
     found = (
@@ -61,7 +73,7 @@ def host_build(tmp_path_factory: pytest.TempPathFactory) -> HostBuild:
     need_tool("g++", "g++")
     build = tmp_path_factory.mktemp("fw-host-build")
     configure = subprocess.run(
-        ["cmake", "-S", str(HOST_SRC), "-B", str(build), "-DTESTBED_WERROR=ON"],
+        ["cmake", "-S", str(HOST_SRC), "-B", str(build), "-DTESTBED_WERROR=ON", *compiler_cache()],
         capture_output=True,
         text=True,
         check=False,
@@ -93,7 +105,7 @@ def build36(tmp_path_factory: pytest.TempPathFactory) -> Build36:
     assert fetched.returncode == 0, fetched.stderr  # CI fetches it: Debian's archive is this machine's registry
     args = fetched.stdout.split()
     build = tmp_path_factory.mktemp("fw-host-mbedtls36")
-    for argv in (["cmake", "-S", str(HOST_SRC), "-B", str(build), "-DTESTBED_WERROR=ON", *args],
+    for argv in (["cmake", "-S", str(HOST_SRC), "-B", str(build), "-DTESTBED_WERROR=ON", *compiler_cache(), *args],
                  ["cmake", "--build", str(build), "-j2", "--target", "vdevice", "fleet"]):
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]

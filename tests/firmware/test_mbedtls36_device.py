@@ -17,7 +17,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fwtest_support import HOST_SRC, REPO, Build36, Pki, broker_may_read, free_port, mosquitto_running, need_tool
+from fwtest_support import (
+    HOST_SRC,
+    REPO,
+    Build36,
+    Pki,
+    broker_may_read,
+    compiler_cache,
+    free_port,
+    mosquitto_running,
+    need_tool,
+)
 from test_firmware_tls_acceptance import Capture, _mqtt_packet_len, _need_capture, _tshark
 
 BUILD_MBEDTLS = REPO / "firmware" / "platformio" / "host" / "chacha_only" / "build_mbedtls.py"
@@ -39,6 +49,7 @@ def build_pad1(tmp_path_factory: pytest.TempPathFactory) -> Build36:
     # the core is compiled with the library's own user config (its headers must see what the library was built with)
     flags = f'-I{FW_INCLUDE} -DMBEDTLS_USER_CONFIG_FILE=\\"mbedtls3_padding1.h\\"'
     for argv in (["cmake", "-S", str(HOST_SRC), "-B", str(build), "-DTESTBED_WERROR=ON", f"-DCMAKE_CXX_FLAGS={flags}",
+                  *compiler_cache(),
                   f"-DMBEDTLS_INCLUDE_DIR={prefix / 'include'}", f"-DMBEDTLS_LIB={prefix / 'lib' / 'libmbedtls.a'}",
                   f"-DMBEDX509_LIB={prefix / 'lib' / 'libmbedx509.a'}",
                   f"-DMBEDCRYPTO_LIB={prefix / 'lib' / 'libmbedcrypto.a'}"],
