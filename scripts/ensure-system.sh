@@ -70,9 +70,9 @@ fi
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   [ ${#needed[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ] && exit 0
-  echo "ensure-system: installing ${needed[*]} ${optional[*]}"
+  echo "ensure-system: installing ${needed[*]}${needed[*]:+ }${optional[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q >/dev/null
+  apt-get update -q >/dev/null || [ ${#needed[@]} -eq 0 ]  # fatal only when something needed is missing
   [ ${#needed[@]} -eq 0 ] || apt-get install -y -q --no-install-recommends "${needed[@]}" >/dev/null
   if [ ${#optional[@]} -gt 0 ]; then
     apt-get install -y -q --no-install-recommends "${optional[@]}" >/dev/null ||
