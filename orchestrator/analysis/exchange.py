@@ -45,9 +45,10 @@ def exchange_request(base: ExportRequest) -> ExportRequest:
     return replace(base, fields=EXCHANGE_FIELDS)
 
 
-@dataclass
+@dataclass(slots=True)
 class Packet:
-    """One MQTT packet of the capture."""
+    """One MQTT packet of the capture. Slotted: a fleet's capture gives a million of them, each 352 bytes with a
+    __dict__ and about 100 without."""
 
     frame: int
     time: float
