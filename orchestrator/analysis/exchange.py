@@ -48,7 +48,7 @@ def exchange_request(base: ExportRequest) -> ExportRequest:
 @dataclass(slots=True)
 class Packet:
     """One MQTT packet of the capture. Slotted: a fleet's capture gives a million of them, each 352 bytes with a
-    __dict__ and about 100 without."""
+    __dict__ and 120 without."""
 
     frame: int
     time: float

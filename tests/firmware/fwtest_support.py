@@ -43,6 +43,11 @@ def compiler_cache() -> list[str]:
     return [f"-DCMAKE_{lang}_COMPILER_LAUNCHER=env;CCACHE_BASEDIR=/;CCACHE_NOHASHDIR=1;ccache" for lang in ("C", "CXX")]
 
 
+def configure_argv(src: Path, build: Path, *extra: str) -> list[str]:
+    """The cmake configure of a host build of the core: warnings as errors, through the compiler cache."""
+    return ["cmake", "-S", str(src), "-B", str(build), "-DTESTBED_WERROR=ON", *compiler_cache(), *extra]
+
+
 def need_tool(path_or_name: str, package: str) -> str:
     """The tool's path; fail (CI) or skip (elsewhere) with the package to install."""
     found = (
@@ -73,7 +78,7 @@ def host_build(tmp_path_factory: pytest.TempPathFactory) -> HostBuild:
     need_tool("g++", "g++")
     build = tmp_path_factory.mktemp("fw-host-build")
     configure = subprocess.run(
-        ["cmake", "-S", str(HOST_SRC), "-B", str(build), "-DTESTBED_WERROR=ON", *compiler_cache()],
+        configure_argv(HOST_SRC, build),
         capture_output=True,
         text=True,
         check=False,
@@ -105,7 +110,7 @@ def build36(tmp_path_factory: pytest.TempPathFactory) -> Build36:
     assert fetched.returncode == 0, fetched.stderr  # CI fetches it: Debian's archive is this machine's registry
     args = fetched.stdout.split()
     build = tmp_path_factory.mktemp("fw-host-mbedtls36")
-    for argv in (["cmake", "-S", str(HOST_SRC), "-B", str(build), "-DTESTBED_WERROR=ON", *compiler_cache(), *args],
+    for argv in (configure_argv(HOST_SRC, build, *args),
                  ["cmake", "--build", str(build), "-j2", "--target", "vdevice", "fleet"]):
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]

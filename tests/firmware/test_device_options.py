@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from device_options_def import DEF, read_def
-from fwtest_support import MOSQUITTO, REPO, HostBuild, Pki, compiler_cache, free_port, mosquitto_running, need_tool
+from fwtest_support import MOSQUITTO, REPO, HostBuild, Pki, configure_argv, free_port, mosquitto_running, need_tool
 
 PLAIN_BODY = "id=c1\nhost=127.0.0.1\nport=1883\ntransport=plain\npayload=65\nsamples=3\ninterval_us=1000\nqos=0\n"
 
@@ -166,7 +166,7 @@ def throwaway(tmp_path_factory: pytest.TempPathFactory) -> Throwaway:
     with (copy / DEF.relative_to(REPO / "firmware" / "platformio")).open("a") as f:
         f.write(THROWAWAY)
     build = root / "build"
-    steps = [["cmake", "-S", str(copy / "host"), "-B", str(build), "-DTESTBED_WERROR=ON", *compiler_cache()],
+    steps = [configure_argv(copy / "host", build),
              ["cmake", "--build", str(build), "-j2", "--target", "vdevice", "fleet", "board-emu"]]
     for argv in steps:
         proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=1200)

@@ -23,7 +23,7 @@ from fwtest_support import (
     Build36,
     Pki,
     broker_may_read,
-    compiler_cache,
+    configure_argv,
     free_port,
     mosquitto_running,
     need_tool,
@@ -48,11 +48,11 @@ def build_pad1(tmp_path_factory: pytest.TempPathFactory) -> Build36:
     build = tmp_path_factory.mktemp("fw-host-mbedtls36-pad1")
     # the core is compiled with the library's own user config (its headers must see what the library was built with)
     flags = f'-I{FW_INCLUDE} -DMBEDTLS_USER_CONFIG_FILE=\\"mbedtls3_padding1.h\\"'
-    for argv in (["cmake", "-S", str(HOST_SRC), "-B", str(build), "-DTESTBED_WERROR=ON", f"-DCMAKE_CXX_FLAGS={flags}",
-                  *compiler_cache(),
-                  f"-DMBEDTLS_INCLUDE_DIR={prefix / 'include'}", f"-DMBEDTLS_LIB={prefix / 'lib' / 'libmbedtls.a'}",
-                  f"-DMBEDX509_LIB={prefix / 'lib' / 'libmbedx509.a'}",
-                  f"-DMBEDCRYPTO_LIB={prefix / 'lib' / 'libmbedcrypto.a'}"],
+    for argv in (configure_argv(HOST_SRC, build, f"-DCMAKE_CXX_FLAGS={flags}",
+                                f"-DMBEDTLS_INCLUDE_DIR={prefix / 'include'}",
+                                f"-DMBEDTLS_LIB={prefix / 'lib' / 'libmbedtls.a'}",
+                                f"-DMBEDX509_LIB={prefix / 'lib' / 'libmbedx509.a'}",
+                                f"-DMBEDCRYPTO_LIB={prefix / 'lib' / 'libmbedcrypto.a'}"),
                  ["cmake", "--build", str(build), "-j2", "--target", "vdevice"]):
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
