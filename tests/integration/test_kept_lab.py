@@ -3,11 +3,16 @@ process of a cell refuses the TLS session of the cell before it (read from the w
 
 The same 6-cell plan runs both ways as the docker-group user: per cell the counts, payload and record bytes and the
 suite are identical; handshake bytes differ by at most 2 B per ECDSA signature (DER length varies: the server's
-certificate, the CA's and the ServerKeyExchange - the client signs nothing); the median delay's 99 % bootstrap
-intervals overlap over the plan's messages, each cell's printed. Per cell they did not always: the two sweeps run
-one after the other, and on a shared 2-core host the load between them moved single cells' intervals apart in
-either direction (kept-up faster in one cell, slower in another of the same run), which is the host's drift, not
-the lab's mode.
+certificate, the CA's and the ServerKeyExchange - the client signs nothing), retransmitted frames aside; the median
+delay over the plan's messages differs by at most DRIFT_MS, each cell's 99 % bootstrap interval printed.
+
+Why a bound and not overlapping intervals: a bootstrap interval holds only the sampling within one sweep, and the two
+sweeps run one after the other. Eight sweeps of this plan in ABBA order here (kept, fresh, fresh, kept, ...; stop 32)
+gave pooled medians of 0.314, 0.393, 0.363, 0.287 ms kept and 0.262, 0.341, 0.353, 0.331 ms fresh: the modes' means
+0.017 ms apart, single sweeps up to 0.13 ms apart, and cells within one sweep from 0.12 to 0.46 ms. In this test's
+order (kept, then fresh) six runs gave kept minus fresh of -0.04 to +0.11 ms, and the intervals-overlap rule failed
+2 of them. DRIFT_MS leaves room for a CI host busier than this one; a cost of the kept mode that matters (an exec,
+a copy or a wait per message) is a millisecond or more, and an offset under about 0.05 ms is not resolved here.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ SAME = [("capture", "publish_publisher_to_broker"), ("capture", "publish_broker_
         ("overhead_bytes", "mqtt_len"), ("overhead_bytes", "tls_record_len"), ("overhead_bytes", "tcp_payload_len"),
         ("tls", "version"), ("tls", "cipher_suite")]
 SIGNATURES_SERVER_TO_CLIENT = 3  # server certificate, CA certificate, ServerKeyExchange
+DRIFT_MS = 0.2  # the host's sweep-to-sweep spread of the pooled median: up to 0.13 ms here (module docstring)
 
 
 def _sweep(user: DockerUser, name: str, *args: str) -> Path:
@@ -54,10 +60,14 @@ def both(docker_user: DockerUser) -> tuple[Path, Path]:
     return _sweep(docker_user, "kept"), _sweep(docker_user, "fresh", "--fresh-lab-per-cell")
 
 
+def _delays(bundle: Path, cell_ids: list[str]) -> np.ndarray:
+    return np.concatenate([pd.read_csv(bundle / "runs" / c / "per_message.csv")["delay_ms"].dropna().to_numpy()
+                           for c in cell_ids])
+
+
 def _median_ci(bundle: Path, cell_ids: list[str]) -> tuple[float, float]:
     """99 % percentile bootstrap interval of the median delay of the cells' messages."""
-    delays = np.concatenate([pd.read_csv(bundle / "runs" / c / "per_message.csv")["delay_ms"].dropna().to_numpy()
-                             for c in cell_ids])
+    delays = _delays(bundle, cell_ids)
     rng = np.random.default_rng(1)
     medians = np.median(rng.choice(delays, size=(4000, len(delays)), replace=True), axis=1)
     return float(np.percentile(medians, 0.5)), float(np.percentile(medians, 99.5))
@@ -65,6 +75,43 @@ def _median_ci(bundle: Path, cell_ids: list[str]) -> tuple[float, float]:
 
 def _metrics(bundle: Path) -> dict[str, dict[str, Any]]:
     return {p.parent.name: json.loads(p.read_text()) for p in sorted(bundle.glob("runs/*/metrics.json"))}
+
+
+RETRANSMITTED = ("tcp.analysis.retransmission || tcp.analysis.fast_retransmission"
+                 " || tcp.analysis.spurious_retransmission")
+
+
+def _handshake_bytes_sent_once(bundle: Path, cell_id: str) -> tuple[int, int]:
+    """The publisher's handshake bytes each way (metrics.json) less the frames tshark finds retransmitted in them.
+
+    A handshake's wire bytes count every frame up to CONNACK, a retransmission too. CI (stop 32) had 954 B against
+    851 B in one cell: one more 103-byte frame, the size of the client's Finished frame, which a loaded host's kernel
+    sends again (a tail loss probe) when the broker's answer is late. That is the wire's truth and the metric keeps
+    it; what the lab's mode must not change is the rest. The metric is checked against tshark's sum of the same
+    frames first; a difference that is not a retransmission still fails.
+    """
+    run = bundle / "runs" / cell_id
+    metrics = json.loads((run / "metrics.json").read_text())
+    session = next(s for s in metrics["tls"]["sessions"] if s["role"] == "publisher")
+    port = session["client_port"]
+    rows = subprocess.run(
+        ["tshark", "-r", str(run / "capture" / "capture.pcapng"), "-Y", f"tcp.port == {port}", "-T", "fields",
+         "-e", "frame.number", "-e", "tcp.srcport", "-e", "frame.len", "-e", "tls.record.content_type"],
+        capture_output=True, text=True, check=True).stdout.splitlines()
+    frames = [(int(n), int(src) == port, int(length), types.split(",")) for n, src, length, types in
+              (row.split("\t") for row in rows)]
+    connack = next(n for n, from_client, _, types in frames if not from_client and "23" in types)
+    early = [f for f in frames if f[0] <= connack]
+    wire = (sum(f[2] for f in early if f[1]), sum(f[2] for f in early if not f[1]))
+    assert wire == (session["bytes_client_to_server"], session["bytes_server_to_client"]), (cell_id, wire)
+    again = subprocess.run(["tshark", "-r", str(run / "capture" / "capture.pcapng"), "-Y",
+                            f"tcp.port == {port} && frame.number <= {connack} && ({RETRANSMITTED})",
+                            "-T", "fields", "-e", "frame.number"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    resent = [f for f in early if str(f[0]) in again]
+    if resent:
+        print(f"{bundle.name} {cell_id}: retransmitted in the handshake: {[(f[0], f[2]) for f in resent]}")
+    return (wire[0] - sum(f[2] for f in resent if f[1]), wire[1] - sum(f[2] for f in resent if not f[1]))
 
 
 def test_both_ways_give_the_same_cells(both: tuple[Path, Path]) -> None:
@@ -75,14 +122,16 @@ def test_both_ways_give_the_same_cells(both: tuple[Path, Path]) -> None:
         for block, key in SAME:
             assert a.get(block, {}).get(key) == b.get(block, {}).get(key), (cell_id, block, key)
         if cell_id.startswith("tls"):
-            ha, hb = a["handshake"], b["handshake"]
-            assert ha["bytes_client_to_server"] == hb["bytes_client_to_server"], cell_id
-            assert abs(ha["bytes_server_to_client"] - hb["bytes_server_to_client"]) <= 2 * SIGNATURES_SERVER_TO_CLIENT
+            (c2s_a, s2c_a), (c2s_b, s2c_b) = (_handshake_bytes_sent_once(bundle, cell_id) for bundle in both)
+            assert c2s_a == c2s_b, cell_id
+            assert abs(s2c_a - s2c_b) <= 2 * SIGNATURES_SERVER_TO_CLIENT, cell_id
         (la, ha_), (lb, hb_) = _median_ci(both[0], [cell_id]), _median_ci(both[1], [cell_id])
         print(f"{cell_id}: median delay 99 % CI kept [{la:.3f}, {ha_:.3f}] ms, fresh [{lb:.3f}, {hb_:.3f}] ms")
     (la, ha_), (lb, hb_) = _median_ci(both[0], list(kept)), _median_ci(both[1], list(kept))
-    print(f"all cells: median delay 99 % CI kept [{la:.3f}, {ha_:.3f}] ms, fresh [{lb:.3f}, {hb_:.3f}] ms")
-    assert la <= hb_ and lb <= ha_
+    med_kept, med_fresh = (float(np.median(_delays(bundle, list(kept)))) for bundle in both)
+    print(f"all cells: median delay kept {med_kept:.3f} ms, 99 % CI [{la:.3f}, {ha_:.3f}]; "
+          f"fresh {med_fresh:.3f} ms, [{lb:.3f}, {hb_:.3f}]")
+    assert abs(med_kept - med_fresh) <= DRIFT_MS
 
 
 def test_the_kept_sweep_says_its_order_blocks_and_what_each_cell_reused(both: tuple[Path, Path]) -> None:
