@@ -210,15 +210,19 @@ def test_a_sweep_across_hosts_measures_the_routers_loss_and_records_every_host(u
         assert cell["status"] == "ok", cell["error"]
         loss, record = metrics["loss"], json.loads((run / "impairment.json").read_text())
         lost, dropped = loss["tcp_segments_lost_before_capture"], record["dropped_packets"]
+        holes = loss["tcp_holes_before_capture"]
         seen = loss["tcp_transmissions_to_broker"]  # every copy that reached the capture
-        lo, hi = binomial_bounds(seen + lost, LOSS_PCT / 100)
         assert loss["loss_pct"] == 0 and loss["tcp_segments_lost_to_broker"] == 0  # TCP resent every drop
-        assert lo <= lost <= hi, (lost, seen, lo, hi)
+        # Each hole in the stream's sequence space took one drop of a data segment (two only when a resend was
+        # dropped again or two neighbours went together, about 5 % each at 5 %), so the holes are held against the
+        # rate. Not the readings-sized estimate: a busy publisher coalesces readings while a loss is repaired, and
+        # a dropped segment carrying three counts three (a stop-32 rehearsal: 36 of 319, rate 11 %).
+        lo, hi = binomial_bounds(seen + holes, LOSS_PCT / 100)
+        assert lo <= holes <= hi and holes <= lost, (holes, lost, seen, lo, hi)
         # independent: the router's nft counter, its one table counted once. Every hole the capture saw took at
         # least one drop. The counter also counts what the capture cannot see as a hole (a resend dropped again,
         # the publisher's pure ACKs, its FIN: CI rehearsal, 20 drops for 13 holes), so it is held against the rate
         # asked of every packet towards the broker: the capture's publisher->broker frames and the dropped ones.
-        holes = loss["tcp_holes_before_capture"]
         sent = int((pd.read_csv(run / "packets.csv", usecols=["leg"])["leg"] == "publisher->broker").sum())
         d_lo, d_hi = binomial_bounds(sent + (dropped or 0), LOSS_PCT / 100)
         assert dropped is not None and holes <= dropped and d_lo <= dropped <= d_hi, (
@@ -237,8 +241,9 @@ def test_a_sweep_across_hosts_measures_the_routers_loss_and_records_every_host(u
         assert verdict["available"] == metrics["delay_ms"]["available"] == metrics["uplink_ms"]["available"]
         if not verdict["available"]:
             assert "not available at that precision" in verdict["reason"], verdict
-        figures[cell_id] = {"lost_before_capture": lost, "nft_dropped": dropped, "offset_us": clock["offset_us"],
-                            "bound_us": round(clock["bound_us"], 1), "one_way_delay": verdict["reason"],
+        figures[cell_id] = {"lost_before_capture": lost, "holes": holes, "nft_dropped": dropped,
+                            "offset_us": clock["offset_us"], "bound_us": round(clock["bound_us"], 1),
+                            "one_way_delay": verdict["reason"],
                             "timings": cell["timings"]}
         names = {p.name for p in (run / "logs" / "hosts").iterdir()}
         assert names == {lab.hosts["broker"].name, lab.hosts["publisher"].name}
