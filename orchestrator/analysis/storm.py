@@ -207,6 +207,8 @@ def storm(events: list[dict[str, Any]], conns: pd.DataFrame, pm: pd.DataFrame,
           broker_log: str = "") -> dict[str, Any]:
     """metrics.json ``storm``: each event's recovery, handshakes and messages, and the cell's timeline."""
     ran = sorted((e for e in events if "t_start" in e), key=event_start)
+    if "device" not in pm:  # one device (a run without --devices): every connection is its own, none named
+        conns = conns.assign(device="")
     devices = _devices(pm)
     first_syn = float(conns["syn_time"].min()) if len(conns) else min(event_start(e) for e in ran)
     arrivals = pm["broker_in_us"].dropna().astype(float) / 1e6

@@ -70,3 +70,18 @@ def test_a_restart_and_a_link_down_cost_what_the_capture_says() -> None:
     assert sum(sum(v) for v in tl["handshakes"].values()) == len(_conns())
     assert sum(tl["readings"]) == 7  # the lost one never reached the broker
     assert tl["broker_cores"]["cores"] == pytest.approx([0.1] * len(tl["broker_cores"]["cores"]))
+
+
+def test_one_device_without_a_name_is_counted_back() -> None:
+    """A single device's run (no --devices): per_message has no device column and its connections no device name.
+    Its reconnection and its publishing again count as the one device's, not as a device that never came back
+    (found measuring issue 26's link drop: not_back 1, reconnected n 0 for a device back after 5 s)."""
+    conns = _conns()
+    conns = conns[conns["device"] == "f0000"].assign(device=None)
+    pm = _messages()
+    pm = pm[pm["device"] == "f0000"].drop(columns="device")
+    restart = storm([RESTART], conns, pm, None)["events"][0]
+    assert restart["reconnected_s"]["n"] == 1 and restart["reconnected_s"]["max"] == pytest.approx(0.8)
+    assert restart["kept_connection"] == 0 and restart["not_back"] == 0
+    assert restart["publishing_s"]["max"] == pytest.approx(1.01)
+    assert restart["first_after"] == {"full": 1}
