@@ -19,10 +19,11 @@ With ``--fleet`` (instead of the captures above): a ~1.5M-packet FLEET capture, 
 (the firmware core's host ``fleet``, built in /tmp/fwb-bench when missing) x 425 messages over TLS 1.2
 ECDHE-ECDSA-CHACHA20-POLY1305 to a Mosquitto on 127.0.0.1 (a free port), a paho subscriber, dumpcap on lo;
 cached in ~/.cache/testbed-bench/fleet/ (``--re-record`` to record again; recording takes minutes).
-There (a) is the analysis AND the writing of what a user gets (per_message.csv, packets.csv, metrics.json),
-run in a child process; printed: (a), (b), (a)/(b) against the target 1.2 and (a)'s PEAK MEMORY, the VmHWM
-of the Python process (writing included) + the VmHWM of tshark, against 2 GiB; at each of --fleet-sizes
-packets (the first N of the capture, cut by editcap and cached next to it) and the whole, so the growth shows.
+There (a) is the analysis AND the writing of what a user gets (exchanges.csv, per_message.csv, packets.csv,
+metrics.json), run in a child process; printed: (a), (b), (a)/(b) against the target 1.2 and (a)'s PEAK
+MEMORY, the VmHWM of the Python process (writing included) + the VmHWM of tshark, against 2 GiB; at each of
+--fleet-sizes packets (the first N of the capture, cut by editcap and cached next to it) and the whole, so
+the growth shows.
 --compare-with DIR runs the same child of another checkout in the same loop (before vs after, one run).
 
     .venv/bin/python bench/analysis.py --fleet --repeats 1 --pyshark-packets 0 [--re-record]

@@ -20,6 +20,8 @@ from orchestrator.analysis.logs import fleet_send_logs
 from orchestrator.analysis.pcapfile import scan_capture
 from orchestrator.backends.process import run
 from orchestrator.backends.tshark import export_chunks
+from orchestrator.measure.exchanges import add_exchanges
+from orchestrator.model.layout import Layout
 
 ENTRY = Path(__file__).with_name("analysis.py")  # the command line the child runs: --analysis-child
 RATIO_TARGET = 1.2
@@ -47,7 +49,8 @@ def _status_kb(pid: int | str, key: str) -> int:
 
 
 def analysis_child(raw: str) -> int:
-    """In a fresh process: analyse_run once, then write its outputs; print seconds and memory (JSON).
+    """In a fresh process: analyse_run and the exchanges (exchanges.csv, as measure/analyse.py does for every cell)
+    once, then write the rest of the outputs; print seconds and memory (JSON).
 
     Python's peak is its VmHWM (ru_maxrss is no good here: Linux carries the parent's high-water mark
     over fork + exec, so it starts at the bench process's size); tshark's is polled by the parent.
@@ -64,14 +67,15 @@ def analysis_child(raw: str) -> int:
                        expected_tls=tuple(d["expected_tls"]) if d["expected_tls"] else None,
                        keying=keying_for(d["devices"], Path(d["fleet_dir"]) if d["fleet_dir"] else None))
     start_kb = _status_kb("self", "VmHWM")
-    t0 = time.perf_counter()
-    result = analyse_run(inputs, export_chunks)
-    t1 = time.perf_counter()
-    self_kb = _status_kb("self", "VmHWM")
-    children_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
     with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        result = analyse_run(inputs, export_chunks)
+        add_exchanges(result, Layout(Path(out)))  # exchanges.csv, as every cell gets it (frees the MQTT packets)
+        t1 = time.perf_counter()
+        self_kb = _status_kb("self", "VmHWM")
+        children_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
         write_run_outputs(result, Path(out))
-    t2 = time.perf_counter()
+        t2 = time.perf_counter()
     print(json.dumps({"analysis_s": t1 - t0, "write_s": t2 - t1, "start_self_kb": start_kb, "self_kb": self_kb,
                       "rusage_children_kb": children_kb, "self_with_write_kb": _status_kb("self", "VmHWM"),
                       "packets": len(result.per_packet), "warnings": [w[:160] for w in result.warnings]}))

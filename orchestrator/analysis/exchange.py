@@ -19,8 +19,12 @@ missing: the record boundaries do not say which packet is whose).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from orchestrator.clients.payload import parse_message
@@ -61,6 +65,7 @@ class Packet:
     wire_len: int | None
     payload_hex: str = ""
     seq: int | None = None  # read from the payload already (then payload_hex is not kept)
+    device: str = ""  # the payload's device (a fleet's; "" for one device), read with seq
 
 
 def _remaining_header(remaining: int) -> int:
@@ -91,8 +96,9 @@ def _frame_packets(frame: int, t: float, stream: int, up: bool, ctypes: str, rle
         payload = payloads.pop(0) if kind == PUBLISH and payloads else ""
         if keep_payload or not (up and payload):
             out.append(Packet(frame, t, stream, up, kind, h, size, pid, wire, payload))
-        else:  # its sequence number is all an exchange needs of it
-            out.append(Packet(frame, t, stream, up, kind, h, size, pid, wire, "", _seq_of(payload)))
+        else:  # its sequence number and device are all an exchange needs of it
+            seq, device = _seq_device(payload)
+            out.append(Packet(frame, t, stream, up, kind, h, size, pid, wire, "", seq, device))
     return out
 
 
@@ -122,75 +128,167 @@ def packets_of_table(part: pd.DataFrame, broker_port: int) -> list[Packet]:
     return packets
 
 
-@dataclass
+@dataclass(slots=True)
 class _Exchange:
+    """One message's exchange, counted as its packets come (a fleet's capture has hundreds of thousands: no list
+    of packets and no row dict is kept per message)."""
+
     qos: int
     packet_id: int | None
     seq: int | None
     t_publish: float
-    packets: list[Packet] = field(default_factory=list)
     done: float | None = None
+    publishes: int = 0
+    dup_resends: int = 0
+    packets_up: int = 0
+    packets_down: int = 0
+    mqtt_up: int = 0
+    mqtt_down: int = 0
+    wire_up: int | None = 0  # None once a packet's record bytes are unknown
+    wire_down: int | None = 0
+    streams: tuple[int, ...] = ()
 
-    def row(self) -> dict[str, object]:
-        up = [p for p in self.packets if p.up]
-        down = [p for p in self.packets if not p.up]
-        pubs = [p for p in up if p.type == PUBLISH]
-
-        def wire(ps: list[Packet]) -> int | None:
-            return None if any(p.wire_len is None for p in ps) else sum(p.wire_len or 0 for p in ps)
-
-        w_up, w_down = wire(up), wire(down)
-        return {
-            "seq": self.seq, "qos": self.qos, "packet_id": self.packet_id, "complete": self.done is not None,
-            "publishes": len(pubs), "dup_resends": sum(1 for p in pubs if p.flags & 0x08),
-            "packets_up": len(up), "packets_down": len(down),
-            "mqtt_bytes_up": sum(p.mqtt_len for p in up), "mqtt_bytes_down": sum(p.mqtt_len for p in down),
-            "mqtt_bytes": sum(p.mqtt_len for p in self.packets),
-            "wire_bytes_up": w_up, "wire_bytes_down": w_down,
-            "wire_bytes": None if w_up is None or w_down is None else w_up + w_down,
-            "t_publish": self.t_publish, "t_done": self.done,
-            "ack_ms_capture": None if self.done is None else (self.done - self.t_publish) * 1000.0,
-            "streams": len({p.stream for p in self.packets}),
-        }
+    def add(self, p: Packet) -> None:
+        if p.up:
+            self.packets_up += 1
+            self.mqtt_up += p.mqtt_len
+            self.wire_up = None if self.wire_up is None or p.wire_len is None else self.wire_up + p.wire_len
+            if p.type == PUBLISH:
+                self.publishes += 1
+                self.dup_resends += 1 if p.flags & 0x08 else 0
+        else:
+            self.packets_down += 1
+            self.mqtt_down += p.mqtt_len
+            self.wire_down = None if self.wire_down is None or p.wire_len is None else self.wire_down + p.wire_len
+        if p.stream not in self.streams:
+            self.streams += (p.stream,)
 
 
-def _seq_of(payload_hex: str) -> int | None:
+def _columns(done: list[_Exchange]) -> dict[str, list[object]]:
+    """:data:`EXCHANGE_COLUMNS`, each a list over the exchanges."""
+    def both(a: int | None, b: int | None) -> int | None:
+        return None if a is None or b is None else a + b
+
+    return {
+        "seq": [e.seq for e in done], "qos": [e.qos for e in done], "packet_id": [e.packet_id for e in done],
+        "complete": [e.done is not None for e in done], "publishes": [e.publishes for e in done],
+        "dup_resends": [e.dup_resends for e in done], "packets_up": [e.packets_up for e in done],
+        "packets_down": [e.packets_down for e in done], "mqtt_bytes_up": [e.mqtt_up for e in done],
+        "mqtt_bytes_down": [e.mqtt_down for e in done], "mqtt_bytes": [e.mqtt_up + e.mqtt_down for e in done],
+        "wire_bytes_up": [e.wire_up for e in done], "wire_bytes_down": [e.wire_down for e in done],
+        "wire_bytes": [both(e.wire_up, e.wire_down) for e in done], "t_publish": [e.t_publish for e in done],
+        "t_done": [e.done for e in done],
+        "ack_ms_capture": [None if e.done is None else (e.done - e.t_publish) * 1000.0 for e in done],
+        "streams": [len(e.streams) for e in done],
+    }
+
+
+def _seq_device(payload_hex: str) -> tuple[int | None, str]:
     parsed = parse_message(bytes.fromhex(payload_hex)) if payload_hex else None
-    return parsed[1] if parsed else None
+    return (parsed[1], parsed[0]) if parsed else (None, "")
 
 
-def _seq(p: Packet) -> int | None:
-    return p.seq if p.seq is not None else _seq_of(p.payload_hex)
+_ALONE = ("time", "frame", "stream", "qos", "flags", "size", "wire", "seq")  # a PUBLISH without a packet id
 
 
-def exchanges(packets: list[Packet]) -> pd.DataFrame:
-    """One row per message (:data:`EXCHANGE_COLUMNS`), in the order the messages were first published."""
-    publisher = {p.stream for p in packets if p.up and p.type == PUBLISH}
+class ExchangePackets:
+    """The packets a run's exchanges are made of, gathered chunk by chunk (:meth:`add`) in capture order.
+
+    A PUBLISH to the broker without a packet id (QoS 0) is an exchange of its own that nothing joins: it is kept
+    as a row of columns (a fleet's capture holds hundreds of thousands). The PUBLISH at QoS 1/2 and the
+    acknowledgements are kept as they are, for the pairing; every other packet (the broker's PUBLISH to the
+    subscribers, CONNECT, PINGREQ ...) is never part of an exchange and is not kept.
+    """
+
+    def __init__(self, packets: Iterable[Packet] = ()) -> None:
+        self.alone: dict[str, array[Any]] = {k: array("d" if k == "time" else "q") for k in _ALONE}
+        self.paired: list[Packet] = []
+        self.publisher_streams: set[int] = set()  # the streams with a PUBLISH to the broker
+        self.devices: set[str] = set()
+        self.add(packets)
+
+    def add(self, packets: Iterable[Packet]) -> None:
+        alone = self.alone
+        for p in packets:
+            if p.type == PUBLISH and p.up:
+                self.publisher_streams.add(p.stream)
+                seq, device = (p.seq, p.device) if not p.payload_hex else _seq_device(p.payload_hex)
+                self.devices.add(device)
+                if p.packet_id is not None:
+                    self.paired.append(replace(p, payload_hex="", seq=seq, device=device))
+                    continue
+                for k, v in zip(_ALONE, (p.time, p.frame, p.stream, (p.flags >> 1) & 3, p.flags, p.mqtt_len,
+                                         -1 if p.wire_len is None else p.wire_len, -1 if seq is None else seq),
+                                strict=True):
+                    alone[k].append(v)
+            elif p.type in _HAS_ID:
+                self.paired.append(p)
+
+
+def _paired(gathered: ExchangePackets) -> list[_Exchange]:
+    """The exchanges of the PUBLISH with a packet id, in the order they closed (then those left open).
+
+    A packet id is a device's own (a fleet's devices count their ids apart): the key is (device, packet id), a
+    stream's device that of its PUBLISH to the broker, or the one device when a stream has shown none yet (a
+    PUBREL resent on a new connection)."""
+    sole = next(iter(gathered.devices)) if len(gathered.devices) == 1 else None
+    device_of: dict[int, str] = {}
     done: list[_Exchange] = []
-    open_: dict[int, _Exchange] = {}
-    for p in sorted((p for p in packets if p.stream in publisher), key=lambda p: (p.time, p.frame)):
-        if p.type == PUBLISH and p.up:
-            qos = (p.flags >> 1) & 3
-            ex = open_.get(p.packet_id) if (p.flags & 0x08 and p.packet_id is not None) else None
+    open_: dict[tuple[str, int | None], _Exchange] = {}
+    ours = (p for p in gathered.paired if p.stream in gathered.publisher_streams)
+    for p in sorted(ours, key=lambda p: (p.time, p.frame)):
+        if p.type == PUBLISH:
+            device_of[p.stream] = p.device
+            key = (p.device, p.packet_id)
+            ex = open_.get(key) if p.flags & 0x08 else None
             if ex is None:
-                if p.packet_id is not None and p.packet_id in open_:
-                    done.append(open_.pop(p.packet_id))  # its id reused: the old one never completed
-                ex = _Exchange(qos, p.packet_id, _seq(p), p.time)
-                if qos == 0 or p.packet_id is None:
-                    ex.done = p.time
-                    done.append(ex)
-                else:
-                    open_[p.packet_id] = ex
-            ex.packets.append(p)
-        elif p.type in _HAS_ID and p.packet_id in open_:
-            ex = open_[p.packet_id]
-            ex.packets.append(p)
-            if (p.type == PUBACK and ex.qos == 1) or (p.type == PUBCOMP and ex.qos == 2):
-                ex.done = p.time
-                done.append(open_.pop(p.packet_id))
-    done += open_.values()
-    rows = [e.row() for e in sorted(done, key=lambda e: (e.t_publish, e.seq if e.seq is not None else -1))]
-    return pd.DataFrame(rows, columns=list(EXCHANGE_COLUMNS))
+                if key in open_:
+                    done.append(open_.pop(key))  # its id reused: the old one never completed
+                ex = open_[key] = _Exchange((p.flags >> 1) & 3, p.packet_id, p.seq, p.time)
+            ex.add(p)
+            continue
+        device = device_of.get(p.stream, sole)
+        ex = open_.get((device, p.packet_id)) if device is not None else None
+        if device is None or ex is None:
+            continue
+        ex.add(p)
+        if (p.type == PUBACK and ex.qos == 1) or (p.type == PUBCOMP and ex.qos == 2):
+            ex.done = p.time
+            done.append(open_.pop((device, p.packet_id)))
+    return done + list(open_.values())
+
+
+def _alone_columns(gathered: ExchangePackets) -> dict[str, list[object]]:
+    """:data:`EXCHANGE_COLUMNS` of the exchanges of one PUBLISH each, in time order."""
+    a: dict[str, np.ndarray] = {k: np.array(v, dtype=np.float64 if k == "time" else np.int64)
+                                for k, v in gathered.alone.items()}
+    order = np.lexsort((np.arange(len(a["time"])), a["frame"], a["time"]))
+    a = {k: v[order] for k, v in a.items()}
+    n = len(order)
+    wire = [None if w < 0 else w for w in a["wire"].tolist()]
+    t = a["time"].tolist()
+    return {
+        "seq": [None if q < 0 else q for q in a["seq"].tolist()], "qos": a["qos"].tolist(), "packet_id": [None] * n,
+        "complete": [True] * n, "publishes": [1] * n, "dup_resends": ((a["flags"] & 0x08) > 0).astype(int).tolist(),
+        "packets_up": [1] * n, "packets_down": [0] * n, "mqtt_bytes_up": a["size"].tolist(),
+        "mqtt_bytes_down": [0] * n, "mqtt_bytes": a["size"].tolist(), "wire_bytes_up": wire,
+        "wire_bytes_down": [0] * n, "wire_bytes": list(wire), "t_publish": t, "t_done": list(t),
+        "ack_ms_capture": [0.0] * n, "streams": [1] * n,
+    }
+
+
+def exchanges(packets: list[Packet] | ExchangePackets) -> pd.DataFrame:
+    """One row per message (:data:`EXCHANGE_COLUMNS`), in the order the messages were first published (a
+    message's time, then its sequence number)."""
+    gathered = packets if isinstance(packets, ExchangePackets) else ExchangePackets(packets)
+    cols = _alone_columns(gathered)
+    for name, values in _columns(_paired(gathered)).items():
+        cols[name] += values
+    seq_key = np.array([-1 if q is None else q for q in cols["seq"]], dtype=np.int64)
+    order = np.lexsort((seq_key, np.array(cols["t_publish"], dtype=np.float64)))
+    if (np.diff(order) != 1).any():  # else in order already (a QoS 0 cell's are)
+        cols = {k: [v[i] for i in order.tolist()] for k, v in cols.items()}
+    return pd.DataFrame(cols, columns=list(EXCHANGE_COLUMNS))
 
 
 def with_device_acks(table: pd.DataFrame, acks: pd.DataFrame | None) -> pd.DataFrame:

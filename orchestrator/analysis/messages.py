@@ -12,6 +12,7 @@ messages from 0) it is (device, seq), the device being the payload's id (``keys`
 
 from __future__ import annotations
 
+import sys
 from itertools import islice
 
 import numpy as np
@@ -102,7 +103,7 @@ def explode_mqtt(packets: pd.DataFrame,
     seq, t_send, device = _missing_ints(len(msgs)), _missing_ints(len(msgs)), np.full(len(msgs), None, dtype=object)
     seq[at] = pd.array([p[1] for p in found], dtype="Int64")
     t_send[at] = pd.array([p[2] for p in found], dtype="Int64")
-    device[at] = [p[0] for p in found]
+    device[at] = [sys.intern(p[0]) for p in found]  # one string per device, not per message (a fleet's 425,000)
     msgs["seq"], msgs["payload_t_send_us"], msgs["device"] = seq, t_send, pd.array(device, dtype="str")
     return msgs
 

@@ -106,7 +106,7 @@ class RunAnalysis:
     metrics: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     send_log: pd.DataFrame | None = None  # the publisher's send log as read (a fleet's: device, t_intended_us)
-    mqtt_packets: list[exchange.Packet] = field(default_factory=list)  # every MQTT packet, for its exchanges
+    mqtt_packets: exchange.ExchangePackets = field(default_factory=exchange.ExchangePackets)  # for the exchanges
 
 
 def _norm_version(v: str) -> str:
@@ -183,7 +183,7 @@ def _legs(packets: pd.DataFrame, port: int, pub: set[int], sub: set[int]) -> pd.
 
 
 def _export_tables(inputs: RunInputs, exporter: FieldExporter,
-                   mqtt_packets: list[exchange.Packet]) -> tuple[pd.DataFrame, pd.DataFrame, ExportOutcome]:
+                   mqtt_packets: exchange.ExchangePackets) -> tuple[pd.DataFrame, pd.DataFrame, ExportOutcome]:
     """The one export pass, parsed chunk by chunk while the exporter still runs (frames are independent); each
     chunk's MQTT packets are added to ``mqtt_packets`` (the exchanges', analysis/exchange.py).
 
@@ -197,7 +197,7 @@ def _export_tables(inputs: RunInputs, exporter: FieldExporter,
 
     def handle(text: str) -> None:
         part = parse_fields(text)
-        mqtt_packets.extend(exchange.packets_of_table(part, inputs.broker_port))
+        mqtt_packets.add(exchange.packets_of_table(part, inputs.broker_port))
         msg_parts.append(own_columns(explode_mqtt(part, payload_cache)))
         # the payloads are in msg_parts now, header flags and packet ids in mqtt_packets
         packet_parts.append(own_columns(compact(part, drop=["mqtt_msg", *EXCHANGE_ONLY])))
@@ -222,7 +222,7 @@ def _dissector_bugs(outcome: ExportOutcome) -> list[str]:
 
 
 def _exported(inputs: RunInputs, exporter: FieldExporter, warnings: list[str],
-              mqtt_packets: list[exchange.Packet]) -> tuple[pd.DataFrame, pd.DataFrame]:
+              mqtt_packets: exchange.ExchangePackets) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The export pass's tables; an unreadable capture is a TestbedError saying what is wrong with the file."""
     packets, msgs, outcome = _export_tables(inputs, exporter, mqtt_packets)
     if outcome.returncode != 0 or packets.empty:
@@ -252,7 +252,7 @@ def analyse_run(inputs: RunInputs, exporter: FieldExporter) -> RunAnalysis:
     that cannot give honest figures (a capture's error first, as if the logs were read after it).
     """
     warnings: list[str] = []
-    mqtt_packets: list[exchange.Packet] = []
+    mqtt_packets = exchange.ExchangePackets()
     capture_format(inputs.pcap)  # empty or foreign file: a clear error before tshark runs
     with ThreadPoolExecutor(1, thread_name_prefix="analysis-logs") as pool:
         logs = pool.submit(_read_logs, inputs, [])

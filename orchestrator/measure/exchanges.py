@@ -8,18 +8,20 @@ too; their seq repeats across its devices (per_message.csv keys them by device).
 from __future__ import annotations
 
 from orchestrator.analysis import exchange
+from orchestrator.analysis.csvout import csv_chunks
 from orchestrator.analysis.logs import read_publisher_acks
 from orchestrator.analysis.pipeline import RunAnalysis
 from orchestrator.model.layout import Layout
+from orchestrator.results.atomic import write_chunks_atomic
 
 
 def add_exchanges(analysis: RunAnalysis, lay: Layout) -> None:
     table = exchange.exchanges(analysis.mqtt_packets)
     acks = read_publisher_acks(lay.publisher_log) if lay.publisher_log.exists() else None
     table = exchange.with_device_acks(table, acks)
-    table.to_csv(lay.exchanges, index=False)
+    write_chunks_atomic(lay.exchanges, csv_chunks(table))  # pandas' bytes, column-wise (analysis/csvout.py)
     block = exchange.summary(table)
     ack_ms = table["ack_ms_device"].dropna()
     block["median_ack_ms_device"] = float(ack_ms.median()) if len(ack_ms) else None
     analysis.metrics["exchanges"] = block
-    analysis.mqtt_packets = []  # their memory back before the tables are written
+    analysis.mqtt_packets = exchange.ExchangePackets()  # their memory back before the tables are written

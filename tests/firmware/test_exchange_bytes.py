@@ -125,7 +125,7 @@ def _one_pass_agrees(pcap: Path, broker: Broker, tmp_path: Path) -> None:
 
         def key(p: exchange.Packet) -> tuple[object, ...]:
             return (p.frame, p.time, p.stream, p.up, p.type, p.flags, p.mqtt_len, p.packet_id, p.wire_len,
-                    p.seq if p.seq is not None else exchange._seq_of(p.payload_hex))
+                    exchange._seq_device(p.payload_hex) if p.payload_hex else (p.seq, p.device))
 
         assert len(alone) > 12 * N and [key(p) for p in one_pass] == [key(p) for p in alone], transport
         assert sum(p.seq is not None for p in one_pass) >= 6 * N  # the publisher's PUBLISH, by their payloads

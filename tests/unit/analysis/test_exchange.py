@@ -88,3 +88,39 @@ def test_a_capture_without_publishes_sums_to_nothing() -> None:
     block = ex.summary(ex.exchanges([]))
     assert (block["messages"], block["complete"], block["dup_resends"]) == (0, 0, 0)
     assert block["median_wire_bytes"] is None
+
+
+def fleet_payload(device: str, seq: int) -> str:
+    return json.dumps({"d": device, "n": seq, "t": 1764470000000000 + seq, "s": [0, 1, 2, 3]},
+                      separators=(",", ":")).encode().hex()
+
+
+def test_a_fleets_devices_count_their_packet_ids_apart() -> None:
+    """Two devices of a fleet use packet id 1 at the same time, each on its own connection: each PUBACK ends its
+    own device's exchange (paired by id alone, the second PUBLISH closed the first as never acknowledged and the
+    first PUBACK ended the second)."""
+    text = "\n".join([
+        line(1, 5.000, 0, True, [0x32], [84], [1], [fleet_payload("f0000", 0)]),
+        line(2, 5.001, 1, True, [0x32], [84], [1], [fleet_payload("f0001", 0)], port=DEV + 2),
+        line(3, 5.004, 0, False, [0x40], [2], [1]),
+        line(4, 5.009, 1, False, [0x40], [2], [1], port=DEV + 2),
+    ])
+    table = ex.exchanges(ex.parse_packets(text, BROKER))
+    assert len(table) == 2 and table["complete"].all()
+    assert [round(v, 3) for v in table["ack_ms_capture"]] == [4.0, 8.0]
+    assert list(table["packets_down"]) == [1, 1]
+
+
+def test_qos0_rows_and_paired_rows_are_in_publishing_order() -> None:
+    """A PUBLISH without packet id is its own exchange, kept apart from the pairing: the table still lists every
+    message by its time, whatever kind it is."""
+    text = "\n".join([
+        line(1, 6.0, 0, True, [0x30], [82], [], [payload(0)], tls=[82 + 16]),
+        line(2, 6.1, 0, True, [0x32], [84], [3], [payload(1)], tls=[86 + 16]),
+        line(3, 6.2, 0, True, [0x30], [82], [], [payload(2)], tls=[82 + 16]),
+        line(4, 6.3, 0, False, [0x40], [2], [3], tls=[4 + 16]),
+    ])
+    table = ex.exchanges(ex.parse_packets(text, BROKER))
+    assert list(table["seq"]) == [0, 1, 2] and list(table["qos"]) == [0, 1, 0]
+    assert list(table["wire_bytes"]) == [82 + 21, 86 + 21 + 4 + 21, 82 + 21]
+    assert list(table["wire_bytes_down"]) == [0, 25, 0]
