@@ -9,6 +9,7 @@ program becomes a clear :class:`TestbedError`.
 
 from __future__ import annotations
 
+import fcntl
 import math
 import os
 import queue
@@ -115,6 +116,7 @@ class OutputStream:
         self._proc = proc
         self._deadline = math.inf if timeout is None else time.monotonic() + timeout
         self._blocks: queue.Queue[bytes] = queue.Queue()
+        _widen(proc.stdout)
         # a reader thread drains the pipe so the program never waits on the consumer
         self._reader = threading.Thread(target=_drain, args=(proc.stdout, self._blocks), daemon=True)
         self._reader.start()
@@ -144,6 +146,21 @@ class OutputStream:
             self._proc.kill()
             self._proc.wait()
         self._reader.join(timeout=5)
+
+
+PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size: what an unprivileged process may ask for
+
+
+def _widen(pipe: IO[bytes] | None) -> None:
+    """The pipe's buffer from 64 KiB to :data:`PIPE_BYTES`: the reader thread runs only when the consumer's
+    thread lets go of the GIL (every few ms in pandas' parsing), and a 64 KiB pipe holds a few ms of tshark's
+    output, so the program stalled on a full pipe (a no-op where it cannot be done)."""
+    if pipe is None:
+        return
+    try:
+        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (OSError, AttributeError):
+        pass
 
 
 def _drain(pipe: IO[bytes], blocks: queue.Queue[bytes]) -> None:
