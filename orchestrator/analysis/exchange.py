@@ -258,36 +258,51 @@ def _paired(gathered: ExchangePackets) -> list[_Exchange]:
     return done + list(open_.values())
 
 
-def _alone_columns(gathered: ExchangePackets) -> dict[str, list[object]]:
-    """:data:`EXCHANGE_COLUMNS` of the exchanges of one PUBLISH each, in time order."""
+_SENTINEL = ("seq", "wire_bytes_up", "wire_bytes")  # -1 where the value is missing (None in the table)
+
+
+def _alone(gathered: ExchangePackets) -> dict[str, np.ndarray]:
+    """:data:`EXCHANGE_COLUMNS` of the exchanges of one PUBLISH each, as arrays in time order (-1 for a
+    missing :data:`_SENTINEL` value)."""
     a: dict[str, np.ndarray] = {k: np.array(v, dtype=np.float64 if k == "time" else np.int64)
                                 for k, v in gathered.alone.items()}
     order = np.lexsort((np.arange(len(a["time"])), a["frame"], a["time"]))
     a = {k: v[order] for k, v in a.items()}
     n = len(order)
-    wire = [None if w < 0 else w for w in a["wire"].tolist()]
-    t = a["time"].tolist()
+    ones, zeros = np.ones(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     return {
-        "seq": [None if q < 0 else q for q in a["seq"].tolist()], "qos": a["qos"].tolist(), "packet_id": [None] * n,
-        "complete": [True] * n, "publishes": [1] * n, "dup_resends": ((a["flags"] & 0x08) > 0).astype(int).tolist(),
-        "packets_up": [1] * n, "packets_down": [0] * n, "mqtt_bytes_up": a["size"].tolist(),
-        "mqtt_bytes_down": [0] * n, "mqtt_bytes": a["size"].tolist(), "wire_bytes_up": wire,
-        "wire_bytes_down": [0] * n, "wire_bytes": list(wire), "t_publish": t, "t_done": list(t),
-        "ack_ms_capture": [0.0] * n, "streams": [1] * n,
+        "seq": a["seq"], "qos": a["qos"], "packet_id": np.full(n, None, dtype=object),
+        "complete": np.ones(n, dtype=bool), "publishes": ones,
+        "dup_resends": ((a["flags"] & 0x08) > 0).astype(np.int64),
+        "packets_up": ones, "packets_down": zeros, "mqtt_bytes_up": a["size"], "mqtt_bytes_down": zeros,
+        "mqtt_bytes": a["size"], "wire_bytes_up": a["wire"], "wire_bytes_down": zeros, "wire_bytes": a["wire"],
+        "t_publish": a["time"], "t_done": a["time"], "ack_ms_capture": np.zeros(n), "streams": ones,
     }
+
+
+def _as_list(name: str, values: np.ndarray) -> list[object]:
+    out = values.tolist()
+    return [None if v < 0 else v for v in out] if name in _SENTINEL else out
 
 
 def exchanges(packets: list[Packet] | ExchangePackets) -> pd.DataFrame:
     """One row per message (:data:`EXCHANGE_COLUMNS`), in the order the messages were first published (a
-    message's time, then its sequence number)."""
+    message's time, then its sequence number). A table of QoS 0 PUBLISH alone is made of arrays (a fleet's has
+    hundreds of thousands of rows), typed as pandas types the lists it is otherwise made of."""
     gathered = packets if isinstance(packets, ExchangePackets) else ExchangePackets(packets)
-    cols = _alone_columns(gathered)
-    for name, values in _columns(_paired(gathered)).items():
-        cols[name] += values
-    seq_key = np.array([-1 if q is None else q for q in cols["seq"]], dtype=np.int64)
-    order = np.lexsort((seq_key, np.array(cols["t_publish"], dtype=np.float64)))
+    alone, paired = _alone(gathered), _paired(gathered)
+    if paired or not len(alone["seq"]):
+        cols = {k: _as_list(k, v) for k, v in alone.items()}
+        for name, values in _columns(paired).items():
+            cols[name] += values
+        seq_key = np.array([-1 if q is None else q for q in cols["seq"]], dtype=np.int64)
+        t = np.array(cols["t_publish"], dtype=np.float64)
+    else:
+        cols = {k: _as_list(k, v) if k in _SENTINEL and (v < 0).any() else v for k, v in alone.items()}
+        seq_key, t = alone["seq"], alone["t_publish"]
+    order = np.lexsort((seq_key, t))
     if (np.diff(order) != 1).any():  # else in order already (a QoS 0 cell's are)
-        cols = {k: [v[i] for i in order.tolist()] for k, v in cols.items()}
+        cols = {k: [v[i] for i in order.tolist()] if isinstance(v, list) else v[order] for k, v in cols.items()}
     return pd.DataFrame(cols, columns=list(EXCHANGE_COLUMNS))
 
 

@@ -266,13 +266,15 @@ def analyse_run(inputs: RunInputs, exporter: FieldExporter) -> RunAnalysis:
         pub_streams = {int(s) for s in inbound["stream"].unique()}
         sub_streams = {int(s) for s in outbound["stream"].unique()}
         packets["leg"] = _legs(packets, inputs.broker_port, pub_streams, sub_streams)
+        # its arrays (~90 MB for a 1.7M-packet capture) come and go before the per-message table is made
+        tcp = metrics.retransmissions(packets, pub_streams | sub_streams, inputs.broker_port)
         pub_log, sub_log, log_warnings = logs.result()
     warnings = warnings + log_warnings
     pm = per_message_table(inbound, outbound, pub_log, sub_log, warnings, inputs.keys)
     give_back_freed_memory()
 
     m = _metrics(inputs, packets, msgs, inbound, outbound, pm, pub_log, sub_log, pub_streams, sub_streams,
-                 warnings)
+                 warnings, tcp)
     m["capture"]["messages_matched_by"] = matched_by
     return RunAnalysis(packets, pm, m, warnings, send_log=pub_log, mqtt_packets=mqtt_packets)
 
@@ -346,11 +348,12 @@ def _uplink(inputs: RunInputs, pm: pd.DataFrame) -> dict[str, Any]:
     return up
 
 
-def _loss(inputs: RunInputs, packets: pd.DataFrame, inbound: pd.DataFrame, outbound: pd.DataFrame,
-          pub_log: pd.DataFrame | None, sub_log: pd.DataFrame | None, streams: set[int]) -> dict[str, Any]:
+def _loss(inputs: RunInputs, inbound: pd.DataFrame, outbound: pd.DataFrame, pub_log: pd.DataFrame | None,
+          sub_log: pd.DataFrame | None, tcp: dict[str, Any]) -> dict[str, Any]:
+    """metrics.json ``loss``: the messages' (``tcp``: metrics.retransmissions, the segments')."""
     keying = inputs.keying
     loss = keying.loss(sub_log, inputs.samples_expected, outbound)
-    loss.update(metrics.retransmissions(packets, streams, inputs.broker_port))
+    loss.update(tcp)
     loss["publisher_logged"] = keying.logged(pub_log)
     loss["captured_publisher_to_broker"] = keying.unique(inbound)
     loss["captured_broker_to_subscriber"] = keying.unique(outbound)
@@ -382,10 +385,10 @@ def _sessions_with_roles(packets: pd.DataFrame, msgs: pd.DataFrame, port: int, p
 def _metrics(inputs: RunInputs, packets: pd.DataFrame, msgs: pd.DataFrame, inbound: pd.DataFrame,
              outbound: pd.DataFrame, pm: pd.DataFrame, pub_log: pd.DataFrame | None,
              sub_log: pd.DataFrame | None, pub_streams: set[int], sub_streams: set[int],
-             warnings: list[str]) -> dict[str, Any]:
+             warnings: list[str], tcp: dict[str, Any]) -> dict[str, Any]:
     port = inputs.broker_port
     timing = _timing(inputs, pm, pub_log, warnings)
-    loss = _loss(inputs, packets, inbound, outbound, pub_log, sub_log, pub_streams | sub_streams)
+    loss = _loss(inputs, inbound, outbound, pub_log, sub_log, tcp)
     overhead, ow = metrics.overhead(inbound, inputs.tls)
     warnings.extend(ow)
     sessions = _sessions_with_roles(packets, msgs, port, pub_streams, sub_streams)
