@@ -291,12 +291,14 @@ def exchanges(packets: list[Packet] | ExchangePackets) -> pd.DataFrame:
     hundreds of thousands of rows), typed as pandas types the lists it is otherwise made of."""
     gathered = packets if isinstance(packets, ExchangePackets) else ExchangePackets(packets)
     alone, paired = _alone(gathered), _paired(gathered)
+    cols: dict[str, list[object] | np.ndarray]
     if paired or not len(alone["seq"]):
-        cols = {k: _as_list(k, v) for k, v in alone.items()}
+        lists = {k: _as_list(k, v) for k, v in alone.items()}
         for name, values in _columns(paired).items():
-            cols[name] += values
-        seq_key = np.array([-1 if q is None else q for q in cols["seq"]], dtype=np.int64)
-        t = np.array(cols["t_publish"], dtype=np.float64)
+            lists[name] += values
+        seq_key = np.array([-1 if q is None else q for q in lists["seq"]], dtype=np.int64)
+        t = np.array(lists["t_publish"], dtype=np.float64)
+        cols = dict(lists)
     else:
         cols = {k: _as_list(k, v) if k in _SENTINEL and (v < 0).any() else v for k, v in alone.items()}
         seq_key, t = alone["seq"], alone["t_publish"]
