@@ -25,6 +25,11 @@ from typing import IO
 
 from orchestrator.errors import TestbedError, ToolError
 
+PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size: what an unprivileged process may ask for
+# blocks of at most 1 MiB read ahead of a consumer that lags (a busy host): beyond, the program waits, so what
+# is not parsed yet is not all held here (a fleet's export is 300 MB of text)
+QUEUED_BLOCKS = 16
+
 DEFAULT_HINT = "run `testbed doctor` to see what is missing and how to install it"
 
 
@@ -115,7 +120,7 @@ class OutputStream:
         self.stderr = ""
         self._proc = proc
         self._deadline = math.inf if timeout is None else time.monotonic() + timeout
-        self._blocks: queue.Queue[bytes] = queue.Queue()
+        self._blocks: queue.Queue[bytes] = queue.Queue(maxsize=QUEUED_BLOCKS)
         _widen(proc.stdout)
         # a reader thread drains the pipe so the program never waits on the consumer
         self._reader = threading.Thread(target=_drain, args=(proc.stdout, self._blocks), daemon=True)
@@ -145,10 +150,12 @@ class OutputStream:
         if self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
-        self._reader.join(timeout=5)
-
-
-PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size: what an unprivileged process may ask for
+        deadline = time.monotonic() + 5
+        while self._reader.is_alive() and time.monotonic() < deadline:  # blocked on a full queue: emptied
+            try:
+                self._blocks.get_nowait()
+            except queue.Empty:
+                self._reader.join(timeout=0.05)
 
 
 def _widen(pipe: IO[bytes] | None) -> None:

@@ -68,3 +68,24 @@ def test_leaving_early_kills_the_program() -> None:
     assert pid is not None
     with pytest.raises(ProcessLookupError):  # killed and reaped, not left running
         os.kill(pid, 0)
+
+
+def test_a_consumer_that_lags_holds_a_bounded_read_ahead_and_leaving_early_is_prompt() -> None:
+    """A program writing without end to a consumer that stops reading: what is read ahead of the consumer is
+    bounded (the program waits, as it would on a full pipe), and leaving then ends the program and its reader
+    thread at once (a reader blocked on the full queue is let go)."""
+    import threading
+
+    from orchestrator.backends.process import PIPE_BYTES, QUEUED_BLOCKS
+
+    code = "import sys\nwhile True: sys.stdout.buffer.write(b'x' * 65536)"
+    before = threading.active_count()
+    with pytest.raises(RuntimeError, match="consumer gave up"), stream([PY, "-c", code], timeout=30) as out:
+        for _block in out.blocks():
+            time.sleep(1.0)  # the reader fills the queue meanwhile
+            queued = out._blocks.qsize()
+            t0 = time.monotonic()
+            raise RuntimeError("consumer gave up")
+    assert queued <= QUEUED_BLOCKS and QUEUED_BLOCKS * (1 << 20) + PIPE_BYTES <= 32 << 20
+    assert time.monotonic() - t0 < 2.0
+    assert threading.active_count() == before
