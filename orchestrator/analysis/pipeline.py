@@ -276,6 +276,8 @@ def analyse_run(inputs: RunInputs, exporter: FieldExporter) -> RunAnalysis:
     m = _metrics(inputs, packets, msgs, inbound, outbound, pm, pub_log, sub_log, pub_streams, sub_streams,
                  warnings, tcp)
     m["capture"]["messages_matched_by"] = matched_by
+    del msgs, inbound, outbound
+    give_back_freed_memory()  # before the exchanges and the writing take new pages
     return RunAnalysis(packets, pm, m, warnings, send_log=pub_log, mqtt_packets=mqtt_packets)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from orchestrator.analysis import exchange
 from orchestrator.analysis.csvout import csv_chunks
 from orchestrator.analysis.logs import read_publisher_acks
+from orchestrator.analysis.memory import give_back_freed_memory
 from orchestrator.analysis.pipeline import RunAnalysis
 from orchestrator.model.layout import Layout
 from orchestrator.results.atomic import write_chunks_atomic
@@ -25,3 +26,4 @@ def add_exchanges(analysis: RunAnalysis, lay: Layout) -> None:
     block["median_ack_ms_device"] = float(ack_ms.median()) if len(ack_ms) else None
     analysis.metrics["exchanges"] = block
     analysis.mqtt_packets = exchange.ExchangePackets()  # their memory back before the tables are written
+    give_back_freed_memory()
