@@ -8,7 +8,8 @@ flags and a length; only PUBLISH at QoS 1/2 and the acknowledgements carry a pac
 given, in order, to its packets of those types (tshark prints a frame's fields in packet order).
 
 The publisher's streams are those on which PUBLISHes go to the broker; the exchanges are paired across them in
-time order (a persistent session carries its unacknowledged messages onto the next connection): a PUBLISH
+time order (a persistent session carries its unacknowledged messages onto the next connection), a packet id
+being its device's own (a fleet's devices are told apart by their payloads): a PUBLISH
 without DUP opens the exchange of its packet id, a DUP PUBLISH or PUBREL joins the one open under its id, PUBREC
 joins it, and PUBACK or PUBCOMP ends it. A QoS 0 PUBLISH is an exchange of one packet.
 
