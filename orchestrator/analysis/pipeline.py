@@ -1,6 +1,4 @@
-"""One run's files -> per-packet table, per-message table, metrics -> per_message.csv, packets.csv,
-metrics.json (each written atomically).
-"""
+"""One run's files -> per-packet table, per-message table, metrics -> per_message.csv, packets.csv, metrics.json."""
 
 from __future__ import annotations
 
@@ -266,18 +264,16 @@ def analyse_run(inputs: RunInputs, exporter: FieldExporter) -> RunAnalysis:
         pub_streams = {int(s) for s in inbound["stream"].unique()}
         sub_streams = {int(s) for s in outbound["stream"].unique()}
         packets["leg"] = _legs(packets, inputs.broker_port, pub_streams, sub_streams)
-        # its arrays (~90 MB for a 1.7M-packet capture) come and go before the per-message table is made
-        tcp = metrics.retransmissions(packets, pub_streams | sub_streams, inputs.broker_port)
+        tcp = metrics.retransmissions(packets, pub_streams | sub_streams, inputs.broker_port)  # its arrays before pm's
         pub_log, sub_log, log_warnings = logs.result()
     warnings = warnings + log_warnings
     pm = per_message_table(inbound, outbound, pub_log, sub_log, warnings, inputs.keys)
     give_back_freed_memory()
-
     m = _metrics(inputs, packets, msgs, inbound, outbound, pm, pub_log, sub_log, pub_streams, sub_streams,
                  warnings, tcp)
     m["capture"]["messages_matched_by"] = matched_by
-    del msgs, inbound, outbound
-    give_back_freed_memory()  # before the exchanges and the writing take new pages
+    del msgs, inbound, outbound  # their pages given back before the exchanges and the writing take new ones
+    give_back_freed_memory()
     return RunAnalysis(packets, pm, m, warnings, send_log=pub_log, mqtt_packets=mqtt_packets)
 
 
@@ -352,7 +348,6 @@ def _uplink(inputs: RunInputs, pm: pd.DataFrame) -> dict[str, Any]:
 
 def _loss(inputs: RunInputs, inbound: pd.DataFrame, outbound: pd.DataFrame, pub_log: pd.DataFrame | None,
           sub_log: pd.DataFrame | None, tcp: dict[str, Any]) -> dict[str, Any]:
-    """metrics.json ``loss``: the messages' (``tcp``: metrics.retransmissions, the segments')."""
     keying = inputs.keying
     loss = keying.loss(sub_log, inputs.samples_expected, outbound)
     loss.update(tcp)
