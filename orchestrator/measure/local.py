@@ -36,6 +36,7 @@ from orchestrator.model.sweep import SweepPlan
 from orchestrator.publishers import Publisher
 from orchestrator.publishers.variants import Variant
 from orchestrator.results.atomic import read_json
+from orchestrator.results.space import check_still_room
 from orchestrator.waiting import throttled
 
 SERVICES_FOR_RUN = compose.SERVICES
@@ -151,8 +152,10 @@ def measure(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Imp
 def count_messages(lay: Layout, spec: RunSpec, progress: Callable[[int, int], None],
                    watch: LineWatch | None = None, ended_early: Callable[[], bool] = lambda: False) -> int:
     """Count until every message arrived, the timeout, or (checked once a second) a container failed,
-    the delay line broke or the publisher's run ended early (a board's)."""
+    the delay line broke or the publisher's run ended early (a board's); DiskFull once the run folder's disk filled
+    (results/space.py check_still_room)."""
     def broken() -> bool:
+        check_still_room(lay.root)
         return ended_early() or run_broken(compose.containers()) or (watch is not None and watch.broken())
 
     total = spec.messages_expected

@@ -5,6 +5,9 @@
   every file is replaced atomically).
 - Before each cell of a sweep, the free space is compared with what the cell is expected to write
   (``expected_cell_bytes``): a cell that would not fit is refused by name before it starts.
+- While a cell runs, a disk with less than ``FULL_BELOW_BYTES`` left has filled since its check (which asked for
+  several MB): ``check_still_room`` ends the cell within a second, naming the disk, instead of at its timeout (its
+  subscriber can no longer write the messages it receives, so they would only look lost).
 - Files are written with the mode the umask gives, except the declared secret files
   (orchestrator/model/layout.py SECRET_FILES), always 0600.
 """
@@ -29,6 +32,7 @@ CELL_FIXED_BYTES = 8 * 1024 * 1024
 # log, a per_message.csv row and packets.csv rows (a few hundred bytes more); with a margin
 PER_MESSAGE_BYTES = 2 * 1024
 PAYLOAD_COPIES = 4  # the payload's bytes: in the capture (twice: to and from the broker), in both logs
+FULL_BELOW_BYTES = 1024 * 1024  # a cell's disk this close to full is full: its next tables and logs will not fit
 
 
 class DiskFull(TestbedError):
@@ -85,3 +89,15 @@ def check_cell_space(bundle: Path, spec: RunSpec, cell_id: str) -> None:
     if free < need:
         raise DiskFull(f"cell {cell_id} needs about {need / 1e6:.0f} MB and only {free / 1e6:.0f} MB are free on "
                        f"the disk of {bundle}; it was not started", hint=resume_hint(bundle))
+
+
+def check_still_room(folder: Path) -> None:
+    """DiskFull when the disk of ``folder`` (a running cell's) has less than FULL_BELOW_BYTES left; an unreadable
+    free space is not a verdict (the writes themselves will tell)."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if free < FULL_BELOW_BYTES:
+        raise DiskFull(f"disk full while the cell ran: {free} bytes left on the disk of {folder}",
+                       hint=resume_hint(bundle_of(folder)))

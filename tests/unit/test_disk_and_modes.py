@@ -150,6 +150,40 @@ def test_a_cell_that_would_not_fit_is_refused_by_name_with_the_resume_command(
     check_cell_space(tmp_path, big, "tls-1024B-none-r1")  # room enough: nothing said
 
 
+def test_a_disk_that_fills_while_a_cell_runs_ends_it_naming_the_disk_and_the_resume_command(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bundle = small_bundle(tmp_path)
+    run = bundle / "runs" / "plain-65B-none-r1"
+    run.mkdir(parents=True)
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(space.shutil, "disk_usage", lambda _p: usage._replace(free=space.FULL_BELOW_BYTES))
+    space.check_still_room(run)  # exactly the margin left: not full yet
+    monkeypatch.setattr(space.shutil, "disk_usage", lambda _p: usage._replace(free=space.FULL_BELOW_BYTES - 1))
+    with pytest.raises(DiskFull) as exc:
+        space.check_still_room(run)
+    assert exc.value.message == f"disk full while the cell ran: {space.FULL_BELOW_BYTES - 1} bytes left on the disk " \
+        f"of {run}"
+    assert exc.value.hint == f"{RESUME} {bundle}"
+
+
+def test_the_cells_count_stops_at_once_when_its_disk_fills(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """count_messages checks the disk with the containers (once a second), not only at the cell's timeout."""
+    import time
+
+    from orchestrator.measure import local
+    from orchestrator.model.layout import Layout
+
+    lay = Layout(tmp_path / "run")
+    lay.root.mkdir()
+    monkeypatch.setattr(local.compose, "containers", lambda: [])
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(space.shutil, "disk_usage", lambda _p: usage._replace(free=1000))
+    started = time.monotonic()
+    with pytest.raises(DiskFull, match="disk full while the cell ran: 1000 bytes left"):
+        local.count_messages(lay, spec(samples=100), lambda _n, _t: None)
+    assert time.monotonic() - started < 2.0
+
+
 @pytest.fixture
 def full_tmpfs(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs (root only: CI runs as root); unmounted afterwards."""
