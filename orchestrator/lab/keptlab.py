@@ -79,6 +79,13 @@ def fresh_cell_lab(scenario: Scenario, run_dir: Path, *, sub: Subscription = AT_
         yield CellLab(lay, pki, topo, stop_capture)
 
 
+def _closing_can_come() -> bool:
+    """The stopped subscriber's closing segments can still reach the capture: its container, the broker's (whose
+    network namespace the capture shares) and the capture's all run."""
+    running = {c.service for c in compose.containers() if c.state.running}
+    return {BROKER.service, "capture", "subscriber"} <= running
+
+
 class KeptLab:
     """The lab of one block, up from its first cell to its last (or to a cell that failed)."""
 
@@ -150,11 +157,17 @@ class KeptLab:
     def _cut(self, lay: Layout, start: float, end: float) -> None:
         """The cell's packets, from its start to its end, out of the running capture into its capture.pcapng.
         dumpcap writes the file in bursts: the cut waits (at most CUT_WAIT_S) until a packet from after the end is in
-        it, as the stopped subscriber's closing segments soon are. When none came, ``complete`` is false and the cell
+        it, as the stopped subscriber's closing segments soon are, or until the subscriber's, the broker's or the
+        capture's container is no longer running (a failed cell's: none will come). When none came, ``complete`` is false and the cell
         warns: the cell's last packets may be in the block's gaps (counted there), not in its capture."""
         assert self.splitter is not None
-        deadline = time.monotonic() + CUT_WAIT_S
-        while not (complete := self.splitter.seen_after(end)) and time.monotonic() < deadline:
+        began = time.monotonic()
+        looked = began  # a dead container sends or captures no later packet: looked at each 0.5 s after the first
+        while not (complete := self.splitter.seen_after(end)) and (now := time.monotonic()) < began + CUT_WAIT_S:
+            if now - looked >= 0.5:
+                looked = now
+                if not _closing_can_come():
+                    break
             time.sleep(0.02)
         cut = self.splitter.cut(lay.root.name, start, end, lay.capture)
         self.facts["capture"] = {"cut_from": f"{self.facts['folder']}/capture/capture.pcapng",

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -126,3 +128,45 @@ def test_a_full_disk_at_the_cut_is_a_disk_full_error_naming_the_file(tmp_path: P
     monkeypatch.setattr(Path, "write_bytes", full)
     with pytest.raises(DiskFull, match=r"disk full: cannot write .*a\.pcapng"):
         split.cut("a", frames[0][0] - 1, frames[-1][0] + 1, tmp_path / "a.pcapng")
+
+
+
+def _containers(*running: str) -> list[SimpleNamespace]:
+    return [SimpleNamespace(service=s, state=SimpleNamespace(running=s in running))
+            for s in ("broker", "capture", "subscriber", "publisher")]
+
+
+def _cut_s(tmp_path: Path, frames: list[tuple[float, int]], monkeypatch: pytest.MonkeyPatch,
+           running: list[str]) -> tuple[float, dict[str, object]]:
+    """A kept-up lab's cut of the whole fixture up to after its last packet (so no packet after the end is in the
+    file), with these containers running: how long it waited, and what the cell records of it."""
+    from orchestrator.lab import keptlab
+    from orchestrator.model.layout import Layout
+
+    monkeypatch.setattr(keptlab, "CUT_WAIT_S", 2.0)
+    monkeypatch.setattr(keptlab.compose, "containers", lambda: _containers(*running))
+    lab = keptlab.KeptLab(tmp_path / "blocks")
+    lab.splitter = CaptureSplitter(FIXTURE, tmp_path / "gaps.pcapng")
+    lab.facts = {"folder": "blocks/lab-001"}
+    run = Layout(tmp_path / "runs" / "c")
+    run.capture.parent.mkdir(parents=True)
+    started = time.monotonic()
+    lab._cut(run, frames[0][0] - 1, frames[-1][0] + 1)
+    return time.monotonic() - started, lab.facts["capture"]
+
+
+@pytest.mark.parametrize("dead", ["broker", "capture", "subscriber"])
+def test_a_kept_up_cut_stops_waiting_for_a_later_packet_once_a_container_that_would_bring_it_is_gone(
+        tmp_path: Path, frames: list[tuple[float, int]], monkeypatch: pytest.MonkeyPatch, dead: str) -> None:
+    """The cut waits for a packet from after the cell's end (the stopped subscriber's closing segments): with the
+    subscriber's, the broker's or the capture's container gone, none comes, and the cut ends within a second instead
+    of at CUT_WAIT_S, saying it is not complete."""
+    took, facts = _cut_s(tmp_path, frames, monkeypatch, [s for s in ("broker", "capture", "subscriber") if s != dead])
+    assert took < 1.2
+    assert facts["complete"] is False and facts["packets"] == len(frames)
+
+
+def test_a_kept_up_cut_with_its_lab_up_waits_for_a_later_packet_up_to_its_bound(
+        tmp_path: Path, frames: list[tuple[float, int]], monkeypatch: pytest.MonkeyPatch) -> None:
+    took, facts = _cut_s(tmp_path, frames, monkeypatch, ["broker", "capture", "subscriber"])
+    assert took >= 2.0 and facts["complete"] is False and facts["packets"] == len(frames)
