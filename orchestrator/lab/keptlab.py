@@ -158,8 +158,9 @@ class KeptLab:
         """The cell's packets, from its start to its end, out of the running capture into its capture.pcapng.
         dumpcap writes the file in bursts: the cut waits (at most CUT_WAIT_S) until a packet from after the end is in
         it, as the stopped subscriber's closing segments soon are, or until the subscriber's, the broker's or the
-        capture's container is no longer running (a failed cell's: none will come). When none came, ``complete`` is false and the cell
-        warns: the cell's last packets may be in the block's gaps (counted there), not in its capture."""
+        capture's container is no longer running (a failed cell's: none will come). When none came, ``complete`` is
+        false and the cell warns: the cell's last packets may be in the block's gaps (counted there), not in its
+        capture."""
         assert self.splitter is not None
         began = time.monotonic()
         looked = began  # a dead container sends or captures no later packet: looked at each 0.5 s after the first
