@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -236,6 +236,36 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: floa
     raise AssertionError(
         f"mosquitto did not listen on {port} within {timeout} s:\n{log.read_text(errors='replace')}"
     )
+
+
+class LoCapture:
+    """dumpcap on lo for ``ports`` (root only), stopped with SIGINT so that it flushes.
+
+    Ready once dumpcap has counted a packet of a probe connection to the first port: its "Capturing on" line comes
+    before packets are taken, and under load (CI beside make check's halves) a run's first SYN, ClientHello or server
+    flight were missing (CI stop 34: the first full handshake's Certificate). The probe opens and closes a TCP
+    connection: no TLS handshake, no MQTT packet, so it is none of a test's streams."""
+
+    def __init__(self, path: Path, *ports: int) -> None:
+        self.path, self.log = path, path.with_suffix(".log")
+        port_filter = " or ".join(f"tcp port {port}" for port in ports)
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(["dumpcap", "-i", "lo", "-f", port_filter, "-w", str(path)],
+                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 15
+        while "Packets:" not in self.log.read_text(errors="replace"):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(f"dumpcap took no packet:\n{self.log.read_text(errors='replace')}")
+            with suppress(OSError):
+                socket.create_connection(("127.0.0.1", ports[0]), timeout=1).close()
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            time.sleep(0.3)  # the last segments (FIN/ACK) reach the capture
+            self.proc.send_signal(signal.SIGINT)
+            self.proc.wait(timeout=15)
 
 
 @contextmanager

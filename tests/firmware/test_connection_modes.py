@@ -20,7 +20,6 @@ import csv
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import threading
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pytest
-from fwtest_support import Broker, HostBuild, Pki
+from fwtest_support import Broker, HostBuild, LoCapture, Pki
 
 CHACHA_OPENSSL = "ECDHE-ECDSA-CHACHA20-POLY1305"
 CHACHA_IANA = "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"
@@ -64,31 +63,11 @@ class Subscriber:
         self.client.loop_stop()
 
 
-class Capture:
-    """dumpcap on lo (root only), stopped with SIGINT so that it flushes."""
-
-    def __init__(self, port: int, path: Path) -> None:
-        self.path, log = path, path.with_suffix(".log")
-        with log.open("wb") as out:
-            self.proc = subprocess.Popen(["dumpcap", "-i", "lo", "-f", f"tcp port {port}", "-w", str(path)],
-                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 15
-        while "Capturing on" not in log.read_text(errors="replace"):
-            assert self.proc.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            time.sleep(0.3)
-            self.proc.send_signal(signal.SIGINT)
-            self.proc.wait(timeout=15)
-
-
-def _maybe_capture(port: int, path: Path) -> Capture | None:
+def _maybe_capture(port: int, path: Path) -> LoCapture | None:
     """A capture when this runs as root with tshark installed (CI); else None: the wire checks are left out."""
     if os.geteuid() != 0 or shutil.which("dumpcap") is None or shutil.which("tshark") is None:
         return None
-    return Capture(port, path)
+    return LoCapture(path, port)
 
 
 def _hellos(capture: Path, port: int) -> list[dict[str, object]]:

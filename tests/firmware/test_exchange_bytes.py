@@ -11,16 +11,13 @@ needs root (CI runs as root). ``-s`` prints the table.
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fwtest_support import Broker, HostBuild, Pki
-from test_firmware_tls_acceptance import CHACHA_IANA, CHACHA_OPENSSL, Capture, _need_capture
+from fwtest_support import Broker, HostBuild, LoCapture, Pki
+from test_firmware_tls_acceptance import CHACHA_IANA, CHACHA_OPENSSL, _need_capture
 
 from orchestrator.analysis import exchange
 from orchestrator.analysis.fields import parse_fields
@@ -50,35 +47,13 @@ def capture(host_build: HostBuild, pki: Pki, broker_factory, tmp_path: Path) -> 
     _need_capture()
     broker = broker_factory(CHACHA_OPENSSL)
     pcap = tmp_path / "all.pcapng"
-    cap = _both_ports(broker, pcap)
+    cap = LoCapture(pcap, broker.plain_port, broker.tls_port)
     try:
         for cell in CELLS:
             _run(host_build, pki, broker, tmp_path, *cell)
     finally:
         cap.stop()
     yield pcap, broker
-
-
-def _both_ports(broker: Broker, pcap: Path) -> Capture:
-    """dumpcap on lo on both listeners (Capture's own filter takes one port)."""
-
-    class Both(Capture):
-        def __init__(self) -> None:
-            self.path, self.log = pcap, pcap.with_suffix(".log")
-            with self.log.open("wb") as out:
-                self.proc = subprocess.Popen(
-                    ["dumpcap", "-i", "lo", "-f", f"tcp port {broker.tls_port} or tcp port {broker.plain_port}",
-                     "-w", str(pcap)], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            # "Capturing on" comes before packets are taken: under load (make check's two halves) the first run's
-            # SYN and first PUBLISH were missing. A probe connection, until dumpcap counts a packet (it has no
-            # PUBLISH: not one of the runs' streams)
-            deadline = time.monotonic() + 15
-            while "Packets:" not in self.log.read_text(errors="replace"):
-                assert self.proc.poll() is None and time.monotonic() < deadline, self.log.read_text()
-                with contextlib.suppress(OSError):
-                    socket.create_connection(("127.0.0.1", broker.plain_port), timeout=1).close()
-                time.sleep(0.1)
-    return Both()
 
 
 def _tcp_bytes(pcap: Path) -> list[tuple[int, float, int]]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pytest
-from fwtest_support import Broker, HostBuild, Pki, need_tool
+from fwtest_support import Broker, HostBuild, LoCapture, Pki, need_tool
 
 CHACHA_OPENSSL = "ECDHE-ECDSA-CHACHA20-POLY1305"
 CHACHA_IANA = "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"
@@ -31,36 +31,6 @@ def _need_capture() -> None:
     need_tool("tshark", "tshark")
     if os.geteuid() != 0:
         pytest.skip("capturing on lo needs root (CI runs as root)")
-
-
-class Capture:
-    """dumpcap on lo with a capture filter on one port; stopped with SIGINT so it flushes."""
-
-    def __init__(self, port: int, path: Path) -> None:
-        self.path = path
-        self.log = path.with_suffix(".log")
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                ["dumpcap", "-i", "lo", "-f", f"tcp port {port}", "-w", str(path)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        deadline = time.monotonic() + 15
-        while "Capturing on" not in self.log.read_text(errors="replace"):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise AssertionError(f"dumpcap did not start:\n{self.log.read_text(errors='replace')}")
-            time.sleep(0.05)
-        # dumpcap says so as it opens the interface; on a loaded host the first frames after that were missing once
-        # (CI rehearsal: the first connection's server flight not in the capture): a moment for its loop to start
-        time.sleep(0.3)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            time.sleep(0.3)  # let the last segments (FIN/ACK) reach the capture
-            self.proc.send_signal(signal.SIGINT)
-            self.proc.wait(timeout=15)
 
 
 class Subscriber:
@@ -163,7 +133,7 @@ def test_vdevice_tls12_chacha20_against_mosquitto(
     _need_capture()
     broker: Broker = broker_factory(CHACHA_OPENSSL)
     subscriber = Subscriber(broker.plain_port)
-    capture = Capture(broker.tls_port, tmp_path / "tls.pcapng")
+    capture = LoCapture(tmp_path / "tls.pcapng", broker.tls_port)
     try:
         proc = _vdevice(host_build, pki, broker, tmp_path)
         subscriber.wait_for(N)
