@@ -241,14 +241,15 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: floa
 class LoCapture:
     """dumpcap on lo for ``ports`` (root only), stopped with SIGINT so that it flushes.
 
-    Ready once dumpcap has counted a packet of a probe connection to the first port: its "Capturing on" line comes
-    before packets are taken, and under load (CI beside make check's halves) a run's first SYN, ClientHello or server
-    flight were missing (CI stop 34: the first full handshake's Certificate). The probe opens and closes a TCP
-    connection: no TLS handshake, no MQTT packet, so it is none of a test's streams."""
+    Ready once dumpcap has counted a packet: its "Capturing on" line comes before packets are taken, and under load
+    (CI beside make check's halves) a run's first SYN, ClientHello or server flight were missing (CI stop 34: the first
+    full handshake's Certificate). The probe is a connection refused by a free port the filter also takes (a SYN and
+    a RST): the broker sees nothing, and the probe is none of the ports' streams."""
 
     def __init__(self, path: Path, *ports: int) -> None:
         self.path, self.log = path, path.with_suffix(".log")
-        port_filter = " or ".join(f"tcp port {port}" for port in ports)
+        probe = free_port()
+        port_filter = " or ".join(f"tcp port {port}" for port in (*ports, probe))
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(["dumpcap", "-i", "lo", "-f", port_filter, "-w", str(path)],
                                          stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -258,7 +259,7 @@ class LoCapture:
                 self.stop()
                 raise AssertionError(f"dumpcap took no packet:\n{self.log.read_text(errors='replace')}")
             with suppress(OSError):
-                socket.create_connection(("127.0.0.1", ports[0]), timeout=1).close()
+                socket.create_connection(("127.0.0.1", probe), timeout=1).close()
             time.sleep(0.1)
 
     def stop(self) -> None:

@@ -13,13 +13,12 @@ import json
 import subprocess
 from pathlib import Path
 
-from fwtest_support import Broker, HostBuild, Pki
+from fwtest_support import Broker, HostBuild, LoCapture, Pki
 from test_firmware_tls_acceptance import (
     CHACHA_IANA,
     CHACHA_OPENSSL,
     PAYLOAD,
     TOPIC,
-    Capture,
     Subscriber,
     _mqtt_packet_len,
     _need_capture,
@@ -48,7 +47,7 @@ def test_client_transport_publishes_over_tls_with_chacha20_on_the_wire(
     _need_capture()
     broker: Broker = broker_factory(CHACHA_OPENSSL)
     subscriber = Subscriber(broker.plain_port)
-    capture = Capture(broker.tls_port, tmp_path / "client.pcapng")
+    capture = LoCapture(tmp_path / "client.pcapng", broker.tls_port)
     try:
         proc = _probe(host_build, pki, broker.tls_port)
         subscriber.wait_for(N)

@@ -19,8 +19,8 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from fwtest_support import Broker, HostBuild, _cert, _write_key, broker_may_read, need_tool
-from test_firmware_tls_acceptance import CHACHA_IANA, CHACHA_OPENSSL, Capture, _need_capture, _tshark
+from fwtest_support import Broker, HostBuild, LoCapture, _cert, _write_key, broker_may_read, need_tool
+from test_firmware_tls_acceptance import CHACHA_IANA, CHACHA_OPENSSL, _need_capture, _tshark
 
 TLS11_ONLY = (  # Mosquitto's tls_version is a minimum; OpenSSL 3 refuses TLS < 1.2 at SECLEVEL >= 1
     "openssl_conf = openssl_init\n[openssl_init]\nssl_conf = ssl_sect\n[ssl_sect]\n"
@@ -89,7 +89,7 @@ def _refused(host_build: HostBuild, bad_pki: dict[str, Path], broker: Broker, ou
     """Runs vdevice under a capture; checks the named error and that no MQTT byte was sent; the
     capture's summary line (shown with pytest -s)."""
     _need_capture()
-    capture = Capture(broker.tls_port, out / "refused.pcapng")
+    capture = LoCapture(out / "refused.pcapng", broker.tls_port)
     try:
         proc = _device(host_build, bad_pki, broker, "--summary", str(out / "summary.json"))
     finally:

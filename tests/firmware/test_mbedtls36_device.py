@@ -21,6 +21,7 @@ from fwtest_support import (
     HOST_SRC,
     REPO,
     Build36,
+    LoCapture,
     Pki,
     broker_may_read,
     configure_argv,
@@ -28,7 +29,7 @@ from fwtest_support import (
     mosquitto_running,
     need_tool,
 )
-from test_firmware_tls_acceptance import Capture, _mqtt_packet_len, _need_capture, _tshark
+from test_firmware_tls_acceptance import _mqtt_packet_len, _need_capture, _tshark
 
 BUILD_MBEDTLS = REPO / "firmware" / "platformio" / "host" / "chacha_only" / "build_mbedtls.py"
 FW_INCLUDE = REPO / "firmware" / "platformio" / "include"
@@ -116,7 +117,7 @@ def publish_overheads(cap: Path, port: int, keylog: Path) -> list[tuple[int, int
 def test_tls13_chacha20_from_the_device(build36: Build36, pki: Pki, broker13: int, tmp_path: Path) -> None:
     _need_capture()
     granularity = padding_granularity(build36.include)
-    cap = Capture(broker13, tmp_path / "tls13.pcapng")
+    cap = LoCapture(tmp_path / "tls13.pcapng", broker13)
     try:
         summaries = {p: vdevice(build36, pki, broker13, tmp_path / f"p{p}", p, 8, f"{TLS13_CHACHA},{TLS12_CHACHA}")
                      for p in (65, 100)}
@@ -157,7 +158,7 @@ def test_tls12_on_mbedtls36_unchanged_overhead(build36: Build36, pki: Pki, broke
     """The `tls` scenario's TLS 1.2 ChaCha20 on 3.6: the 1.2 suite alone keeps the device at TLS 1.2 (21 B)."""
     _need_capture()
     broker = broker_factory("ECDHE-ECDSA-CHACHA20-POLY1305")
-    cap = Capture(broker.tls_port, tmp_path / "tls12.pcapng")
+    cap = LoCapture(tmp_path / "tls12.pcapng", broker.tls_port)
     try:
         summary = vdevice(build36, pki, broker.tls_port, tmp_path, 65, 5, TLS12_CHACHA)
     finally:
@@ -193,7 +194,7 @@ def test_tls13_resume_ticket_resumes_every_reconnection(build36: Build36, pki: P
     so every connection after the first offers it and resumes - on the wire: pre_shared_key (41) in the ServerHello
     and no Certificate (11) or CertificateVerify (15) after decryption with the device's key log."""
     _need_capture()
-    cap = Capture(broker13, tmp_path / "resume13.pcapng")
+    cap = LoCapture(tmp_path / "resume13.pcapng", broker13)
     try:
         summary = vdevice(build36, pki, broker13, tmp_path, 65, 6, f"{TLS13_CHACHA},{TLS12_CHACHA}",
                           "--connection", "resume-ticket", "--per-connection", "2",
@@ -223,7 +224,7 @@ def test_granularity_1_build_adds_exactly_22_bytes(build_pad1: Build36, pki: Pki
                                                   tmp_path: Path) -> None:
     """The variant beside the stock build: TLS 1.3 records unpadded, 5 + 1 + 16 = 22 B per PUBLISH, as OpenSSL."""
     _need_capture()
-    cap = Capture(broker13, tmp_path / "pad1.pcapng")
+    cap = LoCapture(tmp_path / "pad1.pcapng", broker13)
     try:
         for p in (65, 100):
             summary = vdevice(build_pad1, pki, broker13, tmp_path / f"p{p}", p, 8, f"{TLS13_CHACHA},{TLS12_CHACHA}")
