@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,6 +23,7 @@ from orchestrator.paths import compose_file
 
 OWNED_LABEL = "io.testbed.owned=true"
 CORE_SERVICES = ("broker", "capture", "subscriber")
+HEALTH_GATED = ("broker", "capture")  # their HEALTHCHECKs gate the others (compose/testbed.yml depends_on)
 SERVICES = (*CORE_SERVICES, "publisher")  # every service of compose/testbed.yml run from our images
 ROUTER = "router"  # the forwarding hop of the userspace delay line (image testbed-netadmin)
 TIME_ECHO = "timeecho"  # the lab clock a board syncs with (--publisher esp32)
@@ -103,12 +105,9 @@ def compose_argv(*args: str, compose: Sequence[str] | None = None, file: Path | 
     return [*base, "-p", name or project(), "-f", str(file or compose_file()), *args]
 
 
-def up_argv(services: Sequence[str], *, wait: bool = True, timeout_s: int = 90,
-            compose: Sequence[str] | None = None, file: Path | None = None) -> list[str]:
-    args = ["up", "-d", "--no-build", "--pull", "never"]
-    if wait:
-        args += ["--wait", "--wait-timeout", str(timeout_s)]
-    return compose_argv(*args, *services, compose=compose, file=file)
+def up_argv(services: Sequence[str], *, compose: Sequence[str] | None = None, file: Path | None = None) -> list[str]:
+    """Start ``services`` (and what they depend on), never building or pulling; up() waits for them itself."""
+    return compose_argv("up", "-d", "--no-build", "--pull", "never", *services, compose=compose, file=file)
 
 
 def down_argv(*, compose: Sequence[str] | None = None, file: Path | None = None, name: str | None = None) -> list[str]:
@@ -163,24 +162,61 @@ def with_host_port(t: Topology, *, fixed: bool) -> Topology:
 def up(t: Topology, services: Sequence[str] = CORE_SERVICES, timeout_s: int = 90) -> None:
     """Start ``services`` and wait for them; TestbedError naming the service that failed first.
 
-    compose's exit code alone is not trusted: some compose v2 releases exit 0 after printing
-    "dependency failed to start", so every service must also be running afterwards.
+    The services others wait for (HEALTH_GATED: their images' HEALTHCHECKs) start first and are watched until
+    healthy; then the others start. compose's own --wait looks every 0.5 s, twice here (for the others' depends_on
+    and at the end): 1.6 s for an up that is ready after 0.9 s. compose's exit code alone is not trusted: some
+    compose v2 releases exit 0 after printing "dependency failed to start", so every service must also be running
+    afterwards.
     """
     projects.claim(project())  # before any container exists: `testbed down` can tell live from crashed
+    gated = [s for s in services if s in HEALTH_GATED]
+    others = [s for s in services if s not in HEALTH_GATED]
+    env = compose_env(t)
     try:
-        run(up_argv(services, timeout_s=timeout_s), env=compose_env(t), timeout=timeout_s + 30)
+        if gated:
+            run(up_argv(gated), env=env, timeout=timeout_s + 30)
+        healthy = wait_healthy(gated, timeout_s)
+        if others:  # created but not started when a gated one failed: its state is evidence, as compose left it
+            run(compose_argv("up", "-d" if healthy else "--no-start", "--no-build", "--pull", "never", "--no-deps",
+                             *others), env=env, timeout=timeout_s + 30)
         compose_error: ToolError | None = None
     except ToolError as exc:
         compose_error = exc
     by_service = {c.service: c for c in containers()}
-    idle = [f"{s}: {by_service[s].state.status if s in by_service else 'missing'}" for s in services
-            if s not in by_service or not by_service[s].state.running]
+    idle = [f"{s}: {_state(by_service.get(s))}" for s in services if s not in by_service or not _ready(by_service[s])]
     if compose_error is None and not idle:
         return
     raise service_failure("the testbed did not come up", detail=", ".join(idle) or ", ".join(services),
                           tool_evidence=compose_error.evidence if compose_error else None,
                           hint="each container's log and state are kept in logs/ (<service>.log, containers.json) "
                                "of the run or session folder")
+
+
+def _ready(c: Container) -> bool:
+    """Running, and healthy when its image has a health check (as compose's --wait has it)."""
+    return c.state.running and (c.state.health is None or c.state.health.status == "healthy")
+
+
+def _state(c: Container | None) -> str:
+    if c is None:
+        return "missing"
+    health = c.state.health
+    return c.state.status + (f", health {health.status}" if c.state.running and health is not None else "")
+
+
+def wait_healthy(services: Sequence[str], timeout_s: float) -> bool:
+    """Whether every one of ``services`` is ready (looked at every 50 ms), before one stops or fails its health
+    check, or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while services:
+        found = {c.service: c for c in containers() if c.service in services}
+        if all(s in found and _ready(found[s]) for s in services):
+            return True
+        if any(s not in found or not found[s].state.running or docker.failure_of(found[s]) for s in services) \
+                or time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def containers(name: str | None = None) -> list[Container]:

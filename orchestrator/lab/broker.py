@@ -26,7 +26,7 @@ class Broker(Protocol):
     def service(self) -> str: ...  # the compose service it runs in
 
     @property
-    def healthcheck(self) -> str: ...  # what says it is ready (compose up --wait waits for it)
+    def healthcheck(self) -> str: ...  # what says it is ready (backends/compose.py up waits for it)
 
     def write_config(self, lay: Layout, scenario: Scenario, *, topic: str, acl: bool) -> None: ...  # config/
 

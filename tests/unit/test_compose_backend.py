@@ -16,10 +16,10 @@ F = Path("/x/compose/testbed.yml")
 DC = ["docker", "compose"]
 
 
-def test_up_argv_never_builds_or_pulls_and_waits():
-    assert compose.up_argv(["broker", "capture"], timeout_s=60, compose=DC, file=F) == [
+def test_up_argv_never_builds_or_pulls():
+    assert compose.up_argv(["broker", "capture"], compose=DC, file=F) == [
         "docker", "compose", "-p", compose.project(), "-f", str(F), "up", "-d", "--no-build", "--pull", "never",
-        "--wait", "--wait-timeout", "60", "broker", "capture"]
+        "broker", "capture"]
 
 
 def test_down_argv_removes_volumes_orphans_and_profiled_services():
@@ -113,3 +113,64 @@ def test_a_live_invocations_lock_is_seen_and_a_dead_ones_is_not(tmp_path, monkey
     assert projects.holder(name) is not None and (tmp_path / "testbed" / "projects" / f"{name}.lock").exists()
     projects.release(name)
     assert projects.locked_projects() == []
+
+
+def _container(service: str, status: str = "running", health: str | None = None) -> compose.Container:
+    state = {"Status": status, "Running": status == "running", "ExitCode": 0 if status == "running" else 1,
+             "StartedAt": "2026-12-05T20:00:00Z", "FinishedAt": "0001-01-01T00:00:00Z"}
+    if health is not None:
+        state["Health"] = {"Status": health, "FailingStreak": 3 if health == "unhealthy" else 0, "Log": []}
+    return compose.Container.from_inspect({"Id": service, "Name": f"/p-{service}-1", "State": state,
+                                           "Config": {"Labels": {"com.docker.compose.service": service}}})
+
+
+class _Lab:
+    """compose's calls recorded; the containers' states as a list of snapshots, one per look (the last repeats)."""
+
+    def __init__(self, monkeypatch, *snapshots: list[compose.Container]) -> None:
+        self.calls: list[list[str]] = []
+        self.snapshots, self.looks = list(snapshots), 0
+        monkeypatch.setattr(compose, "run", lambda argv, **_k: self.calls.append(list(argv)))
+        monkeypatch.setattr(compose, "containers", self.containers)
+        monkeypatch.setattr(compose.projects, "claim", lambda _name: None)
+        monkeypatch.setattr(compose, "logs", lambda *_a, **_k: "")
+        monkeypatch.setattr(compose.time, "sleep", lambda _s: None)
+
+    def containers(self, name: str | None = None) -> list[compose.Container]:
+        self.looks += 1
+        return self.snapshots[min(self.looks, len(self.snapshots)) - 1]
+
+    def verbs(self) -> list[list[str]]:  # each call's arguments after the project and the file
+        return [call[call.index("-f") + 2:] for call in self.calls]
+
+
+def test_up_starts_the_gated_services_then_the_others_once_healthy_without_composes_wait(monkeypatch, tmp_path):
+    starting = [_container("broker", health="starting"), _container("capture", health="starting")]
+    healthy = [_container("broker", health="healthy"), _container("capture", health="healthy")]
+    lab = _Lab(monkeypatch, starting, starting, healthy, [*healthy, _container("subscriber")])
+    monkeypatch.setattr(compose, "compose_env", lambda _t: {})
+    compose.up(Topology(run_dir=tmp_path, port=1883, host_port=1883))
+    assert lab.verbs() == [["up", "-d", "--no-build", "--pull", "never", "broker", "capture"],
+                           ["up", "-d", "--no-build", "--pull", "never", "--no-deps", "subscriber"]]
+    assert lab.looks == 4  # three looks until healthy, one to check that all run
+
+
+def test_a_gated_service_that_fails_its_health_check_is_named_and_the_others_never_start(monkeypatch, tmp_path):
+    sick = [_container("broker", health="unhealthy"), _container("capture", health="healthy")]
+    lab = _Lab(monkeypatch, sick, [*sick, _container("subscriber", status="created")])
+    monkeypatch.setattr(compose, "compose_env", lambda _t: {})
+    with pytest.raises(TestbedError) as err:
+        compose.up(Topology(run_dir=tmp_path, port=1883, host_port=1883))
+    assert lab.verbs()[1] == ["up", "--no-start", "--no-build", "--pull", "never", "--no-deps", "subscriber"]
+    assert err.value.message == "the testbed did not come up: broker failed first (failed its health check)"
+
+
+def test_a_gated_service_still_starting_at_the_timeout_is_named_with_its_health(monkeypatch, tmp_path):
+    starting = [_container("broker", health="starting"), _container("capture", health="healthy")]
+    clock = iter(range(0, 1000, 10))
+    monkeypatch.setattr(compose.time, "monotonic", lambda: float(next(clock)))
+    _Lab(monkeypatch, starting)
+    monkeypatch.setattr(compose, "compose_env", lambda _t: {})
+    with pytest.raises(TestbedError) as err:
+        compose.up(Topology(run_dir=tmp_path, port=1883, host_port=1883), services=("broker", "capture"), timeout_s=30)
+    assert err.value.message == "the testbed did not come up (broker: running, health starting)"
