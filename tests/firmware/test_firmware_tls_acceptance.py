@@ -127,6 +127,7 @@ def _mqtt_packet_len(remaining: int) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # the send schedule: each message within 15 ms of t0 + i x 20 ms
 def test_vdevice_tls12_chacha20_against_mosquitto(
     host_build: HostBuild, pki: Pki, broker_factory, tmp_path: Path
 ) -> None:
