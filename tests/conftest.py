@@ -92,7 +92,7 @@ def docker_user(pytestconfig: pytest.Config) -> DockerUser:
 
 
 @pytest.fixture(autouse=True)
-def _netns_gate(request: pytest.FixtureRequest) -> Iterator[None]:
+def _priority_gate(request: pytest.FixtureRequest) -> Iterator[None]:
     """A netns test needs root; it and a timing test run at niceness -5 when root. `make test` runs the tests without
     Docker under `nice -n 10` beside the docker tests, and these tests measure time with the processes they start (the
     delay line, senders, receivers, vdevice, board-emu), which inherit their niceness: in a CI rehearsal a niced delay

@@ -105,9 +105,12 @@ def compose_argv(*args: str, compose: Sequence[str] | None = None, file: Path | 
     return [*base, "-p", name or project(), "-f", str(file or compose_file()), *args]
 
 
-def up_argv(services: Sequence[str], *, compose: Sequence[str] | None = None, file: Path | None = None) -> list[str]:
-    """Start ``services`` (and what they depend on), never building or pulling; up() waits for them itself."""
-    return compose_argv("up", "-d", "--no-build", "--pull", "never", *services, compose=compose, file=file)
+def up_argv(services: Sequence[str], *, start: bool = True, deps: bool = True, compose: Sequence[str] | None = None,
+            file: Path | None = None) -> list[str]:
+    """Start ``services`` (or only create them), and what they depend on unless not ``deps``, never building or
+    pulling; up() waits for them itself."""
+    args = ["up", "-d" if start else "--no-start", "--no-build", "--pull", "never", *([] if deps else ["--no-deps"])]
+    return compose_argv(*args, *services, compose=compose, file=file)
 
 
 def down_argv(*, compose: Sequence[str] | None = None, file: Path | None = None, name: str | None = None) -> list[str]:
@@ -173,12 +176,12 @@ def up(t: Topology, services: Sequence[str] = CORE_SERVICES, timeout_s: int = 90
     others = [s for s in services if s not in HEALTH_GATED]
     env = compose_env(t)
     try:
+        healthy = True
         if gated:
             run(up_argv(gated), env=env, timeout=timeout_s + 30)
-        healthy = wait_healthy(gated, timeout_s)
+            healthy = wait_healthy(gated, timeout_s)
         if others:  # created but not started when a gated one failed: its state is evidence, as compose left it
-            run(compose_argv("up", "-d" if healthy else "--no-start", "--no-build", "--pull", "never", "--no-deps",
-                             *others), env=env, timeout=timeout_s + 30)
+            run(up_argv(others, start=healthy, deps=False), env=env, timeout=timeout_s + 30)
         compose_error: ToolError | None = None
     except ToolError as exc:
         compose_error = exc
@@ -208,7 +211,7 @@ def wait_healthy(services: Sequence[str], timeout_s: float) -> bool:
     """Whether every one of ``services`` is ready (looked at every 50 ms), before one stops or fails its health
     check, or ``timeout_s`` passes."""
     deadline = time.monotonic() + timeout_s
-    while services:
+    while True:
         found = {c.service: c for c in containers() if c.service in services}
         if all(s in found and _ready(found[s]) for s in services):
             return True
@@ -216,7 +219,6 @@ def wait_healthy(services: Sequence[str], timeout_s: float) -> bool:
                 or time.monotonic() > deadline:
             return False
         time.sleep(0.05)
-    return True
 
 
 def containers(name: str | None = None) -> list[Container]:
