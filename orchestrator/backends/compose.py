@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import shlex
 import socket
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -162,14 +164,17 @@ def with_host_port(t: Topology, *, fixed: bool) -> Topology:
     return replace(t, host_port=free_port(t.bind))
 
 
-def up(t: Topology, services: Sequence[str] = CORE_SERVICES, timeout_s: int = 90) -> None:
+def up(t: Topology, services: Sequence[str] = CORE_SERVICES, timeout_s: int = 90,
+       meanwhile: Callable[[], None] | None = None) -> None:
     """Start ``services`` and wait for them; TestbedError naming the service that failed first.
 
     The services others wait for (HEALTH_GATED: their images' HEALTHCHECKs) start first and are watched until
     healthy; then the others start. compose's own --wait looks every 0.5 s, twice here (for the others' depends_on
     and at the end): 1.6 s for an up that is ready after 0.9 s. compose's exit code alone is not trusted: some
     compose v2 releases exit 0 after printing "dependency failed to start", so every service must also be running
-    afterwards.
+    afterwards. ``meanwhile`` runs in a thread while the gated services become healthy (their containers and
+    networks exist then), and has ended when this returns or raises: a kept-up lab makes its clients' containers
+    there (lab/keptlab.py).
     """
     projects.claim(project())  # before any container exists: `testbed down` can tell live from crashed
     gated = [s for s in services if s in HEALTH_GATED]
@@ -179,7 +184,10 @@ def up(t: Topology, services: Sequence[str] = CORE_SERVICES, timeout_s: int = 90
         healthy = True
         if gated:
             run(up_argv(gated), env=env, timeout=timeout_s + 30)
-            healthy = wait_healthy(gated, timeout_s)
+            with _beside(meanwhile):
+                healthy = wait_healthy(gated, timeout_s)
+        elif meanwhile is not None:
+            meanwhile()
         if others:  # created but not started when a gated one failed: its state is evidence, as compose left it
             run(up_argv(others, start=healthy, deps=False), env=env, timeout=timeout_s + 30)
         compose_error: ToolError | None = None
@@ -193,6 +201,31 @@ def up(t: Topology, services: Sequence[str] = CORE_SERVICES, timeout_s: int = 90
                           tool_evidence=compose_error.evidence if compose_error else None,
                           hint="each container's log and state are kept in logs/ (<service>.log, containers.json) "
                                "of the run or session folder")
+
+
+@contextmanager
+def _beside(work: Callable[[], None] | None) -> Iterator[None]:
+    """``work`` in a thread while the block runs; joined afterwards, also when the block raises (Ctrl-C). What
+    ``work`` raised is raised then, unless the block raised first."""
+    if work is None:
+        yield
+        return
+    failed: list[BaseException] = []
+
+    def run_it() -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=run_it, name="up-meanwhile", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+    if failed:
+        raise failed[0]
 
 
 def _ready(c: Container) -> bool:

@@ -262,7 +262,8 @@ def first_failure(containers: Sequence[Container]) -> Failure | None:
 
 # ----------------------------------------------------------------------------- engine calls (docker CLI)
 
-def _only_missing(stderr: str) -> bool:
+def only_missing(stderr: str) -> bool:
+    """The engine's errors all say that something named does not exist."""
     return all("no such" in ln.lower() for ln in stderr.splitlines() if ln.strip())
 
 
@@ -272,7 +273,7 @@ def inspect_containers(names: Sequence[str]) -> list[Container]:
         return []
     argv = ["docker", "inspect", "--type", "container", *names]
     proc = run(argv, check=False, timeout=30)
-    if proc.returncode != 0 and not _only_missing(proc.stderr):
+    if proc.returncode != 0 and not only_missing(proc.stderr):
         raise ToolError(argv, proc.returncode, proc.stdout, proc.stderr)
     return parse_containers(proc.stdout)
 
@@ -352,7 +353,7 @@ def remove_labelled(label: str) -> list[str]:
 def inspect_image(tag: str) -> Image | None:
     argv = ["docker", "image", "inspect", tag]
     proc = run(argv, check=False, timeout=30)
-    if proc.returncode != 0 and not _only_missing(proc.stderr):
+    if proc.returncode != 0 and not only_missing(proc.stderr):
         raise ToolError(argv, proc.returncode, proc.stdout, proc.stderr)
     items = json.loads(proc.stdout or "[]")
     return Image.from_inspect(items[0]) if items else None

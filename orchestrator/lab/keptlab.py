@@ -62,7 +62,8 @@ REUSED = ["broker container, its network namespace and the lab network", "captur
 @dataclass
 class CellLab:
     """The lab as one cell sees it: its run folder, PKI and topology, how its capture ends, and what says its
-    subscriber has subscribed (called once its publisher's container is started)."""
+    subscriber has subscribed and nothing else runs beside the measurement (called once its publisher's program is
+    started, before it is told to go: in a kept-up lab, the cell before's analysis has ended then)."""
 
     lay: Layout
     pki: Pki | None
@@ -89,8 +90,9 @@ def _closing_can_come() -> bool:
 class KeptLab:
     """The lab of one block, up from its first cell to its last (or to a cell that failed)."""
 
-    def __init__(self, blocks: Path) -> None:
+    def __init__(self, blocks: Path, before_publish: Callable[[], object] = lambda: None) -> None:
         self.blocks = blocks
+        self.before_publish = before_publish  # the sweep's: the cell before's analysis, which runs meanwhile, done
         self.lay: Layout | None = None
         self.pki: Pki | None = None
         self.topo: Topology | None = None
@@ -99,13 +101,16 @@ class KeptLab:
         self.facts: dict[str, Any] = {}
         self.clients: KeptClients | None = None  # the subscriber's and publisher's containers, from the first cell
 
-    def _up(self, scenario: Scenario, sub: Subscription) -> None:
+    def _up(self, scenario: Scenario, sub: Subscription, runs: Path) -> None:
+        """The broker and the capture up; the clients' containers (mounting ``runs``, the folder of the cells' run
+        folders) made while those two become healthy."""
         n = 1 + sum(1 for p in self.blocks.glob("lab-*") if p.is_dir()) if self.blocks.is_dir() else 1
         lay, pki = prepare_run_dir(self.blocks / f"lab-{n:03d}", scenario)
         topo = compose.with_host_port(topology(scenario, lay, sub=sub), fixed=False)  # a free port, as a run's
         self.lay, self.pki, self.topo, self.served = lay, pki, topo, 0
         self.splitter = CaptureSplitter(lay.capture, lay.capture.parent / "gaps.pcapng")
-        compose.up(topo, services=("broker", "capture"))
+        clients = self.clients = KeptClients(runs)
+        compose.up(topo, services=("broker", "capture"), meanwhile=lambda: clients.prepare(topo))
 
     @contextmanager
     def cell(self, scenario: Scenario, run_dir: Path, *, sub: Subscription = AT_QOS0) -> Iterator[CellLab]:
@@ -116,22 +121,21 @@ class KeptLab:
         start = time.time()
         try:
             if self.lay is None:
-                self._up(scenario, sub)
+                self._up(scenario, sub, run_dir.parent)
             else:
                 BROKER.restart_process()  # the cell before's programs have ended
                 start = time.time()  # the old clients' last segments and the restart are before the window
             assert self.lay is not None and self.topo is not None
             lay, pki = prepare_run_dir(run_dir, scenario, pki_from=self.lay.pki)  # the lab's PKI, in the cell's folder
-            if self.clients is None:
-                self.clients = KeptClients(run_dir.parent)
-                self.clients.prepare(replace(self.topo, run_dir=lay.root))
+            assert self.clients is not None  # made with the lab
             topo = replace(self.topo, run_dir=lay.root, subscriber_args=subscriber_args(scenario, lay, sub),
                            kept=self.clients)
             self.facts = self._facts()
             compose.start_service(topo, "subscriber")
             # the publisher's program may start while the subscriber subscribes (it waits for its go)
             ends: list[float] = []
-            yield CellLab(lay, pki, topo, lambda: ends.append(time.time()), lambda: wait_subscribed(lay))
+            yield CellLab(lay, pki, topo, lambda: ends.append(time.time()),
+                          lambda: (self.before_publish(), wait_subscribed(lay)))
             self.served += 1
         except BaseException:
             self.down(Layout(run_dir))
@@ -190,10 +194,12 @@ class KeptLab:
                 if evidence_too is not None:  # its clients' logs are their programs' own, already in its logs/
                     save_evidence(evidence_too, own_logs=CLIENTS)
                 save_evidence(lay, own_logs=CLIENTS)
-                if self.clients is not None:
-                    clients, self.clients = self.clients, None
-                    clients.remove()
-                stop_capture()
+                clients, self.clients = self.clients, None
+                with ThreadPoolExecutor(max_workers=1) as pool:  # their containers go while the capture flushes
+                    removed = pool.submit(clients.remove) if clients is not None else None
+                    stop_capture()
+                    if removed is not None:
+                        removed.result()
                 if splitter is not None:
                     write_json_atomic(lay.root / "split.json", {"cells_served": self.served, **splitter.finish()})
             finally:

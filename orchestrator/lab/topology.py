@@ -179,7 +179,7 @@ def stop_capture() -> None:
     c = docker.container(name)
     if c is not None and c.state.running:
         docker.kill(name, "SIGINT")
-        docker.wait_exited(name, timeout_s=20)
+        docker.wait_exited(name, timeout_s=20, interval_s=0.02)  # dumpcap exits within about 0.1 s
 
 
 def container_logs(found: list[Container], tail: int = 100000) -> dict[str, str]:

@@ -174,3 +174,39 @@ def test_a_gated_service_still_starting_at_the_timeout_is_named_with_its_health(
     with pytest.raises(TestbedError) as err:
         compose.up(Topology(run_dir=tmp_path, port=1883, host_port=1883), services=("broker", "capture"), timeout_s=30)
     assert err.value.message == "the testbed did not come up (broker: running, health starting)"
+
+
+def test_work_given_to_up_runs_while_the_gated_services_become_healthy_and_has_ended_when_up_returns(
+        monkeypatch, tmp_path):
+    """A kept-up lab makes its clients' containers meanwhile (lab/keptlab.py); what that work raises is up's."""
+    import threading
+
+    started, release = threading.Event(), threading.Event()
+    starting = [_container("broker", health="starting"), _container("capture", health="starting")]
+    healthy = [_container("broker", health="healthy"), _container("capture", health="healthy")]
+    lab = _Lab(monkeypatch, starting, healthy)
+
+    def containers(name=None):  # the health wait goes on only once the work has begun: they overlap
+        started.wait(5)
+        return _Lab.containers(lab, name)
+
+    monkeypatch.setattr(compose, "containers", containers)
+    monkeypatch.setattr(compose, "compose_env", lambda _t: {})
+    done: list[str] = []
+
+    def work() -> None:
+        started.set()
+        release.wait(5)
+        done.append("made")
+
+    threading.Timer(0.2, release.set).start()
+    compose.up(Topology(run_dir=tmp_path, port=1883, host_port=1883), services=("broker", "capture"),
+               meanwhile=work)
+    assert done == ["made"] and lab.verbs() == [["up", "-d", "--no-build", "--pull", "never", "broker", "capture"]]
+
+    def broken() -> None:
+        raise TestbedError("the subscriber's container could not be made")
+
+    with pytest.raises(TestbedError, match="could not be made"):
+        compose.up(Topology(run_dir=tmp_path, port=1883, host_port=1883), services=("broker", "capture"),
+                   meanwhile=broken)
