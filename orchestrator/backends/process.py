@@ -201,8 +201,11 @@ def stream(argv: Sequence[str], *, check: bool = True, timeout: float | None = N
     with tempfile.TemporaryFile() as err:
         try:
             full_env = _full_env(env)
+            # its own session: the terminal's Ctrl-C reaches this process alone, which kills the program when the
+            # block is left by the interrupt; a sweep's cell analysed beside the next cell (measure/overlap.py) ends
             proc = subprocess.Popen(argv, executable=_executable(argv, full_env), stdout=subprocess.PIPE,
-                                    stderr=err, stdin=subprocess.DEVNULL, env=full_env, cwd=cwd)
+                                    stderr=err, stdin=subprocess.DEVNULL, env=full_env, cwd=cwd,
+                                    start_new_session=True)
         except FileNotFoundError as exc:
             raise _not_found(argv, hint) from exc
         out = OutputStream(argv, proc, timeout)

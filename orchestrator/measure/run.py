@@ -39,6 +39,9 @@ class RunOutcome:
     received: int
     error: str | None
     metrics: dict[str, Any] | None
+    # with execute_run's analyse_later: the analysis and the record's last save, still to run (they give the outcome
+    # with the status after the analysis); the status above is the measurement's
+    analysis: Callable[[], RunOutcome] | None = None
 
 
 def default_run_dir(spec: RunSpec) -> Path:
@@ -65,10 +68,12 @@ def preflight(scenario: Scenario, spec: RunSpec) -> Impairment:
 def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = None,
                 progress: Callable[[int, int], None] = lambda _n, _t: None,
                 status: Callable[[str], None] = lambda _m: None, analyse: bool = True,
-                lab: KeptLab | None = None) -> RunOutcome:
+                lab: KeptLab | None = None, analyse_later: bool = False) -> RunOutcome:
     """One run into ``run_dir``. Raises TestbedError for setup failures; a run that started and failed
     returns status 'failed' with its logs kept; KeyboardInterrupt is re-raised after cleanup. ``lab``: a sweep
-    block's kept-up lab the cell runs in (measure/sweep.py)."""
+    block's kept-up lab the cell runs in (measure/sweep.py). ``analyse_later``: return once the measurement has
+    ended and its lab share is torn down, the analysis in the outcome's ``analysis`` (a sweep runs it while the
+    next cell's lab gets ready)."""
     scenario = load_scenario(spec.scenario)
     site = site_for(spec.inventory)
     impairment = preflight(scenario, spec)
@@ -101,9 +106,15 @@ def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = N
     finally:
         remove_partial_writes(run_dir)  # the clients' unfinished writes (a full disk, a killed container)
     record.record.status, record.record.error = ("failed" if seen.error else "ok"), seen.error
-    metrics = record_analysis(record, scenario, spec, seen.resources, status, site) if analyse else None
-    record.save(received=seen.received, publisher_exit_code=seen.publisher_exit_code, finished_utc=utc_now())
-    return RunOutcome(run_dir, record.record.status, seen.received, record.record.error, metrics)
+
+    def finish() -> RunOutcome:
+        metrics = record_analysis(record, scenario, spec, seen.resources, status, site) if analyse else None
+        record.save(received=seen.received, publisher_exit_code=seen.publisher_exit_code, finished_utc=utc_now())
+        return RunOutcome(run_dir, record.record.status, seen.received, record.record.error, metrics)
+
+    if analyse_later:
+        return RunOutcome(run_dir, record.record.status, seen.received, record.record.error, None, analysis=finish)
+    return finish()
 
 
 def record_analysis(record: CellWriter, scenario: Scenario, spec: RunSpec, resources: dict[str, Any],

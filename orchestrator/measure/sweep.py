@@ -1,14 +1,16 @@
 """`testbed sweep`: the study's matrix into one results bundle, unattended and resumable.
 
 The plan is validated completely before anything starts; the cells run in the plan's order (blocked by lab
-configuration by default, orchestrator/model/sweep.py); within a block the lab is kept up (lab/keptlab.py) and
-every cell gets a fresh broker process and fresh clients (with --fresh-lab-per-cell, or where the variant, the site
-or an impairment says why not, the whole lab is new per cell); a failed cell is recorded with its logs, takes its
-block's lab down (the next cell brings a fresh one up) and the sweep goes on; Ctrl-C (or SIGTERM)
-tears the current cell and its lab down, marks it interrupted, keeps every finished cell and prints the
-`--resume` command that runs exactly the missing cells. `testbed report` re-analyses every run
-from its raw files (reanalyse_runs) and rebuilds the report (orchestrator/cli/rebuild.py); a run that cannot
-be re-analysed makes it fail, naming the run, after rebuilding everything else.
+configuration by default, orchestrator/model/sweep.py); within a block the lab is kept up (lab/keptlab.py),
+every cell gets a fresh broker process and fresh clients, and a cell's analysis runs while the next cell's lab gets
+ready, ending before that cell publishes (measure/overlap.py; with --fresh-lab-per-cell, or where the variant, the
+site or an impairment says why not, the whole lab is new per cell and analysed before the next); a failed cell
+is recorded with its logs, takes its block's lab down (the next cell brings a fresh one up) and the sweep goes on;
+Ctrl-C (or SIGTERM) tears the current cell and its lab down, marks it interrupted, keeps every finished cell (one
+being analysed is waited for) and prints the `--resume` command that runs exactly the missing cells.
+`testbed report` re-analyses every run from its raw files (reanalyse_runs) and rebuilds the report
+(orchestrator/cli/rebuild.py); a run that cannot be re-analysed makes it fail, naming the run, after rebuilding
+everything else.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from orchestrator.errors import TestbedError
 from orchestrator.lab.keptlab import KeptLab
 from orchestrator.measure.analyse import analyse_run_folder
 from orchestrator.measure.environment import git_commit
-from orchestrator.measure.run import check_publisher_can_speak, execute_run, preflight
+from orchestrator.measure.overlap import AnalysisBeside
+from orchestrator.measure.run import RunOutcome, check_publisher_can_speak, execute_run, preflight
 from orchestrator.measure.site import site_for
 from orchestrator.model.impairment import load_impairment
 from orchestrator.model.layout import ANALYSIS_OUTPUTS, BundleLayout, Layout
@@ -147,25 +150,34 @@ def run_cells(bundle: Path, plan: SweepPlan, cells: list[Cell], progress: SweepP
     result = SweepResult(bundle)
     placed = placement(plan)
     index = 0
-    for block in plan.blocks(cells):
-        why = fresh_lab_reason(plan, plan.run_spec(block[0]))
-        lab = None if why else KeptLab(BundleLayout(bundle).blocks)
-        try:
-            for cell in block:
-                index += 1
-                lab_record = {"mode": "fresh-per-cell", "why": why} if why else {"mode": "kept-up"}
-                status = _run_cell(bundle, plan, cell, (index, len(cells)), {"order": placed.get(cell.cell_id),
-                                                                            "lab": lab_record}, lab, progress)
-                result.statuses[cell.cell_id] = status
-                if status != "ok" and lab is not None:
-                    lab.down()
-        except BaseException:
-            if lab is not None:  # its teardown's own failure (a full disk has no room for its logs) hides not why
-                with suppress(TestbedError):
-                    lab.down()
-            raise
-        if lab is not None:
-            lab.down()
+    beside = AnalysisBeside()  # a kept-up lab's cell is analysed while the next cell's lab gets ready
+    try:
+        for block in plan.blocks(cells):
+            why = fresh_lab_reason(plan, plan.run_spec(block[0]))
+            if why:
+                beside.settle()
+            lab = None if why else KeptLab(BundleLayout(bundle).blocks, before_publish=beside.settle)
+            try:
+                for cell in block:
+                    index += 1
+                    lab_record = {"mode": "fresh-per-cell", "why": why} if why else {"mode": "kept-up"}
+                    status = _run_cell(bundle, plan, cell, (index, len(cells)), {"order": placed.get(cell.cell_id),
+                                                                                "lab": lab_record}, lab, progress,
+                                       result, beside)
+                    if status != "ok" and lab is not None:
+                        lab.down()
+            except BaseException:
+                if lab is not None:  # its teardown's own failure (a full disk has no room for its logs) hides not why
+                    with suppress(TestbedError):
+                        lab.down()
+                raise
+            if lab is not None:
+                lab.down()
+    except BaseException:
+        with suppress(TestbedError, Exception):  # the finished measurement is analysed and recorded all the same
+            beside.settle()
+        raise
+    beside.settle()
     return result
 
 
@@ -192,7 +204,9 @@ def placement(plan: SweepPlan) -> dict[str, dict[str, Any]]:
 
 
 def _run_cell(bundle: Path, plan: SweepPlan, cell: Cell, at: tuple[int, int], record: dict[str, Any],
-              lab: KeptLab | None, progress: SweepProgress) -> str:
+              lab: KeptLab | None, progress: SweepProgress, result: SweepResult, beside: AnalysisBeside) -> str:
+    """Run one cell; the status of its measurement. In a kept-up lab its analysis goes on beside the next cell
+    (``beside``), which ends the cell (manifest, progress, ``result``) once it is done; else it is ended here."""
     run_dir = BundleLayout(bundle).run(cell.cell_id).root
     if run_dir.exists():  # an interrupted or failed earlier attempt: start the cell afresh
         shutil.rmtree(run_dir)
@@ -200,33 +214,56 @@ def _run_cell(bundle: Path, plan: SweepPlan, cell: Cell, at: tuple[int, int], re
     check_cell_space(bundle, spec_, cell.cell_id)  # a cell that would not fit is refused by name, with --resume
     progress.cell_started(*at, cell, spec_.expected_duration_s)
     entry: dict[str, Any] = {"started_utc": _now()}
-    status, error = "failed", None
+
+    def end(status: str, error: str | None) -> None:
+        result.statuses[cell.cell_id] = status
+        _end_cell(bundle, cell, run_dir, entry, status, error, progress)
+
+    status, error, ended = "failed", None, True
     try:
         outcome = execute_run(spec_, run_dir, cell={"cell_id": cell.cell_id, "repeat": cell.repeat,
                                                      "scenario": cell.scenario, "payload": cell.payload,
                                                      "impairment": cell.impairment, **record},
-                              progress=progress.messages, status=progress.note, lab=lab)
+                              progress=progress.messages, status=progress.note, lab=lab,
+                              analyse_later=lab is not None)
         status, error = outcome.status, outcome.error
+        if outcome.analysis is not None:
+            beside.start(outcome.analysis, lambda done, exc: end(*_analysed(done, exc)))
+            ended = False
     except KeyboardInterrupt as exc:
         status, error = "interrupted", interrupted_by(exc)
         raise
     except TestbedError as exc:
         status, error = "failed", exc.message
     finally:
-        entry.update(status=status, error=error, finished_utc=_now())
-        recorded = cell_record_if_any(Layout(run_dir).cell)
-        for key in ("order", "lab", "impairment_state", "board", "device", "connection", "hosts"):  # banners
-            if recorded is not None and getattr(recorded, key):
-                entry[key] = getattr(recorded, key)
-        try:
-            _record_cell(bundle, cell, entry)
-        except TestbedError as exc:  # a full disk: an interrupt is still what happened (exit 130, the resume hint)
-            if status != "interrupted":
-                raise
-            progress.note(f"{cell.cell_id}: not recorded in the manifest: {exc.message}")
-        finally:  # told also when the manifest cannot take it: the user learns which cell and why
-            progress.cell_finished(cell, status, error)
+        if ended:
+            end(status, error)
     return status
+
+
+def _analysed(outcome: RunOutcome | None, error: BaseException | None) -> tuple[str, str | None]:
+    """A cell's status and error once its analysis ran (``error``: what the analysis or the record's save raised)."""
+    if outcome is not None:
+        return outcome.status, outcome.error
+    return "failed", error.message if isinstance(error, TestbedError) else f"analysis: {error!r}"
+
+
+def _end_cell(bundle: Path, cell: Cell, run_dir: Path, entry: dict[str, Any], status: str, error: str | None,
+              progress: SweepProgress) -> None:
+    """The cell's manifest entry (its status and the banners its record holds), and its progress line."""
+    entry.update(status=status, error=error, finished_utc=_now())
+    recorded = cell_record_if_any(Layout(run_dir).cell)
+    for key in ("order", "lab", "impairment_state", "board", "device", "connection", "hosts"):  # banners
+        if recorded is not None and getattr(recorded, key):
+            entry[key] = getattr(recorded, key)
+    try:
+        _record_cell(bundle, cell, entry)
+    except TestbedError as exc:  # a full disk: an interrupt is still what happened (exit 130, the resume hint)
+        if status != "interrupted":
+            raise
+        progress.note(f"{cell.cell_id}: not recorded in the manifest: {exc.message}")
+    finally:  # told also when the manifest cannot take it: the user learns which cell and why
+        progress.cell_finished(cell, status, error)
 
 
 def _record_cell(bundle: Path, cell: Cell, entry: dict[str, Any]) -> None:

@@ -18,9 +18,11 @@ from orchestrator.results import manifest as bundles
 
 class FakeLab:
     made: list[FakeLab] = []
+    waits_before_publish = True
 
-    def __init__(self, blocks: Path) -> None:
+    def __init__(self, blocks: Path, before_publish: Any = lambda: None) -> None:
         self.blocks, self.downs, self.cells = blocks, 0, []
+        self.before_publish = before_publish if self.waits_before_publish else (lambda: None)
         FakeLab.made.append(self)
 
     def down(self, evidence_too: object = None) -> None:
@@ -101,3 +103,111 @@ def test_the_report_states_the_order_and_how_the_labs_were_kept() -> None:
     fresh = SweepPlan(scenarios=["plain", "tls"], payloads=[65, 100], order="random", fresh_lab_per_cell=True)
     assert run_order(fresh.order_record()).endswith("a fresh lab per cell")
     assert run_order(None) == "not recorded (a bundle from before the blocked order)"
+
+
+class Events(Progress):
+    """What a sweep told, in order, with the thread that did each cell's analysis."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def cell_started(self, index: int, total: int, cell: Any, expected_s: float) -> None:
+        self.seen.append(f"start {cell.cell_id}")
+
+    def cell_finished(self, cell: Any, status: str, error: str | None) -> None:
+        self.seen.append(f"{status} {cell.cell_id}" + (f": {error}" if error else ""))
+
+
+def _run_analysed_beside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: SweepPlan, events: Events,
+                         analysis: Any, interrupt_at: str | None = None) -> Any:
+    """run_cells with an execute_run that measures (the publisher goes once the lab's before_publish returned) and
+    hands its analysis back, as measure/run.py does with analyse_later."""
+    FakeLab.made = []
+
+    def execute_run(spec: Any, run_dir: Path, *, cell: dict[str, Any], lab: Any, analyse_later: bool,
+                    **_: Any) -> RunOutcome:
+        assert analyse_later is (lab is not None)
+        lab.before_publish()
+        events.seen.append(f"publish {cell['cell_id']}")
+        if cell["cell_id"] == interrupt_at:
+            raise KeyboardInterrupt("SIGINT")
+        return RunOutcome(run_dir, "ok", 5, None, None,
+                          analysis=lambda: analysis(cell["cell_id"], RunOutcome(run_dir, "ok", 5, None, {})))
+
+    monkeypatch.setattr(sw, "execute_run", execute_run)
+    monkeypatch.setattr(sw, "KeptLab", FakeLab)
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    bundles.save_manifest(bundle, bundles.new_manifest(plan, "t", ["testbed"], source={}, environment={}))
+    return bundle, lambda: sw.run_cells(bundle, plan, plan.cells(), events)
+
+
+def test_a_kept_up_cell_is_analysed_beside_the_next_cells_setup_and_ended_before_its_publisher_goes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    plan = SweepPlan(scenarios=["plain", "tls"], payloads=[65, 100], samples=5, seed=3)
+    events, threads = Events(), set()
+
+    def analysis(cell_id: str, outcome: RunOutcome) -> RunOutcome:
+        threads.add(threading.current_thread().name)
+        events.seen.append(f"analysed {cell_id}")
+        return outcome
+
+    bundle, run = _run_analysed_beside(tmp_path, monkeypatch, plan, events, analysis)
+    result = run()
+    ids = [c.cell_id for c in plan.cells()]
+    at = events.seen.index
+    for before, cell_id in zip(ids, ids[1:], strict=False):  # ended once the next started, before it publishes
+        assert at(f"publish {before}") < at(f"analysed {before}") < at(f"ok {before}") < at(f"publish {cell_id}")
+        assert at(f"start {cell_id}") < at(f"ok {before}")
+    assert events.seen[-2:] == [f"analysed {ids[-1]}", f"ok {ids[-1]}"] and len(events.seen) == 4 * len(ids)
+    assert threads == {"cell-analysis"}
+    assert result.statuses == dict.fromkeys(ids, "ok")
+    assert {e["status"] for e in bundles.load_manifest(bundle)["cells"].values()} == {"ok"}
+
+
+def test_a_failed_analysis_beside_fails_its_cell_only_and_keeps_the_lab_up(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.errors import TestbedError
+
+    plan = SweepPlan(scenarios=["tls"], payloads=[65, 100, 200], samples=5, seed=3)
+    first = plan.cells()[0].cell_id
+    events = Events()
+
+    def analysis(cell_id: str, outcome: RunOutcome) -> RunOutcome:
+        if cell_id == first:
+            raise TestbedError("the record cannot be saved: disk full")
+        return outcome
+
+    bundle, run = _run_analysed_beside(tmp_path, monkeypatch, plan, events, analysis)
+    result = run()
+    assert result.statuses[first] == "failed"
+    assert f"failed {first}: the record cannot be saved: disk full" in events.seen
+    assert [s for c, s in result.statuses.items() if c != first] == ["ok", "ok"]
+    [lab] = FakeLab.made
+    assert lab.downs == 1  # its block's end only: the measurement was fine
+    assert bundles.load_manifest(bundle)["cells"][first]["error"] == "the record cannot be saved: disk full"
+
+
+def test_ctrl_c_during_the_next_cell_still_ends_the_cell_whose_analysis_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    plan = SweepPlan(scenarios=["tls"], payloads=[65, 100, 200], samples=5, seed=3)
+    ids = [c.cell_id for c in plan.cells()]
+    events = Events()
+
+    def analysis(cell_id: str, outcome: RunOutcome) -> RunOutcome:
+        time.sleep(0.3)  # still running when the next cell is interrupted
+        return outcome
+
+    monkeypatch.setattr(FakeLab, "waits_before_publish", False)  # interrupted before its publisher would go
+    bundle, run = _run_analysed_beside(tmp_path, monkeypatch, plan, events, analysis, interrupt_at=ids[1])
+    with pytest.raises(KeyboardInterrupt):
+        run()
+    entries = bundles.load_manifest(bundle)["cells"]
+    assert entries[ids[0]]["status"] == "ok" and entries[ids[1]]["status"] == "interrupted"
+    assert ids[2] not in entries
+    # the interrupted cell is ended first, then the one whose analysis was running: nothing of it is lost
+    assert events.seen[-2:] == [f"interrupted {ids[1]}: interrupted by the user (SIGINT)", f"ok {ids[0]}"]
