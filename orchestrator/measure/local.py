@@ -112,9 +112,9 @@ def measure(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Imp
         topo, publisher = variant.place(scenario, lay, pki, spec, topo, mechanism, exposure)
         sampler = StatsSampler(BROKER.container(), from_start=lab is not None).start()
         record.set(**variant.with_broker_up(spec))
-        status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B{variant.what(spec)}")
         publisher.start(topo)
-        here.ready()  # a kept-up lab's subscriber subscribes while the publisher's container starts
+        here.ready()  # subscribed (a kept-up lab's cell before is analysed and ended by then: its line comes first)
+        status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B{variant.what(spec)}")
         record.lap("publisher_start")
         try:
             with impairment_applied(impairment, lay, mechanism, spec.seed, variant.board_path) as watch:
