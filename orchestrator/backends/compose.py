@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import shlex
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -210,22 +210,10 @@ def _beside(work: Callable[[], None] | None) -> Iterator[None]:
     if work is None:
         yield
         return
-    failed: list[BaseException] = []
-
-    def run_it() -> None:
-        try:
-            work()
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-            failed.append(exc)
-
-    thread = threading.Thread(target=run_it, name="up-meanwhile", daemon=True)
-    thread.start()
-    try:
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="up-meanwhile") as pool:
+        done = pool.submit(work)
         yield
-    finally:
-        thread.join()
-    if failed:
-        raise failed[0]
+    done.result()
 
 
 def _ready(c: Container) -> bool:

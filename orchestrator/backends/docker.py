@@ -262,8 +262,7 @@ def first_failure(containers: Sequence[Container]) -> Failure | None:
 
 # ----------------------------------------------------------------------------- engine calls (docker CLI)
 
-def only_missing(stderr: str) -> bool:
-    """The engine's errors all say that something named does not exist."""
+def _only_missing(stderr: str) -> bool:
     return all("no such" in ln.lower() for ln in stderr.splitlines() if ln.strip())
 
 
@@ -273,7 +272,7 @@ def inspect_containers(names: Sequence[str]) -> list[Container]:
         return []
     argv = ["docker", "inspect", "--type", "container", *names]
     proc = run(argv, check=False, timeout=30)
-    if proc.returncode != 0 and not only_missing(proc.stderr):
+    if proc.returncode != 0 and not _only_missing(proc.stderr):
         raise ToolError(argv, proc.returncode, proc.stdout, proc.stderr)
     return parse_containers(proc.stdout)
 
@@ -350,12 +349,17 @@ def remove_labelled(label: str) -> list[str]:
     return removed
 
 
-def inspect_image(tag: str) -> Image | None:
-    argv = ["docker", "image", "inspect", tag]
+def inspect_images(tags: Sequence[str]) -> list[dict[str, Any]]:
+    """`docker image inspect` of ``tags`` in one call: the images found (missing ones left out)."""
+    argv = ["docker", "image", "inspect", *tags]
     proc = run(argv, check=False, timeout=30)
-    if proc.returncode != 0 and not only_missing(proc.stderr):
+    if proc.returncode != 0 and not _only_missing(proc.stderr):
         raise ToolError(argv, proc.returncode, proc.stdout, proc.stderr)
-    items = json.loads(proc.stdout or "[]")
+    return list(json.loads(proc.stdout or "[]"))
+
+
+def inspect_image(tag: str) -> Image | None:
+    items = inspect_images([tag])
     return Image.from_inspect(items[0]) if items else None
 
 

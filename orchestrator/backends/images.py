@@ -7,7 +7,6 @@ image whose label matches is reused (unless rebuild=True), so an unchanged tree 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -17,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.backends.docker import inspect_image, only_missing
+from orchestrator.backends.docker import inspect_image, inspect_images
 from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError, ToolError
 from orchestrator.paths import cache_dir, repo_root
@@ -236,13 +235,7 @@ def build_images(names: Iterable[str] | None = None, *, rebuild: bool = False,
 
 def images_present(tags: Sequence[str]) -> set[str]:
     """Which of ``tags`` this engine has, in one `docker image inspect` (a sweep checks its images every cell)."""
-    if not tags:
-        return set()
-    argv = ["docker", "image", "inspect", *tags]
-    proc = run(argv, check=False, timeout=30)
-    if proc.returncode != 0 and not only_missing(proc.stderr):
-        raise ToolError(argv, proc.returncode, proc.stdout, proc.stderr)
-    items = json.loads(proc.stdout or "[]")
+    items = inspect_images(tags) if tags else []
     if len(items) == len(tags):  # every one found, however it was spelled
         return set(tags)
     named = {t for raw in items for t in raw.get("RepoTags") or []}

@@ -174,7 +174,7 @@ def run_cells(bundle: Path, plan: SweepPlan, cells: list[Cell], progress: SweepP
             if lab is not None:
                 lab.down()
     except BaseException:
-        with suppress(TestbedError, Exception):  # the finished measurement is analysed and recorded all the same
+        with suppress(Exception):  # the finished measurement is analysed and recorded all the same
             beside.settle()
         raise
     beside.settle()

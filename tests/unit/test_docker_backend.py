@@ -101,9 +101,9 @@ def test_image_inspect_parsed():
 
 
 def test_missing_objects_are_not_engine_errors():
-    assert docker.only_missing("Error response from daemon: No such container: nope\n")
-    assert docker.only_missing("Error: No such object: a\nError: No such object: b\n")
-    assert not docker.only_missing("Cannot connect to the Docker daemon at unix:///x. Is the docker daemon running?")
+    assert docker._only_missing("Error response from daemon: No such container: nope\n")
+    assert docker._only_missing("Error: No such object: a\nError: No such object: b\n")
+    assert not docker._only_missing("Cannot connect to the Docker daemon at unix:///x. Is the docker daemon running?")
 
 
 # ----------------------------------------------------------------------------- endpoint resolution
@@ -274,12 +274,12 @@ def test_images_are_checked_in_one_inspect_and_the_missing_ones_named(monkeypatc
         err = "".join(f"Error response from daemon: No such image: {t}\n" for t in argv[3:] if t not in have)
         return subprocess.CompletedProcess(argv, 1 if err else 0, json.dumps(found), err)
 
-    monkeypatch.setattr(images, "run", fake_run)
+    monkeypatch.setattr(docker, "run", fake_run)
     assert images.missing_images(["broker", "capture", "subscriber", "publisher"]) == [
         "testbed-capture:latest", "testbed-publisher:latest"]
     assert images.missing_images(["broker", "subscriber"]) == []
     assert [argv[:3] for argv in calls] == [["docker", "image", "inspect"]] * 2
-    monkeypatch.setattr(images, "run", lambda argv, **_: subprocess.CompletedProcess(
+    monkeypatch.setattr(docker, "run", lambda argv, **_: subprocess.CompletedProcess(
         argv, 1, "", "Cannot connect to the Docker daemon at unix:///x. Is the docker daemon running?\n"))
     with pytest.raises(ToolError):
         images.missing_images(["broker"])
