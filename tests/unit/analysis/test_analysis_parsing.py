@@ -103,9 +103,10 @@ def test_streamed_chunks_are_whole_lines_and_equal_the_buffered_output(ref: Path
                             keylogs=(ref / "lat_t12chacha.keys.log",))
     chunks: list[str] = []
     outcome = export_chunks(request, chunks.append, chunk_bytes=10_000)
-    # chunks of at least chunk_bytes, cut after a newline: how many depends on the blocks the pipe gave (up to
-    # 64 KiB each on a busy machine, where 10 chunks came of this capture, against 11+ when quiet)
-    assert outcome.returncode == 0 and len(chunks) >= 2
+    # chunks of at least chunk_bytes, cut after a newline: how many depends on the blocks the pipe gave (the
+    # pipe holds 1 MiB, so a late reader may get the whole export in one block; CI once got a fifth of the
+    # usual count in another test). How fixed blocks are cut is tested in test_one_pass.
+    assert outcome.returncode == 0 and chunks
     assert all(len(c.encode()) >= 10_000 for c in chunks[:-1])
     assert all(c.endswith("\n") for c in chunks)
     assert "".join(chunks) == export_fields(request)
