@@ -11,6 +11,10 @@ being analysed is waited for) and prints the `--resume` command that runs exactl
 `testbed report` re-analyses every run from its raw files (reanalyse_runs) and rebuilds the report
 (orchestrator/cli/rebuild.py); a run that cannot be re-analysed makes it fail, naming the run, after rebuilding
 everything else.
+
+"Validated completely": every distinct cell of the plan against every rule, in one refusal naming each impossible
+cell (validate_plan, orchestrator/model/plancheck.py), and the site's and the publisher's checks once per lab
+configuration (preflight_plan); on --resume and --plan too.
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ from orchestrator.lab.keptlab import KeptLab
 from orchestrator.measure.analyse import analyse_run_folder
 from orchestrator.measure.environment import git_commit
 from orchestrator.measure.overlap import AnalysisBeside
-from orchestrator.measure.run import RunOutcome, check_publisher_can_speak, execute_run, preflight
+from orchestrator.measure.run import RunOutcome, execute_run, preflight
 from orchestrator.measure.site import site_for
 from orchestrator.model.impairment import load_impairment
 from orchestrator.model.layout import ANALYSIS_OUTPUTS, BundleLayout, Layout
+from orchestrator.model.plancheck import canonical_cells, check_cells
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario, load_scenario
 from orchestrator.model.sweep import Cell, SweepPlan
@@ -70,16 +75,29 @@ class Sweep:
 
 
 def validate_plan(plan: SweepPlan) -> None:
-    """Everything that can be refused before a container starts."""
-    for name in plan.scenarios:
-        scenario = load_scenario(name)
-        check_publisher_can_speak(scenario, plan.run_spec(plan.cells()[0]))
-    site = site_for(plan.inventory)
-    for name in plan.impairments:
-        site.check_profile(name, plan.delay_mechanism)
+    """Everything about the plan that can be refused before a container starts: every distinct cell against every
+    rule (one refusal naming each impossible cell and its rule, orchestrator/model/plancheck.py), the baseline,
+    each profile at the site."""
+    check_cells(plan)
     if plan.baseline not in plan.scenarios:
         raise TestbedError(f"baseline scenario {plan.baseline!r} is not in --scenarios "
                            f"({', '.join(plan.scenarios)})", hint="add it or choose --baseline")
+    site = site_for(plan.inventory)
+    for name in plan.impairments:
+        site.check_profile(name, plan.delay_mechanism)
+
+
+def preflight_plan(plan: SweepPlan) -> None:
+    """The site's and the publisher's checks of a run (measure/run.py preflight: the tools and images, the profile at
+    the site with the mechanism the publisher uses, a fleet's size) for each distinct lab configuration of the plan
+    (scenario, profile, fleet size: what they read that differs between cells; the rules were checked per cell)."""
+    seen: set[tuple[Any, ...]] = set()
+    for cell in canonical_cells(plan):
+        key = plan.lab_key(cell)[:-1]  # but the repeat
+        if key not in seen:
+            seen.add(key)
+            spec_ = plan.run_spec(cell)
+            preflight(load_scenario(spec_.scenario), spec_)
 
 
 def check_grading(tables: Sequence[Path]) -> None:
@@ -91,7 +109,7 @@ def check_grading(tables: Sequence[Path]) -> None:
 def start_sweep(plan: SweepPlan, out_root: Path, name: str, command: list[str]) -> Sweep:
     """Validate ``plan`` and the machine, then make the bundle with its manifest under ``out_root``."""
     validate_plan(plan)
-    preflight(load_scenario(plan.scenarios[0]), plan.run_spec(plan.cells()[0]))
+    preflight_plan(plan)
     bundles.check_writable(out_root)
     bundle = bundles.new_bundle_dir(out_root, name)
     bundle.mkdir(parents=True)
@@ -106,7 +124,7 @@ def resume_sweep(bundle: Path) -> Sweep:
     manifest = bundles.load_manifest(bundle)
     plan = bundles.plan_of(manifest, bundle)
     validate_plan(plan)
-    preflight(load_scenario(plan.scenarios[0]), plan.run_spec(plan.cells()[0]))
+    preflight_plan(plan)
     bundles.check_writable(bundle)
     return Sweep(bundle, plan, bundles.missing_cells(bundle, plan))
 

@@ -209,3 +209,19 @@ def rule_names(table: AxisTable) -> set[str]:
     """Every rule a refusal may name."""
     return ({r.name for r in RULES + SWEEP_RULES} | {r.name for r in SCENARIO_RULES} | {r.name for r in PROFILE_RULES}
             | {a.only.rule for a in table if a.only is not None})
+
+
+def cell_violations(table: AxisTable, scenario: Scenario, impairment: Impairment,
+                    values: Mapping[str, Any]) -> list[RuleViolation]:
+    """Every rule one cell breaks, with its scenario and profile read (a sweep's plan names them all at once,
+    orchestrator/model/plancheck.py): the first of the axes' rules, then each scenario and profile rule."""
+    found: list[RuleViolation] = []
+    try:
+        check(table, values)
+    except RuleViolation as exc:
+        found.append(exc)
+    found += [RuleViolation(r.name, text) for r in SCENARIO_RULES if (text := r.check(scenario, values)) is not None]
+    if not impairment.is_noop:
+        found += [RuleViolation(r.name, text) for r in PROFILE_RULES
+                  if (text := r.check(impairment, values)) is not None]
+    return found

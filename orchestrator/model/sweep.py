@@ -2,7 +2,9 @@
 
 SweepPlan's and Cell's fields are made from the axis table (orchestrator/model/axes.py): an axis `sweep`
 can list becomes a list (its plural name) and a field of every Cell, named in the cell id; the others are
-one value for every cell. Every combination of the lists is checked by the rules (orchestrator/model/rules.py).
+one value for every cell. Every combination of the lists is checked by the rules on the axes' values
+(orchestrator/model/rules.py); the rules that read a cell's scenario or profile, cell by cell, by
+orchestrator/model/plancheck.py before a sweep starts.
 """
 
 from __future__ import annotations

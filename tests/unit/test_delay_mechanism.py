@@ -88,7 +88,8 @@ def test_resuming_a_bundle_keeps_its_mechanism(tmp_path: Path, monkeypatch: pyte
 
     expected = recorded or "auto"
     assert job.plan.delay_mechanism == expected and len(job.cells) == 2
-    assert [v.delay_mechanism for v in validated] == [expected, expected]  # the plan, then the first spec
+    # the plan, then one spec per lab configuration (plain and tls with wifi-good)
+    assert [v.delay_mechanism for v in validated] == [expected, expected, expected]
     assert {job.plan.run_spec(c).delay_mechanism for c in job.cells} == {expected}
 
 
