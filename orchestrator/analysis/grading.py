@@ -9,7 +9,8 @@ Two kinds of table:
 A band holds values below ``upper`` (or equal to it with ``upper_inclusive``) that no earlier
 band holds; the last band has ``upper: null`` and holds the rest. A missing or negative metric
 value gets no grade (None), never a number. Users pass their own table files: they are
-validated with the same models and errors name the file and the field.
+validated with the same models and errors name the file and the field; every limit and threshold is a finite
+number (a NaN one would compare false with every value).
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from orchestrator.errors import TestbedError
-from orchestrator.model.yamlfile import read_yaml
+from orchestrator.model.yamlfile import Finite, error_text, read_yaml
 
 TABLE_SCHEMA_VERSION = 1
 BUILTIN_TABLES = ("tiphon", "g1010")
@@ -42,7 +43,7 @@ MetricPath = Literal[
 ]
 
 
-class _Strict(BaseModel):
+class _Strict(Finite):  # every threshold and band limit finite (a NaN one compares false with every value)
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -139,7 +140,7 @@ def parse_table(data: Any, source: str) -> IndexTable | PassFailTable:
     try:
         return _TABLE_ADAPTER.validate_python(data)
     except ValidationError as exc:
-        lines = [f"{_field(err['loc'])}: {err['msg']}" for err in exc.errors()]
+        lines = [f"{_field(err['loc'])}: {error_text(err)}" for err in exc.errors()]
         raise TestbedError(f"{source}: invalid grading table: {lines[0]}",
                            hint="kind: index (bands) or kind: pass_fail (requirements); see "
                                 "orchestrator/grading/tiphon.yaml and g1010.yaml",

@@ -7,6 +7,7 @@ how long it lasts. The cell runs them (orchestrator/measure/events.py) and recor
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -30,8 +31,11 @@ class Event:
 
 
 def _seconds(text: str) -> float:
-    """'20s', '500ms', '20' (s) -> seconds."""
-    return float(text[:-2]) / 1000.0 if text.endswith("ms") else float(text.removesuffix("s"))
+    """'20s', '500ms', '20' (s) -> seconds; ValueError for a time too long to be a number (its digits overflow)."""
+    seconds = float(text[:-2]) / 1000.0 if text.endswith("ms") else float(text.removesuffix("s"))
+    if not math.isfinite(seconds):
+        raise ValueError(f"event time {text[:20]}...: is not a finite number")
+    return seconds
 
 
 def parse_events(text: str) -> list[Event]:

@@ -13,11 +13,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from orchestrator.errors import TestbedError
-from orchestrator.model.yamlfile import describe_validation_error, read_yaml
+from orchestrator.model.yamlfile import Finite, describe_validation_error, read_yaml
 
 PROFILE_PACKAGE = "orchestrator.impairments"
 
@@ -62,8 +62,9 @@ def _custom(kind: str, message: str, **ctx: object) -> PydanticCustomError:
     return PydanticCustomError(kind, message, dict(ctx))
 
 
-class Impairment(BaseModel):
-    """One named network condition."""
+class Impairment(Finite):
+    """One named network condition (every number finite: a NaN delay would pass the range checks and apply
+    nothing)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

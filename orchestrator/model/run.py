@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import ConfigDict, Field, create_model, model_validator
 
 from orchestrator.model import rules
 from orchestrator.model.axes import AXES, MAX_DEVICES, MAX_PAYLOAD, Axis, AxisTable, parse_interval
 from orchestrator.model.rules import DEVICE_ID, FLEET_PREFIX, fleet_device_id, payload_min_size
 from orchestrator.model.subscription import Subscription
+from orchestrator.model.yamlfile import Finite
 
 __all__ = ["DEVICE_ID", "FLEET_PREFIX", "MAX_DEVICES", "MAX_PAYLOAD", "RunSpec", "effective_connection",
            "fleet_device_id", "parse_interval", "payload_min_size", "run_spec_model"]
@@ -32,9 +33,9 @@ def axis_field(axis: Axis) -> tuple[Any, Any]:
     return axis.type, Field(default=axis.default, description=axis.help, **limits)
 
 
-class OneValueAxes(BaseModel):
+class OneValueAxes(Finite):
     """The axes a run and a sweep both hold as one value, typed for the type checker (the fields themselves
-    come from the table: run_spec_model, sweep_models)."""
+    come from the table: run_spec_model, sweep_models); every number finite (Finite)."""
 
     if TYPE_CHECKING:
         samples: int

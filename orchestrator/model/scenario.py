@@ -7,18 +7,18 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from orchestrator.errors import TestbedError
 from orchestrator.model import ciphers
 from orchestrator.model.ciphers import CipherSuite, TlsVersion
-from orchestrator.model.yamlfile import load_model
+from orchestrator.model.yamlfile import Finite, load_model
 
 KeyType = Literal["rsa2048", "ecdsa-p256"]
 ClientAuth = Literal["none", "password", "certificate"]
 
 
-class TlsSettings(BaseModel):
+class TlsSettings(Finite):
     model_config = ConfigDict(extra="forbid")
 
     min_version: TlsVersion = "1.2"
@@ -66,7 +66,7 @@ class TlsSettings(BaseModel):
         return min(self.client_max_version, self.max_version)  # type: ignore[return-value]
 
 
-class Scenario(BaseModel):
+class Scenario(Finite):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,39}$")

@@ -15,14 +15,15 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, create_model, model_validator
 
 from orchestrator.model import rules
 from orchestrator.model.axes import AXES, Axis, AxisTable
 from orchestrator.model.run import OneValueAxes, RunSpec, RunSpecBase, axis_field, run_spec_model
+from orchestrator.model.yamlfile import Finite
 
 
-class CellBase(BaseModel):
+class CellBase(Finite):
     """One cell of a sweep: a value of every listed axis and the repeat."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -2,22 +2,41 @@
 
 ``load_model`` reads a user's YAML file (scenario, impairment profile; grading tables use
 ``read_yaml``); ``user_input`` turns the validation of other input (the CLI's options) into the
-same kind of one-line TestbedError.
+same kind of one-line TestbedError. ``Finite`` is the base of every model of such input: each of its
+numbers is finite (YAML's ``.nan`` and ``.inf`` are numbers a range check lets through: NaN compares false
+with every bound), refused by the field's name as "is not a finite number".
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orchestrator.errors import TestbedError
 
 M = TypeVar("M", bound=BaseModel)
+NOT_FINITE = "is not a finite number"
+
+
+class Finite(BaseModel):
+    """A model of user input: NaN and +-infinity are refused in every number field (float, int, and inside lists
+    and mappings), before any range check; subclasses add their own config (extra, frozen), which pydantic merges."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+
+def error_text(err: Mapping[str, Any]) -> str:
+    """One pydantic error's message as the user reads it (a rule's as it says it, a non-finite number by name)."""
+    if err["type"] == "finite_number":
+        return f"{NOT_FINITE} (got {err.get('input')})"
+    if err["type"] == "extra_forbidden":
+        return "unknown key"
+    return str(err["msg"]).removeprefix("Value error, ") if err["type"] == "value_error" else str(err["msg"])
 
 # A user's file is small: aliases that expand past this many nodes are refused (a "billion laughs" file would
 # otherwise take the memory of the machine), as is an alias inside the node it names (a recursive structure).
@@ -113,9 +132,7 @@ def describe_validation_error(exc: ValidationError, source: str,
                     line = lines[loc[:n]]
                     break
         where = f"{source}:{line}" if line else source
-        msg = err["msg"].removeprefix("Value error, ") if err["type"] == "value_error" else err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
+        msg = error_text(err)
         parts.append(f"{where}: {field}: {msg}" if field else f"{where}: {msg}")
     return "\n".join(parts)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +20,7 @@ from orchestrator.backends.impairment.models import Hook, ImpairmentTarget
 from orchestrator.backends.process import run
 from orchestrator.errors import TestbedError
 from orchestrator.model.impairment import Direction
+from orchestrator.model.yamlfile import NOT_FINITE
 
 REQUIRED_GROUPS = ("broker", "router", "publisher")
 
@@ -67,6 +69,26 @@ class LabInventory(BaseModel):
     hostvars: dict[str, dict[str, Any]]
 
 
+def not_finite(hostvars: Mapping[str, Any]) -> list[str]:
+    """``host: key: is not a finite number`` for every NaN or infinity among the hosts' variables (YAML's ``.nan``,
+    ``.inf``; a number of ours or Ansible's read from an inventory is never one)."""
+    found: list[str] = []
+
+    def walk(where: str, value: Any) -> None:
+        if isinstance(value, float) and not math.isfinite(value):
+            found.append(f"{where}: {NOT_FINITE} (got {value})")
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                walk(f"{where}.{key}" if ": " in where else f"{where}: {key}", item)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(f"{where}[{i}]", item)
+
+    for host, variables in hostvars.items():
+        walk(str(host), variables)
+    return found
+
+
 def parse_inventory_listing(listing: Mapping[str, Any], source: str,
                             required: tuple[str, ...] = REQUIRED_GROUPS) -> LabInventory:
     """Validate ``ansible-inventory --list`` JSON: the ``required`` groups have hosts (all three unless told:
@@ -89,7 +111,7 @@ def parse_inventory_listing(listing: Mapping[str, Any], source: str,
             hint=f"this needs groups {', '.join(required)}; "
             "see playbooks/inventory.example.yml and docs/multi-host.md",
         )
-    problems = []
+    problems = not_finite(hostvars)
     for host in groups["router"]:
         hv = hostvars.get(host, {})
         if not hv.get("impair_egress_interface") and not hv.get("impair_ingress_interface"):
