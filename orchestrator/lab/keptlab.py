@@ -44,7 +44,7 @@ from orchestrator.lab.topology import (
     topology,
     wait_subscribed,
 )
-from orchestrator.model.layout import Layout
+from orchestrator.model.layout import SPLIT, Layout
 from orchestrator.model.scenario import Scenario
 from orchestrator.model.subscription import AT_QOS0, Subscription
 from orchestrator.results.atomic import protect_secrets, read_json, write_json_atomic
@@ -203,13 +203,13 @@ class KeptLab:
                     if removed is not None:
                         removed.result()
                 if splitter is not None:
-                    write_json_atomic(lay.root / "split.json", {"cells_served": self.served, **splitter.finish()})
+                    write_json_atomic(lay.root / SPLIT, {"cells_served": self.served, **splitter.finish()})
             finally:
                 compose.down()
                 shutil.rmtree(lay.pki, ignore_errors=True)  # every cell keeps its copy; the lab's goes with it
-                split = read_json(lay.root / "split.json")
+                split = read_json(lay.root / SPLIT)
                 if split:  # the lab's own teardown, which no cell's timings hold (bench/sweep.py adds it)
-                    write_json_atomic(lay.root / "split.json", {**split, "down_s": round(time.monotonic() - began, 3)})
+                    write_json_atomic(lay.root / SPLIT, {**split, "down_s": round(time.monotonic() - began, 3)})
                 if (split or {}).get("lossless"):
                     lay.capture.unlink(missing_ok=True)  # every packet of it is in a cell's capture or the gaps
                 protect_secrets(lay.root)
