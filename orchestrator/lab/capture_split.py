@@ -128,16 +128,19 @@ class CaptureSplitter:
 
     def finish(self) -> dict[str, Any]:
         """Everything after the last cut to the gaps (the capture has stopped); the counts, checked against the
-        packets in the whole file."""
+        packets in the whole file, the cuts' own checks (the cells whose cut was not lossless) and the bytes of the
+        file no block was read from (from one that does not read as a block: a count of packets stops there too)."""
         gaps, n = bytearray(), 0
         for kind, block, _ts, _conn, _opens in self._blocks(stop_at=None):
             gaps += block
             n += kind == EPB
         self._to_gaps(gaps, n)
         total = count_packets(self.path)
-        lossless = total == self.cell_packets + self.gap_packets and not self.not_lossless
+        unread = max(0, self.path.stat().st_size - self.offset) if self.path.exists() else 0
+        lossless = total == self.cell_packets + self.gap_packets and not self.not_lossless and not unread
         return {"packets": total, "in_cells": self.cell_packets, "in_gaps": self.gap_packets, "lossless": int(lossless),
-                **({"cells_not_lossless": self.not_lossless} if self.not_lossless else {})}
+                **({"cells_not_lossless": self.not_lossless} if self.not_lossless else {}),
+                **({"unread_bytes": unread} if unread else {})}
 
     def _to_gaps(self, blocks: bytearray, packets: int) -> None:
         if not self.header:

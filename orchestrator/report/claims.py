@@ -67,11 +67,12 @@ def _block_rows(bundle: Bundle) -> list[tuple[str, str]]:
         split = read_json(path)
         if split and not split.get("lossless"):
             named = sorted(split.get("cells_not_lossless") or {})
-            cells = f"at the cuts of {', '.join(named)}" if named else "at no cell's cut: after the last one"
+            where = f"at the cuts of {', '.join(named)}" if named else "at no cell's cut"
+            unread = f", {split['unread_bytes']} bytes of it not read as packets" if split.get("unread_bytes") else ""
             rows.append((f"{path.parent.parent.name}/{path.parent.name}",
                          f"capture split not lossless ({split.get('packets')} packets in the capture, "
-                         f"{split.get('in_cells')} in cells, {split.get('in_gaps')} in the gaps), {cells}; the "
-                         "whole capture is kept beside its gaps"))
+                         f"{split.get('in_cells')} in cells, {split.get('in_gaps')} in the gaps{unread}), {where}; "
+                         "the whole capture is kept beside its gaps"))
     return rows
 
 

@@ -73,6 +73,22 @@ def test_a_cut_whose_cell_capture_lost_a_packet_on_its_way_to_the_disk_is_marked
                          "window_packets_taken": 3, "packets_read": 3, "packets_written": 2}
 
 
+def test_bytes_of_the_capture_that_no_block_was_read_from_make_the_split_not_lossless(tmp_path: Path) -> None:
+    """A block that does not read as one (a length under 12) in the middle of the capture: the cut stops there, and
+    so does the whole file's count, so packets = cells + gaps held while b's packets after it were in no file."""
+    import struct
+
+    head, tail = _pcapng(CELL_A), _pcapng([*CELL_B, *AFTER])[len(_pcapng([])):]
+    capture = tmp_path / "capture.pcapng"
+    capture.write_bytes(head + struct.pack("<II", 0x00000006, 8) + tail)
+    split = CaptureSplitter(capture, tmp_path / "gaps.pcapng")
+    split.cut("a", 0.5, 2.0, tmp_path / "a.pcapng")
+    split.cut("b", 2.0, 3.0, tmp_path / "b.pcapng")
+    record = split.finish()
+    assert record["lossless"] == 0 and record.get("unread_bytes") == 8 + len(tail), record
+    assert (record["packets"], record["in_cells"], record["in_gaps"]) == (4, 4, 0)
+
+
 def _kept_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rewrite: bool) -> dict[str, Any]:
     """Two cells of a kept-up lab (lab/keptlab.py _cut), the capture rewritten between them or not: b's lab facts."""
     from orchestrator.lab import keptlab
