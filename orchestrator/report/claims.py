@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from orchestrator.model.layout import SPLIT, BundleLayout
 from orchestrator.report.document import Block, Heading, Paragraph, Table
 from orchestrator.report.loader import Bundle, Cell
-from orchestrator.report.values import metric, num
+from orchestrator.report.values import cipher_suite, metric, num
 from orchestrator.results.atomic import read_json
 
 TCP_HIDES_LOSS = ("TCP hides loss. MQTT runs over TCP, so a dropped segment is retransmitted and its message still "
@@ -37,6 +37,17 @@ def loss_sentence(cells: Sequence[Cell]) -> str:
     return (f"{TCP_HIDES_LOSS} In this bundle application loss is not 0 % in {len(lost)} of {len(losses)} finished "
             f"cells (the most: {num(most, 2)} % in {cell}; {retransmissions} TCP retransmissions in all): there the "
             "subscriber did not receive every message (the loss % column).")
+
+
+def overhead_check(cells: Sequence[Cell]) -> str:
+    """The 21 B the overhead sentence derives for TLS 1.2 ChaCha20-Poly1305 (study.py OVERHEAD_SENTENCE), against
+    what this bundle's cells of that suite measured: nothing to add where they bear it out (or none ran)."""
+    measured = sorted({int(v) for c in cells if "_WITH_CHACHA20_POLY1305" in str(cipher_suite(c) or "")
+                       and (v := metric(c, "overhead_bytes.tls_overhead")) is not None})
+    if not measured or measured == [21]:
+        return ""
+    return (f" This bundle's TLS 1.2 ChaCha20-Poly1305 cells measured {' and '.join(f'{v} B' for v in measured)} "
+            "per PUBLISH, not 21 B.")
 
 
 def link_phrase(cells: Sequence[Cell]) -> str:

@@ -138,7 +138,7 @@ def explanations(bundle: Bundle) -> list[str]:
     measured = _measured_overhead(bundle.ok_cells)
     overhead = OVERHEAD_SENTENCE + (
         f" Measured in this bundle per PUBLISH: {'; '.join(measured)}." if measured else ""
-    )
+    ) + claims.overhead_check(bundle.ok_cells)
     return [
         "Inter-arrival time is not one-way delay. The study's 'delay' is the time span of the "
         "captured packets divided by (count - 1): the mean gap between messages, set mostly by the "

@@ -47,6 +47,17 @@ def test_a_bundle_without_loss_figures_is_told_so(bundle_factory: BundleFactory)
     assert "stays at 0 %" not in meaning and "No finished cell of this bundle has a loss figure" in meaning
 
 
+def test_the_21_b_of_a_tls12_chacha20_record_is_contradicted_where_the_cells_measured_otherwise(
+        bundle_factory: BundleFactory) -> None:
+    root, _ = bundle_factory(payloads=(65,), samples=40)
+    assert "5 + 16 = 21 B" in _meaning(root) and "not 21 B" not in _meaning(root)  # the cells measured 21 B
+    path = root / "runs" / "tls-65B-none-r1" / "metrics.json"
+    metrics = json.loads(path.read_text(encoding="utf-8"))
+    metrics["overhead_bytes"]["tls_overhead"] = 29
+    path.write_text(json.dumps(metrics), encoding="utf-8")
+    assert "This bundle's TLS 1.2 ChaCha20-Poly1305 cells measured 29 B per PUBLISH, not 21 B." in _meaning(root)
+
+
 def test_the_link_is_named_as_the_cells_ran_it(bundle_factory: BundleFactory) -> None:
     root, _ = bundle_factory(payloads=(65,), samples=40)
     assert "a Docker bridge on one host, not WiFi" in _meaning(root)
