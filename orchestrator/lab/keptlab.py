@@ -10,7 +10,8 @@ block keeps up (backends/kept_clients.py: they mount the folder of the run folde
 own). The cell's run folder gets a copy of the lab's PKI and configuration. When the cell ends, its packets are cut
 from the running capture into its own capture/capture.pcapng (lab/capture_split.py: by time and connection, every
 packet in exactly one cell or in the block's gaps file), so the analysis reads a run folder as it does for a fresh
-lab.
+lab. The cut is checked as it is made; one that is not lossless marks the cell (lab.capture.split in its cell.json,
+with a warning) and keeps the block's whole capture.
 
 A failed or interrupted cell takes the block's lab down with it (its evidence saved first): the next cell brings a
 fresh one up, in a new lab-NNN folder.
@@ -43,7 +44,7 @@ from orchestrator.lab.topology import (
     topology,
     wait_subscribed,
 )
-from orchestrator.model.layout import Layout
+from orchestrator.model.layout import SPLIT, Layout
 from orchestrator.model.scenario import Scenario
 from orchestrator.model.subscription import AT_QOS0, Subscription
 from orchestrator.results.atomic import protect_secrets, read_json, write_json_atomic
@@ -164,7 +165,8 @@ class KeptLab:
         it, as the stopped subscriber's closing segments soon are, or until the subscriber's, the broker's or the
         capture's container is no longer running (a failed cell's: none will come). When none came, ``complete`` is
         false and the cell warns: the cell's last packets may be in the block's gaps (counted there), not in its
-        capture."""
+        capture. ``split`` is the cut's check (capture_split.py Cut.check): when it is not lossless, the cell warns
+        and the block's whole capture is kept."""
         assert self.splitter is not None
         began = time.monotonic()
         looked = began  # a dead container sends or captures no later packet: looked at each 0.5 s after the first
@@ -177,7 +179,7 @@ class KeptLab:
         cut = self.splitter.cut(lay.root.name, start, end, lay.capture)
         self.facts["capture"] = {"cut_from": f"{self.facts['folder']}/capture/capture.pcapng",
                                  "window_s": round(end - start, 3), "packets": cut.packets, "complete": complete,
-                                 "window_packets_to_gaps": cut.to_gaps,
+                                 "window_packets_to_gaps": cut.to_gaps, "split": cut.check(),
                                  "rule": "a packet is the cell's when its time is in the cell's window and its TCP "
                                          "connection began in it; every other goes to the block's gaps.pcapng"}
 
@@ -201,13 +203,13 @@ class KeptLab:
                     if removed is not None:
                         removed.result()
                 if splitter is not None:
-                    write_json_atomic(lay.root / "split.json", {"cells_served": self.served, **splitter.finish()})
+                    write_json_atomic(lay.root / SPLIT, {"cells_served": self.served, **splitter.finish()})
             finally:
                 compose.down()
                 shutil.rmtree(lay.pki, ignore_errors=True)  # every cell keeps its copy; the lab's goes with it
-                split = read_json(lay.root / "split.json")
+                split = read_json(lay.root / SPLIT)
                 if split:  # the lab's own teardown, which no cell's timings hold (bench/sweep.py adds it)
-                    write_json_atomic(lay.root / "split.json", {**split, "down_s": round(time.monotonic() - began, 3)})
+                    write_json_atomic(lay.root / SPLIT, {**split, "down_s": round(time.monotonic() - began, 3)})
                 if (split or {}).get("lossless"):
                     lay.capture.unlink(missing_ok=True)  # every packet of it is in a cell's capture or the gaps
                 protect_secrets(lay.root)

@@ -142,11 +142,27 @@ def measure(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Imp
         record.lap("stop")
     record.lap("teardown")
     if lab is not None:
-        record.set(lab=lab.facts)
-        if lab.facts.get("capture", {}).get("complete") is False:
-            record.warn("the capture had no packet from after the cell's end when it was cut: the cell's last packets "
-                        "may be missing from its capture (they are in the block's gaps.pcapng)")
+        record_cut(record, lab.facts, status)
     return seen
+
+
+def record_cut(record: CellWriter, facts: dict[str, Any], status: Callable[[str], None]) -> None:
+    """A kept-up cell's lab facts into its record, and its cut's warnings: a cut before the capture held the cell's
+    end (recorded), a cut whose check was not lossless (recorded and printed: the block's whole capture is kept)."""
+    record.set(lab=facts)
+    capture = facts.get("capture") or {}
+    if capture.get("complete") is False:
+        record.warn("the capture had no packet from after the cell's end when it was cut: the cell's last packets "
+                    "may be missing from its capture (they are in the block's gaps.pcapng)")
+    split = capture.get("split") or {}
+    if split.get("lossless") is False:
+        message = (f"the capture split was not lossless at this cell's cut: {split.get('missing')} packets missing, "
+                   f"{split.get('extra')} extra (the window's packets: {split.get('window_packets_in_capture')} in "
+                   f"the block's capture, {split.get('window_packets_taken')} taken; packets read "
+                   f"{split.get('packets_read')}, written {split.get('packets_written')}); the block's whole capture "
+                   f"is kept in {facts.get('folder')}/capture/")
+        record.warn(message)
+        status(f"{record.cell_id}: warning: {message}")
 
 
 def count_messages(lay: Layout, spec: RunSpec, progress: Callable[[int, int], None],

@@ -57,6 +57,7 @@ SERIAL_TRANSCRIPT = "serial_transcript.log"
 MANIFEST = "manifest.json"
 RUNS = "runs"
 BLOCKS = "blocks"
+SPLIT = "split.json"  # a kept-up lab's folder (blocks/lab-NNN/): its capture's split checked (lab/keptlab.py)
 SUMMARY = "summary.csv"
 COMPARISONS = "comparisons.csv"
 REPORT_MD = "report.md"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from orchestrator.analysis import stats
 from orchestrator.model.layout import BundleLayout
-from orchestrator.report import lifecycle, sections
+from orchestrator.report import claims, lifecycle, sections
 from orchestrator.report.board import board_section
 from orchestrator.report.document import Block, Bullets, Figure, Heading, render_html, render_markdown
 from orchestrator.report.exchanges import exchanges_section
@@ -54,6 +54,7 @@ def build_document(
         Heading(2, "What the numbers mean"),
         Bullets(tuple(sections.explanations(bundle))),
         *sections.cells_section(bundle, all_cells, options),
+        *claims.warnings_section(bundle, all_cells),
         *impairment_section(all_cells),
         *board_section(all_cells),
         *lifecycle.lifecycle_section(all_cells, groups(ok)),

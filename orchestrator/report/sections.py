@@ -13,6 +13,7 @@ from typing import Any
 from orchestrator.analysis import grading
 from orchestrator.analysis.grading import IndexGrade, IndexTable, PassFailGrade
 from orchestrator.model.layout import COMPARISONS, MANIFEST, SUMMARY
+from orchestrator.report import claims
 from orchestrator.report.document import Block, Figure, Heading, Paragraph, Table
 from orchestrator.report.loader import Bundle, Cell
 from orchestrator.report.options import GradingTable, ReportOptions
@@ -111,7 +112,7 @@ def _measured_overhead(cells: Sequence[Cell]) -> list[str]:
     return [f"{suite}: {value} B" for suite, value in found]
 
 
-def _publisher_sentence(publisher: str | None) -> str:
+def _publisher_sentence(publisher: str | None, link: str) -> str:
     if publisher == "esp32":
         return (
             "Publisher: an ESP32 board (or board-emu, the emulated board: then each run's cell.json "
@@ -126,9 +127,9 @@ def _publisher_sentence(publisher: str | None) -> str:
         return (
             ("" if publisher else f"{MANIFEST} does not name the publisher; if it was the default: ")
             + "Simulated values: the publisher is the virtual ESP32 (the firmware's portable core built "
-            "for Linux in a container), so the flame and MQ-2 readings in the payload are simulated and "
-            "the link is a Docker bridge on one host, not WiFi. Delays are therefore far smaller than "
-            "over WiFi; the protocol costs (bytes, handshake) are the real ones."
+            f"for Linux in a container), so the flame and MQ-2 readings in the payload are simulated and {link}. "
+            "Its delays are therefore that link's, not WiFi's; the protocol costs (bytes, handshake) are the "
+            "real ones."
         )
     return f"Publisher as recorded in {MANIFEST}: {publisher}."
 
@@ -137,17 +138,15 @@ def explanations(bundle: Bundle) -> list[str]:
     measured = _measured_overhead(bundle.ok_cells)
     overhead = OVERHEAD_SENTENCE + (
         f" Measured in this bundle per PUBLISH: {'; '.join(measured)}." if measured else ""
-    )
+    ) + claims.overhead_check(bundle.ok_cells)
     return [
         "Inter-arrival time is not one-way delay. The study's 'delay' is the time span of the "
         "captured packets divided by (count - 1): the mean gap between messages, set mostly by the "
         "publishing interval. It is reported here as 'study-compatible' only. One-way delay is "
         "subscriber receive time minus the send time stamped in the payload, on a shared clock.",
-        "TCP hides loss. MQTT runs over TCP, so a dropped segment is retransmitted and the subscriber still "
-        "receives every message: application loss stays at 0 % while delay grows. Retransmissions counted "
-        "in the capture are reported beside the loss.",
+        claims.loss_sentence(bundle.ok_cells),
         overhead,
-        _publisher_sentence(_publisher_kind(bundle.manifest)),
+        _publisher_sentence(_publisher_kind(bundle.manifest), claims.link_phrase(bundle.cells)),
         "n/a means the value could not be measured (for example no TLS handshake in plaintext, or "
         "delay without a shared clock); it is never replaced by a number.",
     ]

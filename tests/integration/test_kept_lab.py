@@ -150,6 +150,10 @@ def test_the_kept_sweep_says_its_order_blocks_and_what_each_cell_reused(both: tu
     assert in_block == [(b, k, k) for b in (1, 2) for k in (1, 2, 3)]  # one lab per block, up from its first cell
     for cell in cells.values():
         assert cell["lab"]["mode"] == "kept-up" and cell["lab"]["capture"]["packets"] > 0
+        split = cell["lab"]["capture"]["split"]  # each cut checked on dumpcap's own file: no false alarm
+        assert split["lossless"] is True and split["window_packets_in_capture"] == split["window_packets_taken"] > 0
+        assert split["packets_written"] == split["packets_read"], cell
+        assert not [w for w in cell.get("warnings", []) if "capture split" in w], cell
         assert bool(cell["lab"]["reused"]) == (cell["lab"]["cell_in_lab"] > 1)
         assert manifest["cells"][cell["cell_id"]]["order"] == cell["order"]
     for split in kept.glob("blocks/lab-*/split.json"):
