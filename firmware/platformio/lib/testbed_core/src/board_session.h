@@ -67,7 +67,7 @@ struct BoardInfo {
   const char* sw_crypto = "-";          // what runs in software, e.g. "chacha20,poly1305"
   uint32_t rx_buf = 256;                // serial receive buffer, bytes (the host sizes chunks by it)
   const char* device_id = "e1";         // the payload's "d" when the RUN names none
-  const char* topic = "testbed/sensors";
+  const char* topic = nullptr;          // the topic when the RUN names none (nullptr: device_options.def's)
 };
 
 class BoardSession : private SendObserver, private KeylogSink {
@@ -134,10 +134,10 @@ class BoardSession : private SendObserver, private KeylogSink {
   void error(Err e, const char* text);
   void handle_line(char* text);
   void handle_run_line(const char* args);
-  void execute(const proto::RunRequest& r);
-  Err prepare(const proto::RunRequest& r, PublishConfig* cfg);
+  void execute(const DeviceConfig& r);
+  Err prepare(const DeviceConfig& r, PublishConfig* cfg);
   void release_transport();
-  void clock_exchange(const proto::RunRequest& r, const char* phase);
+  void clock_exchange(const DeviceConfig& r, const char* phase);
   void print_handshake();
   bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes, int64_t puback_us) override;
   void on_connection(const ConnectionStats& c) override;  // CONN line (non-persistent runs)
