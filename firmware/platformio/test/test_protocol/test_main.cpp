@@ -268,6 +268,7 @@ struct Rig {
     info.board = "test";
     info.chip = "fake chip";  // a space becomes '_'
     info.mbedtls = "2.28.x";
+    info.device_id = "e1";  // the board's own identity (as board-emu's)
     BoardSession s(io, clock, sensors, port, info, with_datagram ? &echo : nullptr);
     s.boot();
     while (s.poll(10) == Err::Ok) {

@@ -2,6 +2,7 @@
 #include "host_util.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -48,6 +49,7 @@ bool take_arg(int argc, char** argv, int* i, uint8_t program, const char* prog, 
   if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return mode->help = true;
   if (strcmp(a, "--check") == 0) return mode->check = true;
   if (strcmp(a, "--describe-options") == 0) return mode->describe = true;
+  if (strcmp(a, "--show-config") == 0) return mode->show = true;
   if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
     *error = std::string(a[0] == '-' ? "unknown option: " : "unexpected argument: ") + a;
     return false;
@@ -219,7 +221,8 @@ std::string usage() {
          "  --mqtt 3.1.1|5 --session clean|persistent (persistent: a lost connection is opened again and the\n"
          "      unacknowledged messages sent again with DUP) --session-expiry-s S (3600; MQTT 5)\n"
          "  --topic-alias off|on (MQTT 5) --inflight N (1; QoS 1/2 messages awaiting their ack) --ack-timeout-ms MS\n"
-         "  --check: check the options (files read, nothing sent), print ok; --describe-options: the table as JSON\n"
+         "  --check: check the options (files read, nothing sent), print ok; --describe-options: the table as JSON;\n"
+         "  --show-config: the configuration these options make, as JSON (every option, given or its default)\n"
          "Every option X-Y can also be given as environment variable TESTBED_X_Y; flags win.\n" +
          options_help(TB_VDEVICE);
 }
@@ -235,6 +238,40 @@ std::string describe_options() {
            ",\"choices\":" + json_choices(s) + ",\"programs\":" + json_programs(s) + "}";
   }
   return out + "]\n";
+}
+
+namespace {
+
+void json_field(const tb::DeviceConfig& c, tb::opt::Id id, const std::string& value, std::string* out) {
+  const Spec& s = tb::opt::spec(id);
+  if ((s.programs & c.program) == 0) return;
+  const bool secret = c.given(id) && (strcmp(s.name, "password") == 0 || strcmp(s.name, "key") == 0);
+  *out += std::string(out->size() > 1 ? "," : "") + json_string(s.name) + ":" + (secret ? "\"***\"" : value);
+}
+
+std::string json_decimal(double v) {
+  char text[40];
+  snprintf(text, sizeof(text), "%.17g", v);
+  return text;
+}
+
+}  // namespace
+
+std::string config_json(const tb::DeviceConfig& c) {
+  std::string out = "{";
+#define TB_OPT_UINT(n, lo, hi, d) json_field(c, Id::n, std::to_string(c.n), &out);
+#define TB_OPT_MS(n, lo, hi, d) json_field(c, Id::n, json_decimal(c.n), &out);
+#define TB_OPT_ENUM(n, ch, d) json_field(c, Id::n, json_string(c.n), &out);
+#define TB_OPT_TEXT(n, d) json_field(c, Id::n, json_string(c.n), &out);
+#define TB_OPT_FLAG(n) json_field(c, Id::n, c.n ? "true" : "false", &out);
+#include "device_options.def"
+#undef TB_OPT_UINT
+#undef TB_OPT_MS
+#undef TB_OPT_ENUM
+#undef TB_OPT_TEXT
+#undef TB_OPT_FLAG
+#undef TB_PROGRAMS
+  return out + "}\n";
 }
 
 tb::Err check_tls(const Options& o, const std::string& ca_pem, std::string* error) {

@@ -34,6 +34,7 @@ struct Mode {
   bool help = false;      // --help, -h
   bool check = false;     // --check: validate everything that needs no network, print ok (exit 0 / 2)
   bool describe = false;  // --describe-options: the option table as JSON
+  bool show = false;      // --show-config: the configuration the options make (config_json), then exit
 };
 
 // The TESTBED_* variables, then argv, of the options `program` (TB_VDEVICE, TB_FLEET) takes, each
@@ -54,6 +55,9 @@ std::string usage();
 std::string options_help(uint8_t program);
 // The whole table as JSON: [{"name","kind","min","max","default","choices","programs"}...].
 std::string describe_options();
+// A configuration as JSON, generated from the table: {"name": value} of every option its program takes, as
+// DeviceConfig holds it (the given value or the .def's default); password and key shown as "***" when given.
+std::string config_json(const tb::DeviceConfig& c);
 
 // What can be checked of the TLS options without a network: the cipher names and that the CA parses.
 tb::Err check_tls(const Options& o, const std::string& ca_pem, std::string* error);

@@ -206,6 +206,10 @@ int run(int argc, char** argv) {
     fputs(mode.help ? fleet_usage().c_str() : vdev::describe_options().c_str(), stdout);
     return 0;
   }
+  if (mode.show) {
+    fputs(vdev::config_json(o.conn.config).c_str(), stdout);
+    return 0;
+  }
   Pem pem;
   if (!read_pem(o.conn, &pem, &error)) return fail(kExitUsage, "InvalidArgument", error);
   const tb::Err e = check_config(o, pem, &error);

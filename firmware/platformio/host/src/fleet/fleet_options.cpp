@@ -56,7 +56,8 @@ std::string fleet_usage() {
          "(device,t_start_us,tcp_connect_ms,handshake_ms,connack_ms,messages,error: its first connection's) and\n"
          "DIR/summary.json.\n"
          "Exit 0: every device finished; 1: a device failed; 2: bad options; 130: stopped by SIGINT/SIGTERM.\n"
-         "--check: check the options (files read, nothing sent), print ok; --describe-options: the table as JSON.\n"
+         "--check: check the options (files read, nothing sent), print ok; --describe-options: the table as JSON;\n"
+         "--show-config: the configuration these options make, as JSON (every option, given or its default).\n"
          "Every option X-Y can also be given as environment variable TESTBED_X_Y; flags win.\n" +
          vdev::options_help(TB_FLEET);
 }

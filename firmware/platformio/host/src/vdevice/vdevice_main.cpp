@@ -330,6 +330,10 @@ int run(int argc, char** argv) {
     fputs(mode.help ? usage().c_str() : describe_options().c_str(), stdout);
     return 0;
   }
+  if (mode.show) {
+    fputs(config_json(o.config).c_str(), stdout);
+    return 0;
+  }
   std::string ca, cert, key;
   if (o.tls()) {
     if (!read_file(o.config.ca, "--ca", &ca, &error) ||

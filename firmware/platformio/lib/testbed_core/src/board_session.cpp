@@ -233,10 +233,11 @@ void BoardSession::handle_run_line(const char* args) {
   ready();
 }
 
-Err BoardSession::check_run(char* body, size_t len) {
+Err BoardSession::check_run(char* body, size_t len, DeviceConfig* run) {
   DeviceConfig request(TB_BOARD);
   Err e = proto::parse_run_body(body, len, &request, &err_);
   if (e != Err::Ok) return e;
+  if (run != nullptr) *run = request;
   PublishConfig cfg(request);
   e = prepare(request, &cfg);
   release_transport();
@@ -262,7 +263,7 @@ Err BoardSession::prepare(const DeviceConfig& r, PublishConfig* cfg) {
     return Err::InvalidArgument;
   }
   *cfg = PublishConfig(r);  // the run's options; then what this board decides itself
-  if (!r.given(opt::Id::device_id)) cfg->device_id = info_.device_id;
+  if (!r.given(opt::Id::device_id) && info_.device_id != nullptr) cfg->device_id = info_.device_id;
   if (!r.given(opt::Id::topic) && info_.topic != nullptr) cfg->topic = info_.topic;
   if (!r.given(opt::Id::client_id)) cfg->client_id = cfg->device_id;
   cfg->drain_timeout_ms = kDrainTimeoutMs;

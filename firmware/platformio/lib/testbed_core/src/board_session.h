@@ -66,8 +66,10 @@ struct BoardInfo {
   const char* hw_crypto = "-";          // what runs in hardware, e.g. "aes,sha,mpi"
   const char* sw_crypto = "-";          // what runs in software, e.g. "chacha20,poly1305"
   uint32_t rx_buf = 256;                // serial receive buffer, bytes (the host sizes chunks by it)
-  const char* device_id = "e1";         // the payload's "d" when the RUN names none
-  const char* topic = nullptr;          // the topic when the RUN names none (nullptr: device_options.def's)
+  // The board's own identity and topic, used when the RUN names none (the ESP32's build: TESTBED_DEVICE_ID,
+  // TESTBED_TOPIC; board-emu: e1); nullptr: device_options.def's defaults.
+  const char* device_id = nullptr;      // the payload's "d"
+  const char* topic = nullptr;
 };
 
 class BoardSession : private SendObserver, private KeylogSink {
@@ -100,8 +102,8 @@ class BoardSession : private SendObserver, private KeylogSink {
   uint32_t runs() const { return runs_; }
   // What a RUN with this body meets before `ACK run` (parse_run_body, then this board's own checks:
   // cipher names, payload size, ...), without running it: board-emu --check-run. Ok, or the error
-  // with its text in error_text().
-  Err check_run(char* body, size_t len);
+  // with its text in error_text(); run (unless nullptr): the RUN's configuration (its texts in body).
+  Err check_run(char* body, size_t len, DeviceConfig* run = nullptr);
   const char* error_text() const { return err_.c_str(); }
 
  private:
