@@ -3,7 +3,7 @@
 // its constructor from opt::Values, from the values a program was given: vdevice's and the fleet's command line
 // (host/src/common/options.h) and the board's RUN body (board_protocol.h parse_run_body). Every default is
 // the .def's: no field here or in PublishConfig (publisher.h, the publisher's view, built from this in one
-// place: publish_config) restates one.
+// place: its constructor) restates one.
 // Portable core: no allocation, no std::string (the ESP32 uses it).
 #pragma once
 
