@@ -288,7 +288,8 @@ tb::Err check_tls(const Options& o, const std::string& ca_pem, std::string* erro
   const int ret = mbedtls_x509_crt_parse(&ca, reinterpret_cast<const unsigned char*>(ca_pem.c_str()), ca_pem.size() + 1);
   mbedtls_x509_crt_free(&ca);
   if (ret == 0) return tb::Err::Ok;
-  *error = std::string("--ca ") + o.config.ca + ": the CA certificate does not parse (mbedTLS " + std::to_string(ret) + ")";
+  *error = std::string("--ca ") + o.config.ca + ": the CA certificate does not parse (mbedTLS " + std::to_string(ret) +
+           ")";
   return tb::Err::TlsCaParse;
 }
 

@@ -143,7 +143,8 @@ int run_devices(const FleetPlan& p, const std::vector<uint32_t>& indices, std::v
     (*out)[k].error = tb::err_name(tb::Err::Interrupted);
     (*out)[k].message = "stopped by a signal before it was started";
     const std::string id = device_id(p.options->prefix(), indices[k]);
-    DeviceLog(*p.logs, p.options->out_dir() + "/" + id + ".csv", 0, Schedule()).flush();  // the header: every device has its log
+    // the header: every device has its log
+    DeviceLog(*p.logs, p.options->out_dir() + "/" + id + ".csv", 0, Schedule()).flush();
   }
   while (done.load() < launched) {
     const int s = wait_signal_until(mono_now_us() + 50000);

@@ -118,19 +118,18 @@ void setup_process() {
 }
 
 void print_start(const FleetOptions& o, const std::string& host, uint32_t processes) {
-  if (o.conn.publish.mode != tb::ConnectionMode::Persistent) {
+  const tb::PublishConfig& c = o.conn.publish;
+  if (c.mode != tb::ConnectionMode::Persistent) {
     fprintf(stdout, "fleet: connection %s every %u message(s), close %s, asleep %.3f ms between connections%s\n",
-            tb::connection_mode_name(o.conn.publish.mode), o.conn.publish.per_connection, tb::close_mode_name(o.conn.publish.close),
-            static_cast<double>(o.conn.publish.sleep_us ? o.conn.publish.sleep_us : o.conn.publish.interval_us) / 1000.0,
-            o.conn.publish.sleep_us ? "" : " (one interval)");
+            tb::connection_mode_name(c.mode), c.per_connection, tb::close_mode_name(c.close),
+            static_cast<double>(c.sleep_us ? c.sleep_us : c.interval_us) / 1000.0, c.sleep_us ? "" : " (one interval)");
   }
   fprintf(stdout, "fleet: %u devices %s..%s (SIMULATED sensors, seed %" PRIu64 ") -> %s:%u %s, %u x %u B every "
           "%.3f ms, qos %u, connect rate %g/s, %u process(es), logs in %s\n",
-          o.devices(), device_id(o.prefix(), 0).c_str(), device_id(o.prefix(), o.devices() - 1).c_str(), o.conn.config.seed,
-          host.c_str(), static_cast<unsigned>(o.conn.publish.port), o.conn.config.transport, o.conn.publish.samples,
-          static_cast<unsigned>(o.conn.publish.payload_size),
-          static_cast<double>(o.conn.publish.interval_us) / 1000.0, static_cast<unsigned>(o.conn.publish.qos), o.connect_rate(),
-          processes, o.out_dir().c_str());
+          o.devices(), device_id(o.prefix(), 0).c_str(), device_id(o.prefix(), o.devices() - 1).c_str(),
+          o.conn.config.seed, host.c_str(), static_cast<unsigned>(c.port), o.conn.config.transport, c.samples,
+          static_cast<unsigned>(c.payload_size), static_cast<double>(c.interval_us) / 1000.0,
+          static_cast<unsigned>(c.qos), o.connect_rate(), processes, o.out_dir().c_str());
   fflush(stdout);
 }
 
@@ -155,7 +154,9 @@ int report(const FleetOptions& o, const FleetOutcome& r, const std::string& writ
                 " messages; the logs are written");
   }
   if (!write_error.empty()) return fail(kExitFailure, "SendLog", write_error);
-  if (r.keylog_failed) return fail(kExitFailure, "Keylog", std::string("writing the key log ") + o.conn.config.keylog + " failed");
+  if (r.keylog_failed) {
+    return fail(kExitFailure, "Keylog", std::string("writing the key log ") + o.conn.config.keylog + " failed");
+  }
   if (first == nullptr) return 0;
   return fail(kExitFailure, first->error.c_str(), std::to_string(failed) + " of " + std::to_string(o.devices()) +
               " devices failed (first: " + device_id(o.prefix(), first->index) + ": " + first->message + ")");
@@ -165,7 +166,9 @@ int run_fleet_main(const FleetOptions& o, const Pem& pem, uint32_t shards) {
   std::string error;
   if (!make_dir(o.out_dir(), &error)) return fail(kExitUsage, "SendLog", error);
   SharedKeylog keylog;
-  if (*o.conn.config.keylog != '\0' && !keylog.open(o.conn.config.keylog, &error)) return fail(kExitUsage, "Keylog", error);
+  if (*o.conn.config.keylog != '\0' && !keylog.open(o.conn.config.keylog, &error)) {
+    return fail(kExitUsage, "Keylog", error);
+  }
   StopSignal stop;
   LogWriter logs;
   if (*o.conn.config.connections_log != '\0' && !start_connections_log(logs, o.conn.config.connections_log, &error)) {

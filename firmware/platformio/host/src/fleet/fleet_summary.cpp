@@ -98,9 +98,10 @@ std::string device_counts_json(const FleetOptions& o, const std::vector<DeviceRe
   }
   std::string f;
   for (const auto& kv : failed) f += std::string(f.empty() ? "" : ",") + json_string(kv.first) + ":" + std::to_string(kv.second);
-  return "\"connection_mode\":" + json_string(tb::connection_mode_name(o.conn.publish.mode)) + ",\"per_connection\":" +
-         std::to_string(o.conn.publish.per_connection) + ",\"close\":" + json_string(tb::close_mode_name(o.conn.publish.close)) +
-         ",\"sleep_ms\":" + std::to_string(static_cast<double>(o.conn.publish.sleep_us) / 1000.0) + ",\"connections\":" +
+  const tb::PublishConfig& c = o.conn.publish;
+  return "\"connection_mode\":" + json_string(tb::connection_mode_name(c.mode)) + ",\"per_connection\":" +
+         std::to_string(c.per_connection) + ",\"close\":" + json_string(tb::close_mode_name(c.close)) +
+         ",\"sleep_ms\":" + std::to_string(static_cast<double>(c.sleep_us) / 1000.0) + ",\"connections\":" +
          std::to_string(connections) + ",\"resumed_connections\":" + std::to_string(resumed) +
          ",\"connected\":" + std::to_string(connected) + ",\"failed\":{" + f + "},\"failed_devices\":" +
          std::to_string(nfailed) + ",\"messages_sent\":" + std::to_string(*messages) + ",\"errors\":[" + errors + "]";
@@ -163,9 +164,8 @@ bool write_summary(const FleetOptions& o, const FleetOutcome& r, std::string* er
            "{\"devices\":%u,\"simulated\":true,\"transport\":%s,\"samples\":%u,\"payload\":%u,\"interval_ms\":%.3f,"
            "\"qos\":%u,\"connect_rate\":%g,\"seed\":%" PRIu64 ",\"processes\":%d,",
            o.devices(), json_string(o.conn.config.transport).c_str(), o.conn.publish.samples,
-          static_cast<unsigned>(o.conn.publish.payload_size),
-           static_cast<double>(o.conn.publish.interval_us) / 1000.0, static_cast<unsigned>(o.conn.publish.qos), o.connect_rate(),
-           o.conn.config.seed, r.cpu.processes);
+           static_cast<unsigned>(o.conn.publish.payload_size), static_cast<double>(o.conn.publish.interval_us) / 1000.0,
+           static_cast<unsigned>(o.conn.publish.qos), o.connect_rate(), o.conn.config.seed, r.cpu.processes);
   char tail[160];
   snprintf(tail, sizeof(tail), ",\"max_rss_kb\":%ld,\"wall_s\":%.3f,\"interrupted\":%s,\"keylog_ok\":%s", r.cpu.max_rss_kb,
            r.wall_s, r.interrupted ? "true" : "false", r.keylog_failed ? "false" : "true");

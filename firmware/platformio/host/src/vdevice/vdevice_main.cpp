@@ -167,7 +167,8 @@ bool write_summary(const Options& o, const Outcome& r, std::string* error) {
                      ",\"close\":" + json_string(tb::close_mode_name(o.publish.close)) +
                      ",\"connections\":" + std::to_string(r.stats.connections) +
                      ",\"resumed_connections\":" + std::to_string(r.stats.resumed_connections) +
-                     ",\"qos\":" + std::to_string(o.publish.qos) + ",\"mqtt\":" + json_string(o.publish.mqtt_level == 5 ? "5" : "3.1.1") +
+                     ",\"qos\":" + std::to_string(o.publish.qos) +
+                     ",\"mqtt\":" + json_string(o.publish.mqtt_level == 5 ? "5" : "3.1.1") +
                      ",\"session\":" + json_string(o.publish.clean_session ? "clean" : "persistent") +
                      ",\"inflight\":" + std::to_string(o.publish.inflight) + ",\"reconnects\":" +
                      std::to_string(r.stats.reconnects) + ",\"resent\":" + std::to_string(r.stats.resent) +
@@ -216,8 +217,11 @@ bool open_outputs(const Options& o, Outputs* out, std::string* line) {
     *line = "SendLog: " + error;
     return false;
   }
-  if (*o.config.send_log != '\0') out->send.line(o.publish.qos > 0 ? "seq,t_send_us,bytes,ack_us,mqtt_bytes" : "seq,t_send_us,bytes");
-  if (*o.config.connections_log != '\0' && !out->connections.open(o.config.connections_log, "connections log", &error)) {
+  if (*o.config.send_log != '\0') {
+    out->send.line(o.publish.qos > 0 ? "seq,t_send_us,bytes,ack_us,mqtt_bytes" : "seq,t_send_us,bytes");
+  }
+  const char* connections = o.config.connections_log;
+  if (*connections != '\0' && !out->connections.open(connections, "connections log", &error)) {
     *line = "SendLog: " + error;
     return false;
   }
@@ -236,12 +240,13 @@ void print_start(const Options& o) {
   if (o.publish.mode != tb::ConnectionMode::Persistent) {
     lifecycle = std::string(", connection ") + tb::connection_mode_name(o.publish.mode) + " every " +
                 std::to_string(o.publish.per_connection) + ", close " + tb::close_mode_name(o.publish.close) +
-                (o.publish.sleep_us ? ", asleep " + std::to_string(o.publish.sleep_us / 1000) + " ms between connections" : "");
+                (o.publish.sleep_us ? ", asleep " + std::to_string(o.publish.sleep_us / 1000) + " ms between connections"
+                                    : "");
   }
   fprintf(stdout, "vdevice %s (SIMULATED sensors, seed %" PRIu64 ") -> %s:%u %s, %u x %u B every %.3f ms, qos %u%s, %s\n",
           o.publish.device_id, o.config.seed, o.publish.host, static_cast<unsigned>(o.publish.port), o.config.transport,
-          o.publish.samples, static_cast<unsigned>(o.publish.payload_size), static_cast<double>(o.publish.interval_us) / 1000.0,
-          static_cast<unsigned>(o.publish.qos), lifecycle.c_str(),
+          o.publish.samples, static_cast<unsigned>(o.publish.payload_size),
+          static_cast<double>(o.publish.interval_us) / 1000.0, static_cast<unsigned>(o.publish.qos), lifecycle.c_str(),
           mbed_version);
   fflush(stdout);
 }
@@ -289,7 +294,9 @@ int publish(const Options& o, const std::string& ca, const std::string& cert, co
   e = publisher->run(cfg, &outcome.stats);
   outcome.transport = transport->stats();
   if (e != tb::Err::Ok) outcome.errors.push_back(std::string(tb::err_name(e)) + ": " + publisher->error_text());
-  if (files.keylog.failed()) outcome.errors.push_back(std::string("Keylog: writing the key log ") + o.config.keylog + " failed");
+  if (files.keylog.failed()) {
+    outcome.errors.push_back(std::string("Keylog: writing the key log ") + o.config.keylog + " failed");
+  }
   if (files.connections.failed()) {
     outcome.errors.push_back(std::string("SendLog: writing the connections log ") + o.config.connections_log + " failed");
   }
