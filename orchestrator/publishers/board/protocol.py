@@ -159,6 +159,12 @@ class RunCell:
     def get(self, key: str) -> RunValue:
         return dict(self.items).get(key)
 
+    def __getattr__(self, key: str) -> RunValue:
+        """A RUN key as an attribute (cell.username); None when the cell leaves it out."""
+        if key in run_keys():
+            return self.get(key)
+        raise AttributeError(f"{type(self).__name__} has no attribute or RUN key {key!r}")
+
     @property
     def id(self) -> str:
         return str(self.get("id"))
