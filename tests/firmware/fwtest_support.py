@@ -91,6 +91,51 @@ def host_build(tmp_path_factory: pytest.TempPathFactory) -> HostBuild:
     return HostBuild(build, build / "vdevice", build / "test_core", build / "board-emu")
 
 
+FIRMWARE = REPO / "firmware" / "platformio"
+DEF_IN_FIRMWARE = Path("lib/testbed_core/src/device_options.def")
+
+
+def tree_files(root: Path) -> dict[str, bytes]:
+    """Every file under root, by its path relative to root."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@dataclass(frozen=True)
+class DefLinesBuild:
+    """firmware/platformio copied with lines appended to its device_options.def, and built."""
+
+    original: dict[str, bytes]  # firmware/platformio as it was copied
+    copy: Path                  # the copy (its .def: copy / DEF_IN_FIRMWARE)
+    build: Path                 # the cmake build folder: vdevice, fleet, board-emu, ...
+    lines: str
+
+    @property
+    def def_file(self) -> Path:
+        return self.copy / DEF_IN_FIRMWARE
+
+
+def build_with_def_lines(root: Path, lines: str, targets: tuple[str, ...] = ("vdevice", "fleet", "board-emu")
+                         ) -> DefLinesBuild:
+    """A throwaway device option's C++ half: firmware/platformio copied into root, `lines` (whole .def lines, e.g.
+    "TB_OPT_UINT(knob, 1, 9, 3)\\n") appended to the copy's device_options.def and nothing else changed, and
+    `targets` built from the copy as host_build builds (configure_argv: warnings as errors, the compiler cache).
+    The Python half can read the copy's .def (orchestrator/publishers/board/protocol_def.py read_def(path))."""
+    need_tool("cmake", "cmake")
+    need_tool("g++", "g++")
+    original = tree_files(FIRMWARE)
+    copy = root / "platformio"
+    for name, data in original.items():
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        (copy / name).write_bytes(data)
+    with (copy / DEF_IN_FIRMWARE).open("a") as f:
+        f.write(lines)
+    build = root / "build"
+    for argv in (configure_argv(copy / "host", build), ["cmake", "--build", str(build), "-j2", "--target", *targets]):
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=1200)
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return DefLinesBuild(original, copy, build, lines)
+
+
 @dataclass(frozen=True)
 class Build36:
     vdevice: Path

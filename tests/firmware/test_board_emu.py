@@ -25,7 +25,7 @@ REFUSED = p.RunCell(id="refused-1", host="127.0.0.1", port=1, transport="plain",
 
 def _tls_cell(pki: Pki, port: int, **kw: object) -> p.RunCell:
     fields = dict(id="tls-1", host="127.0.0.1", port=port, transport="tls", payload=65, samples=5,
-                  interval_us=20000, ciphers=(CHACHA,), ca_pem=pki.ca.read_text(), server_name="localhost",
+                  interval_us=20000, ciphers=(CHACHA,), ca=pki.ca.read_text(), server_name="localhost",
                   connect_timeout_ms=2000)
     fields.update(kw)
     return p.RunCell(**fields)  # type: ignore[arg-type]
@@ -185,7 +185,7 @@ def test_reboot_mid_run_is_reported_and_the_next_boot_serves(board_emu, broker_f
         with pytest.raises(BoardRebooted):
             list(link.run_lines(10))
         link.wait_ready(timeout_s=10)
-        lines = _run(link, dataclasses.replace(cell, id="r2"))
+        lines = _run(link, cell.replace(id="r2"))
     assert lines[-1] == Done(6, "r2")
 
 
@@ -220,7 +220,7 @@ def test_the_hosts_stop_ends_a_run_before_its_next_message_and_the_board_serves_
                 link.write_line(p.CMD_STOP)
         link.write_line(p.CMD_STOP)  # no run going: just READY again
         assert link.read_text(5) == p.LINE_READY
-        again = _run(link, dataclasses.replace(cell, id="s2", samples=3))
+        again = _run(link, cell.replace(id="s2", samples=3))
     sent = [m.seq for m in seen if isinstance(m, Msg)]
     assert 4 <= len(sent) <= 6 and sent == list(range(len(sent))), sent  # within a message or two of STOP
     assert isinstance(seen[-1], BoardError) and seen[-1].name == "Interrupted", seen[-1]
@@ -258,7 +258,7 @@ def time_echo() -> Iterator[int]:
 
 def test_clock_exchanges_before_and_after_see_the_injected_offset(board_emu, time_echo: int) -> None:
     emu = board_emu("--clock-offset-us", "5000000", "--drift-ppm", "50")
-    cell = dataclasses.replace(REFUSED, sync_host="127.0.0.1", sync_port=time_echo, sync_count=4)
+    cell = REFUSED.replace(sync_host="127.0.0.1", sync_port=time_echo, sync_count=4)
     with BoardLink(emu.pty) as link:
         link.wait_ready(timeout_s=10)
         lines = _run(link, cell)

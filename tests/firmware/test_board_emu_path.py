@@ -240,7 +240,7 @@ def test_qos1_over_tls_through_the_path(board_emu, broker_factory, pki: Pki, tmp
     broker = broker_factory(CHACHA_OPENSSL)
     emu = board_emu(*path_args(1000, 500, 1000, 500), "--truth-log", str(truth_path))
     cell = p.RunCell(id="tls-q1", host="127.0.0.1", port=broker.tls_port, transport="tls", payload=65, samples=5,
-                     interval_us=0, qos=1, ciphers=(CHACHA,), ca_pem=pki.ca.read_text(), server_name="localhost",
+                     interval_us=0, qos=1, ciphers=(CHACHA,), ca=pki.ca.read_text(), server_name="localhost",
                      connect_timeout_ms=2000)
     with BoardLink(emu.pty) as link:
         lines = run(link, cell)

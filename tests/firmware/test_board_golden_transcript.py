@@ -28,8 +28,8 @@ def _session(link: BoardLink) -> None:
     body = p.encode_body(CELL)
     for frames in (p.frame_body(body + b"colour=blue\n", 256),  # UnknownKey
                    dataclasses.replace(p.frame_body(body, 256), begin=f"RUN BEGIN len={len(body)} crc=00000000"),
-                   p.encode_run(dataclasses.replace(CELL, payload=40), 256),  # PayloadTooSmall
-                   p.encode_run(dataclasses.replace(CELL, qos=1, session="persistent", topic_alias="on"), 256)):
+                   p.encode_run(CELL.replace(payload=40), 256),  # PayloadTooSmall
+                   p.encode_run(CELL.replace(qos=1, session="persistent", topic_alias="on"), 256)):
         # version 3's keys: InvalidArgument, a topic alias is MQTT 5's
         with pytest.raises(BoardRunRefused):
             link.send_frames(frames, CELL.id)

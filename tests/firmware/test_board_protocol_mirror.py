@@ -7,12 +7,14 @@ from __future__ import annotations
 import base64
 import re
 import zlib
+from pathlib import Path
 
 import pytest
-from device_options_def import board_keys, read_def
+from device_options_def import DEF, board_keys, read_def
 from fwtest_support import REPO
 
 from orchestrator.publishers.board import protocol as p
+from orchestrator.publishers.board import protocol_def
 from orchestrator.publishers.board.lines import (
     Ack,
     Banner,
@@ -81,9 +83,41 @@ def test_numbers_agree(cpp: str, py: str) -> None:
 
 
 def test_run_keys_agree() -> None:
-    """The board's keys are the option table's entries it takes (board_run_body.cpp looks keys up there)."""
+    """The board's keys are the option table's entries it takes (board_run_body.cpp looks keys up there), and the
+    Python side's are read from the same table (protocol_def.py), none written by hand."""
     assert "TB_BOARD" in (CORE / "board_run_body.cpp").read_text()
-    assert board_keys() == p.RUN_KEYS
+    assert board_keys() == p.run_keys()
+    assert "RUN_KEYS" not in vars(p)
+    required = re.search(r"constexpr opt::Id kRequiredKeys\[\] = \{([^}]*)\};", HEADER)
+    assert required, "kRequiredKeys not found in board_protocol.h"
+    assert tuple(re.findall(r"opt::Id::(\w+)", required.group(1))) == p.REQUIRED_KEYS
+
+
+def _def_with(tmp_path: Path, line: str) -> Path:
+    copy = tmp_path / "device_options.def"
+    copy.write_text(DEF.read_text() + line)
+    return copy
+
+
+def test_a_change_of_the_run_keys_needs_a_version_bump(tmp_path: Path) -> None:
+    """VERSION is pinned with the fingerprint of the keys it was released with: a key added, removed, renamed, or
+    given another range, choice or default fails here until VERSION (and kVersion) is bumped and the keys pinned."""
+    now = protocol_def.fingerprint(protocol_def.board_options())
+    assert p.RUN_KEYS_OF_VERSION.get(p.VERSION) == now, (
+        f"the board's RUN keys (device_options.def) changed since protocol version {p.VERSION} ({now}): bump VERSION "
+        "in protocol.py and kVersion in board_protocol.h, and pin the new keys in RUN_KEYS_OF_VERSION")
+    assert len(set(p.RUN_KEYS_OF_VERSION.values())) == len(p.RUN_KEYS_OF_VERSION)  # each version its own keys
+    # what the pin catches: a new board key, another default, a key the board no longer takes
+    for line in ("TB_OPT_UINT(throwaway_knob, 1, 9, 3)\n",
+                 "#undef TB_PROGRAMS\n#define TB_PROGRAMS TB_BOARD\nTB_OPT_TEXT(colour, \"\")\n"):
+        assert protocol_def.fingerprint(protocol_def.board_options(_def_with(tmp_path, line))) != now
+    changed = DEF.read_text().replace("TB_OPT_UINT(inflight, 1, 256, 1)", "TB_OPT_UINT(inflight, 1, 256, 2)")
+    assert changed != DEF.read_text()
+    (tmp_path / "changed.def").write_text(changed)
+    assert protocol_def.fingerprint(protocol_def.board_options(tmp_path / "changed.def")) != now
+    vdevice_only = DEF.read_text() + "#undef TB_PROGRAMS\n#define TB_PROGRAMS TB_VDEVICE\nTB_OPT_TEXT(colour, \"\")\n"
+    (tmp_path / "vdevice.def").write_text(vdevice_only)
+    assert protocol_def.fingerprint(protocol_def.board_options(tmp_path / "vdevice.def")) == now  # not a RUN key
 
 
 def test_protocol_error_names_exist_in_the_core() -> None:
@@ -99,7 +133,7 @@ def test_chunk_size_matches_the_header_formula() -> None:
 
 def test_encode_run_frames_the_escaped_body() -> None:
     cell = p.RunCell(id="c1", host="h", port=8883, transport="tls", payload=65, samples=2, interval_us=0,
-                     ciphers=("A", "B"), ca_pem="-----BEGIN X-----\r\nab\\c\n", keylog=True)
+                     ciphers=("A", "B"), ca="-----BEGIN X-----\r\nab\\c\n", keylog=True)
     body = p.encode_body(cell)
     assert body == (b"id=c1\nhost=h\nport=8883\ntransport=tls\nciphers=A,B\nca=-----BEGIN X-----\\r\\nab\\\\c\\n\n"
                     b"payload=65\nsamples=2\ninterval_us=0\nqos=0\nkeylog=1\n")

@@ -32,7 +32,7 @@ def test_a_failed_runs_transcript_is_private_and_holds_no_credential(board_emu, 
     password = pki.password_for("publisher")
     spec = RunSpec(scenario="plain", samples=50, interval_ms=20, publisher="esp32", serial_port=emu.pty)
     pub = BoardPublisher(scenario, lay, pki, spec, broker_host="127.0.0.1", broker_port=broker.plain_port)
-    assert pub.cell().password == password  # the RUN carries it
+    assert pub.cell().get("password") == password  # the RUN carries it
     pub.start(None)
     pub.go()
     assert pub.wait_exit(30) == 1

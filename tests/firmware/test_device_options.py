@@ -17,7 +17,18 @@ from pathlib import Path
 
 import pytest
 from device_options_def import DEF, read_def
-from fwtest_support import MOSQUITTO, REPO, HostBuild, Pki, configure_argv, free_port, mosquitto_running, need_tool
+from fwtest_support import (
+    MOSQUITTO,
+    REPO,
+    DefLinesBuild,
+    HostBuild,
+    Pki,
+    build_with_def_lines,
+    free_port,
+    mosquitto_running,
+    need_tool,
+    tree_files,
+)
 
 PLAIN_BODY = "id=c1\nhost=127.0.0.1\nport=1883\ntransport=plain\npayload=65\nsamples=3\ninterval_us=1000\nqos=0\n"
 
@@ -140,49 +151,22 @@ def test_board_check_run_refuses_what_the_board_refuses_before_ack(host_build: H
 THROWAWAY = "TB_OPT_UINT(throwaway_knob, 1, 9, 3)\n"
 
 
-def _tree_files(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-@dataclass(frozen=True)
-class Throwaway:
-    original: dict[str, bytes]  # firmware/platformio as it was copied
-    copy: Path
-    build: Path
-
-
 @pytest.fixture(scope="module")
-def throwaway(tmp_path_factory: pytest.TempPathFactory) -> Throwaway:
+def throwaway(tmp_path_factory: pytest.TempPathFactory) -> DefLinesBuild:
     """firmware/platformio copied, ONE line appended to its device_options.def, and vdevice, fleet and
     board-emu built from the copy."""
-    need_tool("cmake", "cmake")
-    need_tool("g++", "g++")
-    root = tmp_path_factory.mktemp("throwaway")
-    original = _tree_files(REPO / "firmware" / "platformio")
-    copy = root / "platformio"
-    for name, data in original.items():
-        (copy / name).parent.mkdir(parents=True, exist_ok=True)
-        (copy / name).write_bytes(data)
-    with (copy / DEF.relative_to(REPO / "firmware" / "platformio")).open("a") as f:
-        f.write(THROWAWAY)
-    build = root / "build"
-    steps = [configure_argv(copy / "host", build),
-             ["cmake", "--build", str(build), "-j2", "--target", "vdevice", "fleet", "board-emu"]]
-    for argv in steps:
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=1200)
-        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    return Throwaway(original, copy, build)
+    return build_with_def_lines(tmp_path_factory.mktemp("throwaway"), THROWAWAY)
 
 
-def test_throwaway_option_touches_only_the_def(throwaway: Throwaway) -> None:
-    changed = _tree_files(throwaway.copy)
+def test_throwaway_option_touches_only_the_def(throwaway: DefLinesBuild) -> None:
+    changed = tree_files(throwaway.copy)
     rel = str(DEF.relative_to(REPO / "firmware" / "platformio"))
     assert changed.keys() == throwaway.original.keys()
     assert [name for name, data in throwaway.original.items() if changed[name] != data] == [rel]
     assert changed[rel] == throwaway.original[rel] + THROWAWAY.encode()
 
 
-def test_throwaway_option_reaches_vdevice_fleet_and_the_board(throwaway: Throwaway, tmp_path: Path) -> None:
+def test_throwaway_option_reaches_vdevice_fleet_and_the_board(throwaway: DefLinesBuild, tmp_path: Path) -> None:
     build = throwaway.build
     fleet = [build / "fleet", "--devices", "2", "--out-dir", tmp_path / "o"]
     for argv, name in (([build / "vdevice"], "vdevice"), (fleet, "fleet")):
@@ -204,6 +188,47 @@ def test_throwaway_option_reaches_vdevice_fleet_and_the_board(throwaway: Throwaw
     bad = _run([build / "board-emu", "--check-run", body])
     assert (bad.returncode, bad.stderr) == (
         2, 'board-emu: error InvalidArgument: RUN body key "throwaway_knob": "10" is not an integer 1..9\n')
+
+
+def _shown(argv: list[str | Path], env: dict[str, str] | None = None) -> dict[str, object]:
+    proc = _run(argv, env)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    shown = json.loads(proc.stdout)
+    assert isinstance(shown, dict)
+    return shown
+
+
+def test_throwaway_option_reaches_the_device_config(throwaway: DefLinesBuild, tmp_path: Path) -> None:
+    """The .def line alone makes a field of the core's one DeviceConfig (device_config.h), filled by its one
+    constructor in vdevice (--throwaway-knob), the fleet (TESTBED_THROWAWAY_KNOB) and board-emu (its RUN key),
+    with the .def's default when not given: --show-config / --show-run print the configuration the program made."""
+    build = throwaway.build
+    fleet = [build / "fleet", "--devices", "2", "--out-dir", tmp_path / "o"]
+    assert _shown([build / "vdevice", "--show-config", "--throwaway-knob", "5"])["throwaway_knob"] == 5
+    assert _shown([build / "vdevice", "--show-config"])["throwaway_knob"] == 3  # the .def's default
+    assert _shown([*fleet, "--show-config"], {"TESTBED_THROWAWAY_KNOB": "7"})["throwaway_knob"] == 7
+    assert _shown([*fleet, "--show-config"])["throwaway_knob"] == 3
+    body = tmp_path / "run.txt"
+    body.write_text(PLAIN_BODY + "throwaway_knob=9\n")
+    assert _shown([build / "board-emu", "--show-run", body])["throwaway_knob"] == 9
+    body.write_text(PLAIN_BODY)
+    assert _shown([build / "board-emu", "--show-run", body])["throwaway_knob"] == 3
+
+
+def test_show_config_is_the_configuration_made(host_build: HostBuild, tmp_path: Path) -> None:
+    """Every option a program takes, as given or the .def's default; a password is not shown."""
+    shown = _shown([host_build.vdevice, "--show-config", "--interval-ms", "0.5", "--mqtt", "5", "--username", "u",
+                    "--password", "s3cret"])
+    takes = [o for o in read_def() if "vdevice" in o.programs]
+    assert list(shown) == [o.name for o in takes]
+    assert {k: v for k, v in shown.items() if k not in ("interval_ms", "mqtt", "username", "password")} == {
+        o.name: o.default for o in takes if o.name not in ("interval_ms", "mqtt", "username", "password")}
+    assert (shown["interval_ms"], shown["mqtt"], shown["username"], shown["password"]) == (0.5, "5", "u", "***")
+    body = tmp_path / "run.txt"
+    body.write_text(PLAIN_BODY + "session_expiry_s=0\n")
+    run = _shown([host_build.board_emu, "--show-run", body])
+    assert list(run) == [o.name for o in read_def() if "board" in o.programs]
+    assert (run["session_expiry_s"], run["inflight"], run["interval_us"]) == (0, 1, 1000)
 
 
 # ------------------------------------------------------------------ --password-file

@@ -119,8 +119,8 @@ def _leaks(text: str) -> list[str]:
 
 def test_a_transcript_with_a_run_chunk_keylog_lines_and_a_key_keeps_nothing_of_them() -> None:
     cell = p.RunCell(id="c1", host="10.0.0.1", port=8883, transport="tls", payload=65, samples=2,
-                     interval_us=1000, ciphers=("TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",), ca_pem="CA",
-                     cert_pem="CERT", key_pem=KEY_PEM, username="publisher", password=PASSWORD, keylog=True)
+                     interval_us=1000, ciphers=("TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",), ca="CA",
+                     cert="CERT", key=KEY_PEM, username="publisher", password=PASSWORD, keylog=True)
     frames = p.encode_run(cell, 256)
     assert PASSWORD.encode() in frames.body
     lines = [f"> {frames.begin}", *(f"> {c}" for c in frames.chunks), f"> {frames.end}",

@@ -2,7 +2,9 @@
 
 The Python mirror of firmware/platformio/lib/testbed_core/src/board_protocol.h, which DEFINES the
 protocol; tests/firmware/test_board_protocol_mirror.py reads that header and checks every constant
-here against it. firmware/platformio/README.md ("Serial control protocol") explains the lines.
+here against it. The RUN body's keys are not written here: they are the board's entries of
+device_options.def, read by protocol_def.py. firmware/platformio/README.md ("Serial control protocol")
+explains the lines.
 
 A RUN travels as: ``RUN BEGIN len=N crc=XXXXXXXX``, then ``RUN CHUNK i=K <base64>`` lines (each
 ACKed before the next is sent, each small enough for the board's serial receive buffer), then
@@ -16,11 +18,15 @@ import base64
 import re
 import zlib
 from dataclasses import dataclass
-from typing import Literal
 
 from orchestrator.errors import TestbedError
+from orchestrator.publishers.board import protocol_def
 
 VERSION = 3  # 2: the host's STOP mid-run; 3: the MQTT version, session and in-flight RUN keys
+# The RUN keys each version was released with (protocol_def.fingerprint of the board's entries of device_options.def:
+# names, kinds, ranges, choices, defaults). A change of those keys is a new version: tests/firmware/
+# test_board_protocol_mirror.py fails until VERSION (and board_protocol.h kVersion) is bumped and its keys pinned here.
+RUN_KEYS_OF_VERSION = {3: "70de5ed6cd9d"}
 
 # Board -> host: the first word of every line.
 LINE_BANNER = "BANNER"
@@ -66,12 +72,13 @@ CLOSE_DISCONNECT = "disconnect"
 CLOSE_DROP = "drop"
 MAX_PER_CONNECTION = 1000000  # the per_connection axis (orchestrator/model/axes.py) and device_options.def
 
-RUN_KEYS = (
-    "id", "host", "port", "transport", "ciphers", "ca", "cert", "key", "server_name", "username", "password",
-    "payload", "samples", "interval_us", "qos", "device_id", "topic", "client_id", "keylog", "connect_timeout_ms",
-    "sync_host", "sync_port", "sync_count", "mode", "per_connection", "close",
-    "mqtt", "session", "session_expiry_s", "topic_alias", "inflight", "ack_timeout_ms",
-)
+# The keys a RUN body must carry (board_protocol.h kRequiredKeys); with transport=tls also ca and ciphers.
+REQUIRED_KEYS = ("id", "host", "port", "transport", "payload", "samples", "interval_us", "qos")
+
+
+def run_keys() -> tuple[str, ...]:
+    """The RUN body's keys, in the order a body carries them: the board's entries of device_options.def."""
+    return protocol_def.board_keys()
 
 # The tb::Err names the board answers a RUN transfer or body with (all are in tb_error.cpp).
 PROTOCOL_ERRORS = frozenset({
@@ -108,78 +115,75 @@ def escape_value(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
 
 
-@dataclass(frozen=True)
+RunValue = str | int | float | bool | tuple[str, ...] | None
+
+
+def _written(value: RunValue) -> str | None:
+    """A value as the body carries it; None: the key is left out (None, False, an empty tuple)."""
+    if value is None or value is False or value == ():
+        return None
+    if value is True:
+        return "1"
+    return ",".join(value) if isinstance(value, tuple) else str(value)
+
+
+@dataclass(frozen=True, init=False)
 class RunCell:
-    """One cell's parameters as a RUN carries them to the board."""
+    """One cell's parameters as a RUN carries them to the board: its keys by their .def names (``run_keys()``:
+    ``ca``, ``cert`` and ``key`` are the PEMs, ``ciphers`` a tuple of IANA names, ``keylog`` a bool), None or
+    absent: the board's default. ``extra``: keys of axes (orchestrator/model/axes.py) that are not RUN keys,
+    written after them."""
 
-    id: str
-    host: str
-    port: int
-    transport: Literal["plain", "tls"]
-    payload: int
-    samples: int
-    interval_us: int
-    qos: int = 0
-    ciphers: tuple[str, ...] = ()  # IANA names, e.g. TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
-    ca_pem: str | None = None
-    cert_pem: str | None = None
-    key_pem: str | None = None
-    server_name: str | None = None
-    username: str | None = None
-    password: str | None = None
-    device_id: str | None = None
-    topic: str | None = None
-    client_id: str | None = None
-    keylog: bool = False
-    connect_timeout_ms: int | None = None
-    sync_host: str | None = None
-    sync_port: int | None = None
-    sync_count: int | None = None
-    mode: str | None = None  # None: the board's default, persistent
-    per_connection: int | None = None  # readings per connection (not persistent); None: 1
-    close: str | None = None  # disconnect (None: the default) or drop
-    # version 3 (None: the board's default): MQTT 3.1.1|5, clean|persistent session, its MQTT 5 expiry, topic alias
-    # off|on, QoS 1/2 messages in flight at most, the wait for an acknowledgement
-    mqtt: str | None = None
-    session: str | None = None
-    session_expiry_s: int | None = None
-    topic_alias: str | None = None
-    inflight: int | None = None
-    ack_timeout_ms: int | None = None
-    # keys of axes (orchestrator/model/axes.py) that are not among RUN_KEYS, after them: (key, value)
-    extra: tuple[tuple[str, str], ...] = ()
+    items: tuple[tuple[str, RunValue], ...]
+    extra: tuple[tuple[str, str], ...]
 
-    def __post_init__(self) -> None:
-        if not _RUN_ID.fullmatch(self.id):
+    def __init__(self, *, extra: tuple[tuple[str, str], ...] = (), **keys: RunValue) -> None:
+        unknown = sorted(set(keys) - set(run_keys()))
+        if unknown:
+            raise BoardProtocolError(f"{', '.join(unknown)}: not a RUN key of protocol version {VERSION} "
+                                     "(the board's entries of device_options.def)")
+        for k in REQUIRED_KEYS:  # a key the body must carry: the .def's default unless the cell gives it
+            if keys.get(k) is None:
+                keys[k] = protocol_def.board_defaults()[k]
+                if keys[k] is None:
+                    raise BoardProtocolError(f"a RUN needs {k} (device_options.def has no default for it)")
+        object.__setattr__(self, "items", tuple((k, keys[k]) for k in run_keys() if k in keys))
+        object.__setattr__(self, "extra", tuple(extra))
+        if not _RUN_ID.fullmatch(str(self.id)):
             raise BoardProtocolError(f"run id {self.id!r}: 1..{MAX_RUN_ID} characters of [A-Za-z0-9_.-]")
-        if self.transport == "tls" and (self.ca_pem is None or not self.ciphers):
-            raise BoardProtocolError("a TLS run needs ca_pem and ciphers")
-        if (self.sync_host is None) != (self.sync_port is None):
+        if self.get("transport") == "tls" and (self.get("ca") is None or not self.get("ciphers")):
+            raise BoardProtocolError("a TLS run needs ca and ciphers")
+        if (self.get("sync_host") is None) != (self.get("sync_port") is None):
             raise BoardProtocolError("sync_host and sync_port go together")
 
+    def get(self, key: str) -> RunValue:
+        return dict(self.items).get(key)
+
+    def __getattr__(self, key: str) -> RunValue:
+        """A RUN key as an attribute (cell.username); None when the cell leaves it out."""
+        if key in run_keys():
+            return self.get(key)
+        raise AttributeError(f"{type(self).__name__} has no attribute or RUN key {key!r}")
+
+    @property
+    def id(self) -> str:
+        return str(self.get("id"))
+
+    def replace(self, **keys: RunValue) -> RunCell:
+        """This cell with some keys changed (None: left out)."""
+        return RunCell(extra=self.extra, **{**dict(self.items), **keys})
+
     def fields(self) -> list[tuple[str, str]]:
-        """(key, value) in RUN_KEYS order, then the extra keys; absent options are left out."""
-        values: dict[str, object] = {
-            "id": self.id, "host": self.host, "port": self.port, "transport": self.transport,
-            "ciphers": ",".join(self.ciphers) if self.ciphers else None, "ca": self.ca_pem, "cert": self.cert_pem,
-            "key": self.key_pem, "server_name": self.server_name, "username": self.username,
-            "password": self.password, "payload": self.payload, "samples": self.samples,
-            "interval_us": self.interval_us, "qos": self.qos, "device_id": self.device_id, "topic": self.topic,
-            "client_id": self.client_id, "keylog": 1 if self.keylog else None,
-            "connect_timeout_ms": self.connect_timeout_ms, "sync_host": self.sync_host,
-            "sync_port": self.sync_port, "sync_count": self.sync_count, "mode": self.mode,
-            "per_connection": self.per_connection, "close": self.close, "mqtt": self.mqtt, "session": self.session,
-            "session_expiry_s": self.session_expiry_s, "topic_alias": self.topic_alias, "inflight": self.inflight,
-            "ack_timeout_ms": self.ack_timeout_ms,
-        }
-        return [(k, str(values[k])) for k in RUN_KEYS if values[k] is not None] + list(self.extra)
+        """(key, value) in run_keys() order, then the extra keys; absent options are left out."""
+        written = ((k, _written(v)) for k, v in self.items)
+        return [(k, v) for k, v in written if v is not None] + list(self.extra)
 
 
 def axis_keys(options: dict[str, object]) -> tuple[dict[str, object], tuple[tuple[str, str], ...]]:
-    """The axes' RUN options (orchestrator/model/axes.py run_options) as RunCell's own fields, and the rest
+    """The axes' RUN options (orchestrator/model/axes.py run_options) as RunCell's own keys, and the rest
     as its extra keys (None: left out)."""
-    own = {k: v for k, v in options.items() if k in RUN_KEYS}
-    return own, tuple((k, str(v)) for k, v in options.items() if k not in RUN_KEYS and v is not None)
+    own = {k: v for k, v in options.items() if k in run_keys()}
+    return own, tuple((k, str(v)) for k, v in options.items() if k not in run_keys() and v is not None)
 
 
 def encode_body(cell: RunCell) -> bytes:

@@ -59,7 +59,7 @@ def run_cell(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, ho
     return p.RunCell(
         id=lay.root.name[:p.MAX_RUN_ID], host=host, port=port, transport="tls" if tls else "plain",
         ciphers=tuple(scenario.client_cipher_iana()) if tls else (),
-        ca_pem=(lay.pki / "ca.crt").read_text() if tls else None, cert_pem=cert, key_pem=key,
+        ca=(lay.pki / "ca.crt").read_text() if tls else None, cert=cert, key=key,
         server_name="broker" if tls else None, username="publisher" if password else None, password=password,
         device_id=spec.device_id, client_id="testbed-publisher", keylog=tls,
         sync_host=sync[0] if sync else None, sync_port=sync[1] if sync else None,

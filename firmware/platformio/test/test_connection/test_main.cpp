@@ -122,7 +122,7 @@ struct Loop {
   FixedSensors sensors;
   Log log;
   Publisher publisher{broker, clock, sensors, log};
-  PublishConfig cfg;
+  PublishConfig cfg{DeviceConfig()};  // device_options.def's defaults
   RunStats stats;
   Loop(ConnectionMode mode, uint32_t samples, uint32_t k) {
     cfg.host = "broker";
@@ -308,22 +308,24 @@ static void test_mode_names_round_trip(void) {
 static const char kBody[] =
     "id=c1\nhost=127.0.0.1\nport=1\ntransport=plain\npayload=65\nsamples=3\ninterval_us=1000\nqos=0\n";
 
-static Err parse(const std::string& text, proto::RunRequest* r, ErrorText* err) {
+static Err parse(const std::string& text, DeviceConfig* r, ErrorText* err) {
   std::vector<char> buf(text.begin(), text.end());
   buf.push_back('\0');
-  return proto::parse_run_body(buf.data(), text.size(), r, err);  // r->mode is a static name, the rest dies with buf
+  return proto::parse_run_body(buf.data(), text.size(), r, err);  // r's texts die with buf
 }
 
 static void test_run_keys_of_the_connection_lifecycle(void) {
-  proto::RunRequest r;
+  DeviceConfig r(TB_BOARD);
   ErrorText err;
   ASSERT_OK(parse(kBody, &r, &err));
-  TEST_ASSERT_TRUE(r.connection_mode == ConnectionMode::Persistent && r.close == CloseMode::Disconnect);
-  TEST_ASSERT_EQUAL_INT(1, r.per_connection);
-  ASSERT_OK(parse(std::string(kBody) + "mode=resume-ticket\nper_connection=5\nclose=drop\n", &r, &err));
-  TEST_ASSERT_TRUE(r.connection_mode == ConnectionMode::ResumeTicket && r.close == CloseMode::Drop);
-  TEST_ASSERT_EQUAL_INT(5, r.per_connection);
-  TEST_ASSERT_EQUAL_STRING("resume-ticket", r.mode);
+  PublishConfig cfg(r);
+  TEST_ASSERT_TRUE(cfg.mode == ConnectionMode::Persistent && cfg.close == CloseMode::Disconnect);
+  TEST_ASSERT_EQUAL_INT(1, cfg.per_connection);
+  const std::string lifecycle = std::string(kBody) + "mode=resume-ticket\nper_connection=5\nclose=drop\n";
+  ASSERT_OK(parse(lifecycle, &r, &err));
+  cfg = PublishConfig(r);
+  TEST_ASSERT_TRUE(cfg.mode == ConnectionMode::ResumeTicket && cfg.close == CloseMode::Drop);
+  TEST_ASSERT_EQUAL_INT(5, cfg.per_connection);
   ASSERT_ERR(Err::UnsupportedMode, parse(std::string(kBody) + "mode=sometimes\n", &r, &err));
   ASSERT_CONTAINS(err.c_str(), "known: persistent, reconnect, resume-id, resume-ticket");
   ASSERT_ERR(Err::InvalidArgument, parse(std::string(kBody) + "per_connection=0\n", &r, &err));

@@ -508,7 +508,7 @@ static void test_publisher_schedule_and_packets(void) {
   Recorder rec;
   Publisher publisher(tr, clk, sensors, rec);
   Publisher* pub = &publisher;
-  PublishConfig cfg;
+  PublishConfig cfg{DeviceConfig()};  // device_options.def's defaults
   cfg.host = "broker";
   cfg.samples = 5;
   cfg.interval_us = 100000;
@@ -542,7 +542,7 @@ static void test_publisher_waits_for_broker_close_after_disconnect(void) {
   FixedSensors sensors;
   Recorder rec;
   Publisher publisher(tr, clk, sensors, rec);
-  PublishConfig cfg;
+  PublishConfig cfg{DeviceConfig()};  // device_options.def's defaults
   cfg.host = "broker";
   cfg.samples = 2;
   cfg.drain_timeout_ms = 5;
@@ -564,7 +564,7 @@ static void test_publisher_qos1_waits_for_matching_puback(void) {
   Recorder rec;
   Publisher publisher(tr, clk, sensors, rec);
   Publisher* pub = &publisher;
-  PublishConfig cfg;
+  PublishConfig cfg{DeviceConfig()};  // device_options.def's defaults
   cfg.host = "broker";
   cfg.samples = 2;
   cfg.qos = 1;
@@ -589,7 +589,7 @@ static void test_publisher_connack_refused(void) {
   Recorder rec;
   Publisher publisher(tr, clk, sensors, rec);
   Publisher* pub = &publisher;
-  PublishConfig cfg;
+  PublishConfig cfg{DeviceConfig()};  // device_options.def's defaults
   cfg.host = "broker";
   RunStats stats;
   ASSERT_ERR(Err::ConnackRefused, pub->run(cfg, &stats));
@@ -604,7 +604,7 @@ static void test_publisher_refuses_small_payload_before_connecting(void) {
   Recorder rec;
   Publisher publisher(tr, clk, sensors, rec);
   Publisher* pub = &publisher;
-  PublishConfig cfg;
+  PublishConfig cfg{DeviceConfig()};  // device_options.def's defaults
   cfg.host = "broker";
   cfg.payload_size = 40;
   RunStats stats;
@@ -635,7 +635,7 @@ static void test_publisher_stops_on_flag_and_names_count(void) {
   Recorder rec;
   Publisher publisher(tr, clk, sensors, rec);
   publisher.set_stop_flag(&stop);
-  PublishConfig cfg;
+  PublishConfig cfg{DeviceConfig()};  // device_options.def's defaults
   cfg.host = "broker";
   cfg.samples = 10;
   cfg.interval_us = 100000;

@@ -72,26 +72,28 @@ static void test_body_parses_every_key_and_unescapes(void) {
       "ca=-----BEGIN CERTIFICATE-----\\nMIIB\\r\\nback\\\\slash\\n\nserver_name=broker\nusername=u\npassword=p w\n"
       "payload=100\nsamples=200\ninterval_us=500\nqos=1\ndevice_id=e7\ntopic=t/x\nclient_id=cid\nkeylog=1\n"
       "connect_timeout_ms=2000\nsync_host=192.0.2.1\nsync_port=9123\nsync_count=16\nmode=persistent\n";
-  proto::RunRequest r;
+  DeviceConfig r(TB_BOARD);
   ErrorText err;
   ASSERT_OK(proto::parse_run_body(body, strlen(body), &r, &err));
+  const PublishConfig cfg(r);
   TEST_ASSERT_EQUAL_STRING("c1", r.id);
-  TEST_ASSERT_EQUAL_STRING("192.0.2.10", r.host);
-  TEST_ASSERT_EQUAL_INT(8883, r.port);
-  TEST_ASSERT_TRUE(r.tls);
-  TEST_ASSERT_EQUAL_STRING("-----BEGIN CERTIFICATE-----\nMIIB\r\nback\\slash\n", r.ca_pem);
-  TEST_ASSERT_EQUAL_STRING("p w", r.password);
-  TEST_ASSERT_EQUAL_INT(100, r.payload);
-  TEST_ASSERT_EQUAL_INT(500, r.interval_us);
-  TEST_ASSERT_EQUAL_INT(1, r.qos);
-  TEST_ASSERT_TRUE(r.keylog);
+  TEST_ASSERT_EQUAL_STRING("192.0.2.10", cfg.host);
+  TEST_ASSERT_EQUAL_INT(8883, cfg.port);
+  TEST_ASSERT_EQUAL_STRING("tls", r.transport);
+  TEST_ASSERT_EQUAL_STRING("-----BEGIN CERTIFICATE-----\nMIIB\r\nback\\slash\n", r.given_text(opt::Id::ca));
+  TEST_ASSERT_EQUAL_STRING("p w", cfg.password);
+  TEST_ASSERT_EQUAL_INT(100, cfg.payload_size);
+  TEST_ASSERT_EQUAL_INT(500, cfg.interval_us);  // the board's key is microseconds
+  TEST_ASSERT_EQUAL_INT(1, cfg.qos);
+  TEST_ASSERT_TRUE(proto::run_keylog(r));
   TEST_ASSERT_EQUAL_STRING("192.0.2.1", r.sync_host);
   TEST_ASSERT_EQUAL_INT(16, r.sync_count);
-  TEST_ASSERT_EQUAL_STRING("persistent", r.mode);
-  TEST_ASSERT_NULL(r.cert_pem);
-  TEST_ASSERT_EQUAL_INT(mqtt::kLevel311, r.mqtt_level);  // version 3's keys left out: their defaults
-  TEST_ASSERT_TRUE(r.clean_session);
-  TEST_ASSERT_EQUAL_INT(1, r.inflight);
+  TEST_ASSERT_TRUE(cfg.mode == ConnectionMode::Persistent);
+  TEST_ASSERT_NULL(r.given_text(opt::Id::cert));
+  TEST_ASSERT_EQUAL_INT(mqtt::kLevel311, cfg.mqtt_level);  // version 3's keys left out: their defaults
+  TEST_ASSERT_TRUE(cfg.clean_session);
+  TEST_ASSERT_EQUAL_INT(1, cfg.inflight);
+  TEST_ASSERT_EQUAL_INT(3600, cfg.session_expiry_s);  // the .def's default, as vdevice's
 }
 
 // Version 3: the MQTT version, session and in-flight keys reach the request.
@@ -101,21 +103,22 @@ static void test_body_parses_the_mqtt_keys(void) {
                      "ack_timeout_ms=1500\n";
   std::vector<char> buf(text.begin(), text.end());
   buf.push_back('\0');
-  proto::RunRequest r;
+  DeviceConfig r(TB_BOARD);
   ErrorText err;
   ASSERT_OK(proto::parse_run_body(buf.data(), text.size(), &r, &err));
-  TEST_ASSERT_EQUAL_INT(mqtt::kLevel5, r.mqtt_level);
-  TEST_ASSERT_FALSE(r.clean_session);
-  TEST_ASSERT_EQUAL_INT(120, r.session_expiry_s);
-  TEST_ASSERT_TRUE(r.topic_alias);
-  TEST_ASSERT_EQUAL_INT(8, r.inflight);
-  TEST_ASSERT_EQUAL_INT(1500, r.ack_timeout_ms);
+  const PublishConfig cfg(r);
+  TEST_ASSERT_EQUAL_INT(mqtt::kLevel5, cfg.mqtt_level);
+  TEST_ASSERT_FALSE(cfg.clean_session);
+  TEST_ASSERT_EQUAL_INT(120, cfg.session_expiry_s);
+  TEST_ASSERT_TRUE(cfg.topic_alias);
+  TEST_ASSERT_EQUAL_INT(8, cfg.inflight);
+  TEST_ASSERT_EQUAL_INT(1500, cfg.ack_timeout_ms);
 }
 
 static Err parse_text(const std::string& text, ErrorText* err) {
   std::vector<char> buf(text.begin(), text.end());
   buf.push_back('\0');
-  proto::RunRequest r;
+  DeviceConfig r(TB_BOARD);
   return proto::parse_run_body(buf.data(), text.size(), &r, err);
 }
 
@@ -265,6 +268,7 @@ struct Rig {
     info.board = "test";
     info.chip = "fake chip";  // a space becomes '_'
     info.mbedtls = "2.28.x";
+    info.device_id = "e1";  // the board's own identity (as board-emu's)
     BoardSession s(io, clock, sensors, port, info, with_datagram ? &echo : nullptr);
     s.boot();
     while (s.poll(10) == Err::Ok) {

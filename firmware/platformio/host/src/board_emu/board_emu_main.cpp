@@ -23,6 +23,7 @@
 #include "drift_clock.h"
 #include "host_util.h"
 #include "net_path.h"
+#include "options.h"
 #include "path_datagram.h"
 #include "path_transport.h"
 #include "posix_clock.h"
@@ -79,7 +80,8 @@ const char kUsage[] =
     "                             cpu-mhz wifi-ps hw-crypto sw-crypto rx-buf device\n"
     "  --check-run FILE           check a RUN body (key=value lines, escaped as on the wire) with the\n"
     "                             board's own parser and checks before `ACK run`; print ok (exit 0) or the\n"
-    "                             error (exit 2); no pty, nothing sent\n";
+    "                             error (exit 2); no pty, nothing sent\n"
+    "  --show-run FILE            as --check-run, printing the RUN's configuration (JSON) instead of ok\n";
 
 struct EmuOptions {
   std::string pty_link;
@@ -93,6 +95,7 @@ struct EmuOptions {
   uint32_t path_down_jitter_us = 0;
   std::string truth_log;
   std::string check_run;  // --check-run FILE
+  bool show_run = false;  // --show-run FILE: its configuration as JSON instead of ok
   uint64_t seed = 1;
   uint32_t boot_ms = 200;
   bool reset_on_open = true;
@@ -215,6 +218,7 @@ int parse(int argc, char** argv, EmuOptions* o, std::string* error) {
     bool ok = a == "--pty-link"    ? (o->pty_link = v, !o->pty_link.empty())
               : a == "--truth-log" ? (o->truth_log = v, !o->truth_log.empty())
               : a == "--check-run" ? (o->check_run = v, !o->check_run.empty())
+              : a == "--show-run"  ? (o->check_run = v, o->show_run = true, !o->check_run.empty())
               : a.rfind("--banner-", 0) == 0 ? set_banner(o, a.substr(9), v)
                                               : parse_number_option(o, a, v);
     if (!ok) {
@@ -285,12 +289,13 @@ int check_run(const EmuOptions& o) {
   std::unique_ptr<tb::BoardSession> session(new tb::BoardSession(none, clock, sensors, port, o.info, &udp));
   std::vector<char> text(body.begin(), body.end());
   text.push_back('\0');
-  const tb::Err e = session->check_run(text.data(), body.size());
+  tb::DeviceConfig run(TB_BOARD);
+  const tb::Err e = session->check_run(text.data(), body.size(), &run);
   if (e != tb::Err::Ok) {
     fprintf(stderr, "board-emu: error %s: %s\n", tb::err_name(e), session->error_text());
     return 2;
   }
-  fputs("ok\n", stdout);
+  fputs(o.show_run ? vdev::config_json(run).c_str() : "ok\n", stdout);
   return 0;
 }
 

@@ -2,6 +2,7 @@
 #include "host_util.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -48,6 +49,7 @@ bool take_arg(int argc, char** argv, int* i, uint8_t program, const char* prog, 
   if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return mode->help = true;
   if (strcmp(a, "--check") == 0) return mode->check = true;
   if (strcmp(a, "--describe-options") == 0) return mode->describe = true;
+  if (strcmp(a, "--show-config") == 0) return mode->show = true;
   if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
     *error = std::string(a[0] == '-' ? "unknown option: " : "unexpected argument: ") + a;
     return false;
@@ -80,23 +82,24 @@ bool read_password_file(const std::string& path, std::string* password, std::str
 
 // What must go together among vdevice's options.
 bool check_together(const Options& o, std::string* error) {
-  if (o.transport == "tls" && o.ca.empty()) {
+  const tb::DeviceConfig& c = o.config;
+  if (o.tls() && !c.given(Id::ca)) {
     *error = "--transport tls needs --ca FILE (the CA that signed the broker certificate)";
     return false;
   }
-  if (o.cert.empty() != o.key.empty()) {
+  if (c.given(Id::cert) != c.given(Id::key)) {
     *error = "mutual TLS needs both --cert and --key";
     return false;
   }
-  if (o.topic_alias && o.mqtt_level != 5) {
+  if (o.publish.topic_alias && o.publish.mqtt_level != 5) {
     *error = "--topic-alias on needs --mqtt 5 (topic aliases are MQTT 5's)";
     return false;
   }
-  if (o.reconnect_base_ms > o.reconnect_cap_ms) {
+  if (o.publish.reconnect_base_ms > o.publish.reconnect_cap_ms) {
     *error = "--reconnect-base-ms must not be above --reconnect-cap-ms";
     return false;
   }
-  if (o.has_password && !o.has_username) {
+  if (o.publish.password != nullptr && o.publish.username == nullptr) {
     *error = "--password needs --username (MQTT 3.1.1 section 3.1.2.9)";
     return false;
   }
@@ -151,54 +154,24 @@ bool parse_args(int argc, char** argv, uint8_t program, const char* prog, Values
   return true;
 }
 
-bool options_from(const Values& v, Options* o, std::string* error) {
-  o->values = v;
-  o->host = v.text(Id::host);
-  o->transport = v.text(Id::transport);
-  o->port = v.given(Id::port) ? static_cast<uint16_t>(v.uint(Id::port)) : o->transport == "tls" ? 8883 : 1883;
-  o->ciphers = v.text(Id::ciphers);
-  o->ca = v.text(Id::ca);
-  o->server_name = v.text(Id::server_name);
-  o->cert = v.text(Id::cert);
-  o->key = v.text(Id::key);
-  o->username = v.text(Id::username);
-  o->has_username = v.given(Id::username);
+bool Options::tls() const { return strcmp(config.transport, "tls") == 0; }
+
+bool options_from(const Values& v, uint8_t program, Options* o, std::string* error) {
+  o->config = tb::DeviceConfig(v, program);  // the core's one fill (device_config.h)
   o->password = v.text(Id::password);
-  o->has_password = v.given(Id::password);
+  bool has_password = v.given(Id::password);
   if (v.given(Id::password_file)) {
-    if (o->has_password) {
+    if (has_password) {
       *error = "--password and --password-file: give one of them";
       return false;
     }
     if (!read_password_file(v.text(Id::password_file), &o->password, error)) return false;
-    o->has_password = true;
+    has_password = true;
   }
-  o->payload = static_cast<uint32_t>(v.uint(Id::payload));
-  o->samples = static_cast<uint32_t>(v.uint(Id::samples));
-  o->interval_us = static_cast<uint64_t>(std::llround(v.decimal(Id::interval_ms) * 1000.0));
-  o->qos = static_cast<uint8_t>(v.uint(Id::qos));
-  o->device_id = v.text(Id::device_id);
-  o->topic = v.text(Id::topic);
-  o->client_id = v.given(Id::client_id) ? v.text(Id::client_id) : "vdevice-" + o->device_id;
-  o->keylog = v.text(Id::keylog);
-  o->send_log = v.text(Id::send_log);
-  o->summary = v.text(Id::summary);
-  o->seed = v.uint(Id::seed);
-  o->connect_timeout_ms = static_cast<uint32_t>(v.uint(Id::connect_timeout_ms));
-  tb::parse_connection_mode(v.text(Id::connection), &o->connection);
-  o->per_connection = static_cast<uint32_t>(v.uint(Id::per_connection));
-  o->sleep_us = static_cast<uint64_t>(std::llround(v.decimal(Id::sleep_ms) * 1000.0));
-  tb::parse_close_mode(v.text(Id::close), &o->close);
-  o->connections_log = v.text(Id::connections_log);
-  o->mqtt_level = std::string(v.text(Id::mqtt)) == "5" ? 5 : 4;
-  o->clean_session = std::string(v.text(Id::session)) != "persistent";
-  o->session_expiry_s = static_cast<uint32_t>(v.uint(Id::session_expiry_s));
-  o->topic_alias = std::string(v.text(Id::topic_alias)) == "on";
-  o->inflight = static_cast<uint16_t>(v.uint(Id::inflight));
-  o->ack_timeout_ms = static_cast<uint32_t>(v.uint(Id::ack_timeout_ms));
-  tb::parse_reconnect_policy(v.text(Id::reconnect), &o->reconnect);
-  o->reconnect_base_ms = static_cast<uint32_t>(std::llround(v.decimal(Id::reconnect_base_ms)));
-  o->reconnect_cap_ms = static_cast<uint32_t>(std::llround(v.decimal(Id::reconnect_cap_ms)));
+  o->client_id = v.given(Id::client_id) ? v.text(Id::client_id) : std::string("vdevice-") + o->config.device_id;
+  o->publish = tb::PublishConfig(o->config);  // the publisher's view; then what vdevice decides itself
+  o->publish.client_id = o->client_id.c_str();
+  o->publish.password = has_password ? o->password.c_str() : nullptr;
   return check_together(*o, error);
 }
 
@@ -206,7 +179,7 @@ bool parse_options(int argc, char** argv, Options* out, std::string* error, Mode
   Values values;
   if (!parse_args(argc, argv, TB_VDEVICE, "vdevice", &values, mode, error)) return false;
   if (mode->help || mode->describe) return true;
-  return options_from(values, out, error);
+  return options_from(values, TB_VDEVICE, out, error);
 }
 
 std::string options_help(uint8_t program) {
@@ -248,7 +221,8 @@ std::string usage() {
          "  --mqtt 3.1.1|5 --session clean|persistent (persistent: a lost connection is opened again and the\n"
          "      unacknowledged messages sent again with DUP) --session-expiry-s S (3600; MQTT 5)\n"
          "  --topic-alias off|on (MQTT 5) --inflight N (1; QoS 1/2 messages awaiting their ack) --ack-timeout-ms MS\n"
-         "  --check: check the options (files read, nothing sent), print ok; --describe-options: the table as JSON\n"
+         "  --check: check the options (files read, nothing sent), print ok; --describe-options: the table as JSON;\n"
+         "  --show-config: the configuration these options make, as JSON (every option, given or its default)\n"
          "Every option X-Y can also be given as environment variable TESTBED_X_Y; flags win.\n" +
          options_help(TB_VDEVICE);
 }
@@ -266,12 +240,46 @@ std::string describe_options() {
   return out + "]\n";
 }
 
+namespace {
+
+void json_field(const tb::DeviceConfig& c, tb::opt::Id id, const std::string& value, std::string* out) {
+  const Spec& s = tb::opt::spec(id);
+  if ((s.programs & c.program) == 0) return;
+  const bool secret = c.given(id) && (strcmp(s.name, "password") == 0 || strcmp(s.name, "key") == 0);
+  *out += std::string(out->size() > 1 ? "," : "") + json_string(s.name) + ":" + (secret ? "\"***\"" : value);
+}
+
+std::string json_decimal(double v) {
+  char text[40];
+  snprintf(text, sizeof(text), "%.17g", v);
+  return text;
+}
+
+}  // namespace
+
+std::string config_json(const tb::DeviceConfig& c) {
+  std::string out = "{";
+#define TB_OPT_UINT(n, lo, hi, d) json_field(c, Id::n, std::to_string(c.n), &out);
+#define TB_OPT_MS(n, lo, hi, d) json_field(c, Id::n, json_decimal(c.n), &out);
+#define TB_OPT_ENUM(n, ch, d) json_field(c, Id::n, json_string(c.n), &out);
+#define TB_OPT_TEXT(n, d) json_field(c, Id::n, json_string(c.n), &out);
+#define TB_OPT_FLAG(n) json_field(c, Id::n, c.n ? "true" : "false", &out);
+#include "device_options.def"
+#undef TB_OPT_UINT
+#undef TB_OPT_MS
+#undef TB_OPT_ENUM
+#undef TB_OPT_TEXT
+#undef TB_OPT_FLAG
+#undef TB_PROGRAMS
+  return out + "}\n";
+}
+
 tb::Err check_tls(const Options& o, const std::string& ca_pem, std::string* error) {
-  if (o.transport != "tls") return tb::Err::Ok;
+  if (!o.tls()) return tb::Err::Ok;
   uint16_t ids[tb::kMaxCiphers];
   size_t count = 0;
   tb::ErrorText text;
-  tb::Err e = tb::parse_cipher_list(o.ciphers.c_str(), ids, tb::kMaxCiphers, &count, &text);
+  tb::Err e = tb::parse_cipher_list(o.config.ciphers, ids, tb::kMaxCiphers, &count, &text);
   if (e == tb::Err::Ok) e = tb::check_ciphers_compiled(ids, count, &text);
   *error = text.c_str();
   if (e != tb::Err::Ok) return e;
@@ -280,39 +288,9 @@ tb::Err check_tls(const Options& o, const std::string& ca_pem, std::string* erro
   const int ret = mbedtls_x509_crt_parse(&ca, reinterpret_cast<const unsigned char*>(ca_pem.c_str()), ca_pem.size() + 1);
   mbedtls_x509_crt_free(&ca);
   if (ret == 0) return tb::Err::Ok;
-  *error = "--ca " + o.ca + ": the CA certificate does not parse (mbedTLS " + std::to_string(ret) + ")";
+  *error = std::string("--ca ") + o.config.ca + ": the CA certificate does not parse (mbedTLS " + std::to_string(ret) +
+           ")";
   return tb::Err::TlsCaParse;
-}
-
-tb::PublishConfig publish_config(const Options& o) {
-  tb::PublishConfig cfg;
-  cfg.host = o.host.c_str();
-  cfg.port = o.port;
-  cfg.device_id = o.device_id.c_str();
-  cfg.topic = o.topic.c_str();
-  cfg.client_id = o.client_id.c_str();
-  cfg.username = o.has_username ? o.username.c_str() : nullptr;
-  cfg.password = o.has_password ? o.password.c_str() : nullptr;
-  cfg.qos = o.qos;
-  cfg.payload_size = o.payload;
-  cfg.samples = o.samples;
-  cfg.interval_us = o.interval_us;
-  cfg.connect_timeout_ms = o.connect_timeout_ms;
-  cfg.mode = o.connection;
-  cfg.per_connection = o.per_connection;
-  cfg.sleep_us = o.sleep_us;
-  cfg.close = o.close;
-  cfg.mqtt_level = o.mqtt_level;
-  cfg.clean_session = o.clean_session;
-  cfg.session_expiry_s = o.session_expiry_s;
-  cfg.topic_alias = o.topic_alias;
-  cfg.inflight = o.inflight;
-  cfg.ack_timeout_ms = o.ack_timeout_ms;
-  cfg.reconnect = o.reconnect;
-  cfg.reconnect_base_ms = o.reconnect_base_ms;
-  cfg.reconnect_cap_ms = o.reconnect_cap_ms;
-  cfg.reconnect_seed = o.seed;
-  return cfg;
 }
 
 }  // namespace vdev

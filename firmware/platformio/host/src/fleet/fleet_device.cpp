@@ -16,11 +16,11 @@ namespace fleet {
 namespace {
 
 tb::PublishConfig make_config(const FleetPlan& p, const std::string& id, uint32_t index) {
-  tb::PublishConfig cfg = vdev::publish_config(p.options->conn);  // vdevice's, then this device's own
+  tb::PublishConfig cfg = p.options->conn.publish;  // vdevice's, then this device's own
   cfg.host = p.host.c_str();
   cfg.device_id = id.c_str();
   cfg.client_id = id.c_str();
-  cfg.reconnect_seed = mix64(p.options->conn.seed ^ mix64(0xBAC0FFULL + index));  // each device its own jitter
+  cfg.reconnect_seed = mix64(p.options->conn.config.seed ^ mix64(0xBAC0FFULL + index));  // each device its own jitter
   return cfg;
 }
 
@@ -28,9 +28,9 @@ tb::PublishConfig make_config(const FleetPlan& p, const std::string& id, uint32_
 void publish(const FleetPlan& p, const std::string& id, uint32_t index, FleetClock& clock, DeviceLog& log,
              DeviceResult* r) {
   const FleetOptions& o = *p.options;
-  vdev::SimulatedSensors sensors(mix64(o.conn.seed ^ mix64(index + 1)));
+  vdev::SimulatedSensors sensors(mix64(o.conn.config.seed ^ mix64(index + 1)));
   std::unique_ptr<tb::Transport> transport;
-  if (o.conn.transport == "tls") {
+  if (o.conn.tls()) {
     transport.reset(new tb::TlsTransport(clock, p.tls));
   } else {
     transport.reset(new tb::PlainTcp(clock));
@@ -41,7 +41,7 @@ void publish(const FleetPlan& p, const std::string& id, uint32_t index, FleetClo
   tb::RunStats st;
   const tb::Err e = publisher->run(cfg, &st);
   r->tcp_connect_us = st.tcp_connect_us;
-  r->handshake_us = o.conn.transport == "tls" ? st.handshake_us : -1;
+  r->handshake_us = o.conn.tls() ? st.handshake_us : -1;
   r->connack_us = st.connack_us;
   r->messages = st.messages_sent;
   r->connections = st.connections;
@@ -63,20 +63,20 @@ uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
 }
 
 int64_t device_slot_us(const FleetPlan& p, uint32_t index) {
-  return p.mono_base_us + static_cast<int64_t>(static_cast<double>(index) * 1e6 / p.options->connect_rate);
+  return p.mono_base_us + static_cast<int64_t>(static_cast<double>(index) * 1e6 / p.options->connect_rate());
 }
 
 int64_t device_offset_us(const FleetOptions& o, uint32_t index) {
-  if (o.conn.interval_us == 0) return 0;
-  return static_cast<int64_t>(mix64(mix64(o.conn.seed) + index) % o.conn.interval_us);
+  if (o.conn.publish.interval_us == 0) return 0;
+  return static_cast<int64_t>(mix64(mix64(o.conn.config.seed) + index) % o.conn.publish.interval_us);
 }
 
 Schedule device_schedule(const FleetOptions& o) {
   Schedule s;
-  s.mode = o.conn.connection;
-  s.per_connection = o.conn.per_connection;
-  s.interval_us = o.conn.interval_us;
-  s.sleep_us = o.conn.sleep_us;
+  s.mode = o.conn.publish.mode;
+  s.per_connection = o.conn.publish.per_connection;
+  s.interval_us = o.conn.publish.interval_us;
+  s.sleep_us = o.conn.publish.sleep_us;
   return s;
 }
 
@@ -89,9 +89,9 @@ void run_device(const FleetPlan& p, uint32_t index, DeviceResult* r) {
   const int64_t to_wall = clock.wall_us() - clock.mono_us();  // this device's mono -> wall mapping
   r->index = index;
   r->t_start_us = slot + to_wall;
-  const std::string id = device_id(o.prefix, index);
-  DeviceLog log(*p.logs, o.out_dir + "/" + id + ".csv", slot + offset + to_wall, device_schedule(o), id,
-                o.conn.connections_log);
+  const std::string id = device_id(o.prefix(), index);
+  DeviceLog log(*p.logs, o.out_dir() + "/" + id + ".csv", slot + offset + to_wall, device_schedule(o), id,
+                o.conn.config.connections_log);
   if (p.stop->requested()) {
     r->error = tb::err_name(tb::Err::Interrupted);
     r->message = "stopped by a signal before connecting";
@@ -142,8 +142,9 @@ int run_devices(const FleetPlan& p, const std::vector<uint32_t>& indices, std::v
     (*out)[k].index = indices[k];
     (*out)[k].error = tb::err_name(tb::Err::Interrupted);
     (*out)[k].message = "stopped by a signal before it was started";
-    const std::string id = device_id(p.options->prefix, indices[k]);
-    DeviceLog(*p.logs, p.options->out_dir + "/" + id + ".csv", 0, Schedule()).flush();  // the header: every device has its log
+    const std::string id = device_id(p.options->prefix(), indices[k]);
+    // the header: every device has its log
+    DeviceLog(*p.logs, p.options->out_dir() + "/" + id + ".csv", 0, Schedule()).flush();
   }
   while (done.load() < launched) {
     const int s = wait_signal_until(mono_now_us() + 50000);

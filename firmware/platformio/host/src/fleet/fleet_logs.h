@@ -47,11 +47,11 @@ class LogWriter {
 };
 
 // When each message of a device is due, from its first: the core's schedule (tb::scheduled_offset_us).
-struct Schedule {
-  tb::ConnectionMode mode = tb::ConnectionMode::Persistent;
-  uint32_t per_connection = 1;
-  uint64_t interval_us = 0;
-  uint64_t sleep_us = 0;
+struct Schedule {  // the run's (device_schedule: its PublishConfig's); Schedule(): none, for a log's header
+  tb::ConnectionMode mode{};
+  uint32_t per_connection{};
+  uint64_t interval_us{};
+  uint64_t sleep_us{};
   int64_t offset_us(uint32_t seq) const {
     return tb::scheduled_offset_us(mode, per_connection, interval_us, sleep_us, seq);
   }

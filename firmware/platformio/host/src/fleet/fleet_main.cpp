@@ -44,10 +44,10 @@ struct Pem {
 };
 
 bool read_pem(const vdev::Options& o, Pem* pem, std::string* error) {
-  if (o.transport != "tls") return true;
-  if (!read_file(o.ca, "--ca", &pem->ca, error)) return false;
-  if (o.cert.empty()) return true;
-  return read_file(o.cert, "--cert", &pem->cert, error) && read_file(o.key, "--key", &pem->key, error);
+  if (!o.tls()) return true;
+  if (!read_file(o.config.ca, "--ca", &pem->ca, error)) return false;
+  if (*o.config.cert == '\0') return true;
+  return read_file(o.config.cert, "--cert", &pem->cert, error) && read_file(o.config.key, "--key", &pem->key, error);
 }
 
 class NoObserver : public tb::SendObserver {
@@ -63,17 +63,9 @@ tb::Err check_config(const FleetOptions& o, const Pem& pem, std::string* error) 
   vdev::SimulatedSensors sensors(1);
   NoObserver none;
   std::unique_ptr<tb::Publisher> pub(new tb::Publisher(tcp, clock, sensors, none));
-  const std::string id = device_id(o.prefix, o.devices - 1);
-  tb::PublishConfig cfg;
-  cfg.host = o.conn.host.c_str();
-  cfg.port = o.conn.port;
+  const std::string id = device_id(o.prefix(), o.devices() - 1);
+  tb::PublishConfig cfg = o.conn.publish;  // what each device runs (fleet_device.cpp), with the longest id
   cfg.device_id = cfg.client_id = id.c_str();
-  cfg.topic = o.conn.topic.c_str();
-  cfg.username = o.conn.has_username ? o.conn.username.c_str() : nullptr;
-  cfg.password = o.conn.has_password ? o.conn.password.c_str() : nullptr;
-  cfg.qos = o.conn.qos;
-  cfg.payload_size = o.conn.payload;
-  cfg.samples = o.conn.samples;
   tb::Err e = pub->validate(cfg);
   *error = pub->error_text();
   if (e != tb::Err::Ok) return e;
@@ -84,13 +76,13 @@ tb::Err check_config(const FleetOptions& o, const Pem& pem, std::string* error) 
 // then reports the Dns error).
 std::string resolve_once(const vdev::Options& o) {
   int rc = 0;
-  addrinfo* res = tb::resolve_ipv4(o.host.c_str(), o.port, SOCK_STREAM, &rc);
-  if (res == nullptr) return o.host;
+  addrinfo* res = tb::resolve_ipv4(o.publish.host, o.publish.port, SOCK_STREAM, &rc);
+  if (res == nullptr) return o.publish.host;
   char buf[INET_ADDRSTRLEN] = {0};
   const auto* sin = reinterpret_cast<const sockaddr_in*>(res->ai_addr);
   const bool ok = inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf)) != nullptr;
   freeaddrinfo(res);
-  return ok ? std::string(buf) : o.host;
+  return ok ? std::string(buf) : std::string(o.publish.host);
 }
 
 bool make_dir(const std::string& path, std::string* error) {
@@ -126,18 +118,18 @@ void setup_process() {
 }
 
 void print_start(const FleetOptions& o, const std::string& host, uint32_t processes) {
-  if (o.conn.connection != tb::ConnectionMode::Persistent) {
+  const tb::PublishConfig& c = o.conn.publish;
+  if (c.mode != tb::ConnectionMode::Persistent) {
     fprintf(stdout, "fleet: connection %s every %u message(s), close %s, asleep %.3f ms between connections%s\n",
-            tb::connection_mode_name(o.conn.connection), o.conn.per_connection, tb::close_mode_name(o.conn.close),
-            static_cast<double>(o.conn.sleep_us ? o.conn.sleep_us : o.conn.interval_us) / 1000.0,
-            o.conn.sleep_us ? "" : " (one interval)");
+            tb::connection_mode_name(c.mode), c.per_connection, tb::close_mode_name(c.close),
+            static_cast<double>(c.sleep_us ? c.sleep_us : c.interval_us) / 1000.0, c.sleep_us ? "" : " (one interval)");
   }
   fprintf(stdout, "fleet: %u devices %s..%s (SIMULATED sensors, seed %" PRIu64 ") -> %s:%u %s, %u x %u B every "
           "%.3f ms, qos %u, connect rate %g/s, %u process(es), logs in %s\n",
-          o.devices, device_id(o.prefix, 0).c_str(), device_id(o.prefix, o.devices - 1).c_str(), o.conn.seed,
-          host.c_str(), static_cast<unsigned>(o.conn.port), o.conn.transport.c_str(), o.conn.samples, o.conn.payload,
-          static_cast<double>(o.conn.interval_us) / 1000.0, static_cast<unsigned>(o.conn.qos), o.connect_rate,
-          processes, o.out_dir.c_str());
+          o.devices(), device_id(o.prefix(), 0).c_str(), device_id(o.prefix(), o.devices() - 1).c_str(),
+          o.conn.config.seed, host.c_str(), static_cast<unsigned>(c.port), o.conn.config.transport, c.samples,
+          static_cast<unsigned>(c.payload_size), static_cast<double>(c.interval_us) / 1000.0,
+          static_cast<unsigned>(c.qos), o.connect_rate(), processes, o.out_dir().c_str());
   fflush(stdout);
 }
 
@@ -154,7 +146,7 @@ int report(const FleetOptions& o, const FleetOutcome& r, const std::string& writ
   const double cpu = r.cpu.user_s + r.cpu.sys_s;
   fprintf(stdout, "fleet: %u of %u devices connected, %u failed, %" PRIu64 " messages; schedule lag p50 %" PRId64
           " us p99 %" PRId64 " us max %" PRId64 " us; CPU %.3f s (%.1f us/message), max RSS %ld kB\n",
-          connected, o.devices, failed, messages, r.lag.p50, r.lag.p99, r.lag.max, cpu,
+          connected, o.devices(), failed, messages, r.lag.p50, r.lag.p99, r.lag.max, cpu,
           messages ? cpu * 1e6 / static_cast<double>(messages) : 0.0, r.cpu.max_rss_kb);
   fflush(stdout);
   if (r.interrupted) {
@@ -162,20 +154,24 @@ int report(const FleetOptions& o, const FleetOutcome& r, const std::string& writ
                 " messages; the logs are written");
   }
   if (!write_error.empty()) return fail(kExitFailure, "SendLog", write_error);
-  if (r.keylog_failed) return fail(kExitFailure, "Keylog", "writing the key log " + o.conn.keylog + " failed");
+  if (r.keylog_failed) {
+    return fail(kExitFailure, "Keylog", std::string("writing the key log ") + o.conn.config.keylog + " failed");
+  }
   if (first == nullptr) return 0;
-  return fail(kExitFailure, first->error.c_str(), std::to_string(failed) + " of " + std::to_string(o.devices) +
-              " devices failed (first: " + device_id(o.prefix, first->index) + ": " + first->message + ")");
+  return fail(kExitFailure, first->error.c_str(), std::to_string(failed) + " of " + std::to_string(o.devices()) +
+              " devices failed (first: " + device_id(o.prefix(), first->index) + ": " + first->message + ")");
 }
 
 int run_fleet_main(const FleetOptions& o, const Pem& pem, uint32_t shards) {
   std::string error;
-  if (!make_dir(o.out_dir, &error)) return fail(kExitUsage, "SendLog", error);
+  if (!make_dir(o.out_dir(), &error)) return fail(kExitUsage, "SendLog", error);
   SharedKeylog keylog;
-  if (!o.conn.keylog.empty() && !keylog.open(o.conn.keylog, &error)) return fail(kExitUsage, "Keylog", error);
+  if (*o.conn.config.keylog != '\0' && !keylog.open(o.conn.config.keylog, &error)) {
+    return fail(kExitUsage, "Keylog", error);
+  }
   StopSignal stop;
   LogWriter logs;
-  if (!o.conn.connections_log.empty() && !start_connections_log(logs, o.conn.connections_log, &error)) {
+  if (*o.conn.config.connections_log != '\0' && !start_connections_log(logs, o.conn.config.connections_log, &error)) {
     return fail(kExitUsage, "SendLog", error);
   }
   FleetPlan plan;
@@ -184,9 +180,9 @@ int run_fleet_main(const FleetOptions& o, const Pem& pem, uint32_t shards) {
   plan.tls.ca_pem = pem.ca.c_str();
   plan.tls.client_cert_pem = pem.cert.empty() ? nullptr : pem.cert.c_str();
   plan.tls.client_key_pem = pem.key.empty() ? nullptr : pem.key.c_str();
-  plan.tls.server_name = o.conn.server_name.empty() ? o.conn.host.c_str() : o.conn.server_name.c_str();
-  plan.tls.ciphers = o.conn.ciphers.c_str();
-  plan.keylog = o.conn.keylog.empty() ? nullptr : &keylog;
+  plan.tls.server_name = (*o.conn.config.server_name == '\0') ? o.conn.config.host : o.conn.config.server_name;
+  plan.tls.ciphers = o.conn.config.ciphers;
+  plan.keylog = (*o.conn.config.keylog == '\0') ? nullptr : &keylog;
   plan.tls.keylog = plan.keylog;
   plan.stop = &stop;
   plan.logs = &logs;
@@ -213,6 +209,10 @@ int run(int argc, char** argv) {
     fputs(mode.help ? fleet_usage().c_str() : vdev::describe_options().c_str(), stdout);
     return 0;
   }
+  if (mode.show) {
+    fputs(vdev::config_json(o.conn.config).c_str(), stdout);
+    return 0;
+  }
   Pem pem;
   if (!read_pem(o.conn, &pem, &error)) return fail(kExitUsage, "InvalidArgument", error);
   const tb::Err e = check_config(o, pem, &error);
@@ -221,11 +221,11 @@ int run(int argc, char** argv) {
     fputs("ok\n", stdout);
     return 0;
   }
-  const long open_fds = count_open_fds() + (o.conn.keylog.empty() ? 0 : 1);
+  const long open_fds = count_open_fds() + ((*o.conn.config.keylog == '\0') ? 0 : 1);
   const uint32_t cap = devices_per_process(open_fds);
-  const uint32_t shards = (o.devices + cap - 1) / cap;
-  const uint32_t per_process = (o.devices + shards - 1) / shards;
-  if (!ensure_limits(o.devices, per_process, open_fds, &error)) return fail(kExitUsage, "InvalidArgument", error);
+  const uint32_t shards = (o.devices() + cap - 1) / cap;
+  const uint32_t per_process = (o.devices() + shards - 1) / shards;
+  if (!ensure_limits(o.devices(), per_process, open_fds, &error)) return fail(kExitUsage, "InvalidArgument", error);
   return run_fleet_main(o, pem, shards);
 }
 

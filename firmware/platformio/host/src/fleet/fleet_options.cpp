@@ -11,18 +11,18 @@ namespace {
 using tb::opt::Id;
 
 bool check_fleet(const FleetOptions& o, std::string* error) {
-  if (o.devices == 0) {
+  if (!o.conn.config.given(Id::devices)) {
     *error = "--devices N is required (1.." + std::to_string(kMaxDevices) + ")";
     return false;
   }
-  if (o.out_dir.empty()) {
+  if (o.out_dir().empty()) {
     *error = "--out-dir DIR is required (the send logs, connections.csv and summary.json go there)";
     return false;
   }
-  const std::string last = device_id(o.prefix, o.devices - 1);
-  if (o.prefix.empty() || !tb::valid_device_id(last.c_str())) {
+  const std::string last = device_id(o.prefix(), o.devices() - 1);
+  if (o.prefix().empty() || !tb::valid_device_id(last.c_str())) {
     *error = "--device-prefix: expected 1.." + std::to_string(tb::kMaxDeviceId - kIndexDigits) +
-             " characters of [A-Za-z0-9_.-], got \"" + o.prefix + "\"";
+             " characters of [A-Za-z0-9_.-], got \"" + o.prefix() + "\"";
     return false;
   }
   return true;
@@ -56,7 +56,8 @@ std::string fleet_usage() {
          "(device,t_start_us,tcp_connect_ms,handshake_ms,connack_ms,messages,error: its first connection's) and\n"
          "DIR/summary.json.\n"
          "Exit 0: every device finished; 1: a device failed; 2: bad options; 130: stopped by SIGINT/SIGTERM.\n"
-         "--check: check the options (files read, nothing sent), print ok; --describe-options: the table as JSON.\n"
+         "--check: check the options (files read, nothing sent), print ok; --describe-options: the table as JSON;\n"
+         "--show-config: the configuration these options make, as JSON (every option, given or its default).\n"
          "Every option X-Y can also be given as environment variable TESTBED_X_Y; flags win.\n" +
          vdev::options_help(TB_FLEET);
 }
@@ -65,11 +66,7 @@ bool parse_fleet_options(int argc, char** argv, FleetOptions* out, std::string* 
   tb::opt::Values v;
   if (!vdev::parse_args(argc, argv, TB_FLEET, "fleet", &v, mode, error)) return false;
   if (mode->help || mode->describe) return true;
-  if (!vdev::options_from(v, &out->conn, error)) return false;
-  out->devices = v.given(Id::devices) ? static_cast<uint32_t>(v.uint(Id::devices)) : 0;
-  out->connect_rate = v.decimal(Id::connect_rate);
-  out->prefix = v.text(Id::device_prefix);
-  out->out_dir = v.text(Id::out_dir);
+  if (!vdev::options_from(v, TB_FLEET, &out->conn, error)) return false;
   return check_fleet(*out, error);
 }
 

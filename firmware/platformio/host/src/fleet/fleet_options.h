@@ -13,13 +13,14 @@ namespace fleet {
 constexpr uint32_t kMaxDevices = static_cast<uint32_t>(tb::opt::spec(tb::opt::Id::devices).max);
 constexpr int kIndexDigits = 4;  // device i = prefix + i zero-padded to 4 digits (f0000 .. f4999)
 
+// The fleet's options: vdevice's (the same for every device) and the fleet's own, all in conn.config
+// (device_options.def, TB_FLEET); these read the fleet's own in its types.
 struct FleetOptions {
-  vdev::Options conn;         // host, port, transport, ciphers, ca, server name, credentials, payload,
-                              // samples, interval, qos, topic, keylog, seed, connect timeout
-  uint32_t devices = 0;       // 1..kMaxDevices, required
-  double connect_rate = 0;    // devices started per second
-  std::string prefix;
-  std::string out_dir;        // required
+  vdev::Options conn;
+  uint32_t devices() const { return static_cast<uint32_t>(conn.config.devices); }  // 1..kMaxDevices, required
+  double connect_rate() const { return conn.config.connect_rate; }                 // devices started per second
+  std::string prefix() const { return conn.config.device_prefix; }
+  std::string out_dir() const { return conn.config.out_dir; }                     // required
 };
 
 // Parses argv (and the TESTBED_* variables of the fleet's options; flags win).

@@ -40,7 +40,7 @@ rlim_t raise_soft(int resource, rlim_t need) {
 }
 
 std::string shard_path(const FleetPlan& p, uint32_t k) {
-  return p.options->out_dir + "/.fleet-shard-" + std::to_string(k) + ".tsv";
+  return p.options->out_dir() + "/.fleet-shard-" + std::to_string(k) + ".tsv";
 }
 
 std::string one_line(const std::string& s) {
@@ -95,7 +95,7 @@ size_t read_shard(const std::string& path, std::vector<DeviceResult>* all, bool*
 // A worker: its devices (index % shards == k) in threads, its results to its shard file. Never returns.
 [[noreturn]] void worker(const FleetPlan& p, uint32_t shards, uint32_t k) {
   std::vector<uint32_t> mine;
-  for (uint32_t i = k; i < p.options->devices; i += shards) mine.push_back(i);
+  for (uint32_t i = k; i < p.options->devices(); i += shards) mine.push_back(i);
   std::vector<DeviceResult> rs;
   const int signo = run_devices(p, mine, &rs);
   const bool ok = write_shard(shard_path(p, k), rs, p.keylog != nullptr && p.keylog->failed());
@@ -136,7 +136,7 @@ void worker_lost(const FleetPlan& p, uint32_t shards, uint32_t k, int status, st
   } else {
     snprintf(why, sizeof(why), "exited %d", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
   }
-  for (uint32_t i = k; i < p.options->devices; i += shards) {
+  for (uint32_t i = k; i < p.options->devices(); i += shards) {
     DeviceResult& r = (*out)[i];
     if (r.t_start_us >= 0 || !r.error.empty()) continue;  // reported
     r.index = i;
@@ -159,7 +159,7 @@ int run_workers(const FleetPlan& p, uint32_t shards, std::vector<DeviceResult>* 
     }
     pids.push_back(pid);
   }
-  out->assign(p.options->devices, DeviceResult());
+  out->assign(p.options->devices(), DeviceResult());
   std::vector<int> status(pids.size(), 0);
   int signo = wait_workers(pids, stats, &status);
   for (uint32_t k = 0; k < shards; ++k) {
@@ -222,7 +222,7 @@ int run_fleet(const FleetPlan& p, uint32_t shards, std::vector<DeviceResult>* ou
   *keylog_failed = false;
   if (shards <= 1) {
     std::vector<uint32_t> all;
-    for (uint32_t i = 0; i < p.options->devices; ++i) all.push_back(i);
+    for (uint32_t i = 0; i < p.options->devices(); ++i) all.push_back(i);
     const int signo = run_devices(p, all, out);
     *stats = self_stats();
     *keylog_failed = p.keylog != nullptr && p.keylog->failed();

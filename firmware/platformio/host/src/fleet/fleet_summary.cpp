@@ -92,15 +92,16 @@ std::string device_counts_json(const FleetOptions& o, const std::vector<DeviceRe
     if (r.error.empty()) continue;
     ++failed[r.error];
     if (nfailed++ < kErrorsListed) {
-      errors += std::string(errors.empty() ? "" : ",") + "{\"device\":" + json_string(device_id(o.prefix, r.index)) +
+      errors += std::string(errors.empty() ? "" : ",") + "{\"device\":" + json_string(device_id(o.prefix(), r.index)) +
                 ",\"error\":" + json_string(r.error) + ",\"message\":" + json_string(r.message) + "}";
     }
   }
   std::string f;
   for (const auto& kv : failed) f += std::string(f.empty() ? "" : ",") + json_string(kv.first) + ":" + std::to_string(kv.second);
-  return "\"connection_mode\":" + json_string(tb::connection_mode_name(o.conn.connection)) + ",\"per_connection\":" +
-         std::to_string(o.conn.per_connection) + ",\"close\":" + json_string(tb::close_mode_name(o.conn.close)) +
-         ",\"sleep_ms\":" + std::to_string(static_cast<double>(o.conn.sleep_us) / 1000.0) + ",\"connections\":" +
+  const tb::PublishConfig& c = o.conn.publish;
+  return "\"connection_mode\":" + json_string(tb::connection_mode_name(c.mode)) + ",\"per_connection\":" +
+         std::to_string(c.per_connection) + ",\"close\":" + json_string(tb::close_mode_name(c.close)) +
+         ",\"sleep_ms\":" + std::to_string(static_cast<double>(c.sleep_us) / 1000.0) + ",\"connections\":" +
          std::to_string(connections) + ",\"resumed_connections\":" + std::to_string(resumed) +
          ",\"connected\":" + std::to_string(connected) + ",\"failed\":{" + f + "},\"failed_devices\":" +
          std::to_string(nfailed) + ",\"messages_sent\":" + std::to_string(*messages) + ",\"errors\":[" + errors + "]";
@@ -127,21 +128,21 @@ bool write_atomic(const std::string& path, const std::string& text, std::string*
 bool write_connections(const FleetOptions& o, const std::vector<DeviceResult>& rs, std::string* error) {
   std::string text = std::string(kConnectionsHeader) + "\n";
   for (const DeviceResult& r : rs) {
-    text += device_id(o.prefix, r.index) + "," + (r.t_start_us >= 0 ? std::to_string(r.t_start_us) : "") + "," +
+    text += device_id(o.prefix(), r.index) + "," + (r.t_start_us >= 0 ? std::to_string(r.t_start_us) : "") + "," +
             ms_field(r.tcp_connect_us) + "," + ms_field(r.handshake_us) + "," + ms_field(r.connack_us) + "," +
             std::to_string(r.messages) + "," + csv_field(r.error) + "\n";
   }
-  return write_atomic(o.out_dir + "/connections.csv", text, error);
+  return write_atomic(o.out_dir() + "/connections.csv", text, error);
 }
 
 bool read_lags(const FleetOptions& o, FleetOutcome* r, std::string* error) {
   std::vector<int64_t> lag, steady;
-  const uint64_t expected = static_cast<uint64_t>(o.devices) * o.conn.samples;
+  const uint64_t expected = static_cast<uint64_t>(o.devices()) * o.conn.publish.samples;
   lag.reserve(static_cast<size_t>(expected < 10000000 ? expected : 10000000));
   bool ok = true;
-  for (uint32_t i = 0; i < o.devices; ++i) {
+  for (uint32_t i = 0; i < o.devices(); ++i) {
     std::string e;
-    if (!read_one(o.out_dir + "/" + device_id(o.prefix, i) + ".csv", &lag, &steady, &r->log_rows, &e) && ok) {
+    if (!read_one(o.out_dir() + "/" + device_id(o.prefix(), i) + ".csv", &lag, &steady, &r->log_rows, &e) && ok) {
       *error = e;
       ok = false;
     }
@@ -162,19 +163,19 @@ bool write_summary(const FleetOptions& o, const FleetOutcome& r, std::string* er
   snprintf(head, sizeof(head),
            "{\"devices\":%u,\"simulated\":true,\"transport\":%s,\"samples\":%u,\"payload\":%u,\"interval_ms\":%.3f,"
            "\"qos\":%u,\"connect_rate\":%g,\"seed\":%" PRIu64 ",\"processes\":%d,",
-           o.devices, json_string(o.conn.transport).c_str(), o.conn.samples, o.conn.payload,
-           static_cast<double>(o.conn.interval_us) / 1000.0, static_cast<unsigned>(o.conn.qos), o.connect_rate,
-           o.conn.seed, r.cpu.processes);
+           o.devices(), json_string(o.conn.config.transport).c_str(), o.conn.publish.samples,
+           static_cast<unsigned>(o.conn.publish.payload_size), static_cast<double>(o.conn.publish.interval_us) / 1000.0,
+           static_cast<unsigned>(o.conn.publish.qos), o.connect_rate(), o.conn.config.seed, r.cpu.processes);
   char tail[160];
   snprintf(tail, sizeof(tail), ",\"max_rss_kb\":%ld,\"wall_s\":%.3f,\"interrupted\":%s,\"keylog_ok\":%s", r.cpu.max_rss_kb,
            r.wall_s, r.interrupted ? "true" : "false", r.keylog_failed ? "false" : "true");
   const std::string text = std::string(head) + counts + ",\"messages_expected\":" +
-                           std::to_string(static_cast<uint64_t>(o.devices) * o.conn.samples) +
+                           std::to_string(static_cast<uint64_t>(o.devices()) * o.conn.publish.samples) +
                            ",\"tls_library\":" + json_string(vdev::tls_library()) +
                            ",\"tls13_padding_granularity\":" + vdev::tls13_padding_granularity_json() +
                            ",\"schedule_lag_us\":" + lag_json(r.lag) + ",\"steady_lag_us\":" + lag_json(r.steady) + "," +
                            cpu + per_msg + tail + "}\n";
-  return write_atomic(o.out_dir + "/summary.json", text, error);
+  return write_atomic(o.out_dir() + "/summary.json", text, error);
 }
 
 }  // namespace fleet

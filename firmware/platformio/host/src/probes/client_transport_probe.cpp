@@ -88,7 +88,7 @@ int publish(const Options& o, tb::Transport& inner) {
   vdev::SimulatedSensors sensors(7);
   PrintObserver observer;
   static tb::Publisher publisher(transport, clock, sensors, observer);  // ~10 KB of buffers: static
-  tb::PublishConfig cfg;
+  tb::PublishConfig cfg{tb::DeviceConfig()};  // device_options.def's defaults, then this probe's own
   cfg.host = o.host.c_str();
   cfg.port = static_cast<uint16_t>(o.port);
   cfg.client_id = "v1-client";

@@ -146,15 +146,15 @@ bool write_summary(const Options& o, const Outcome& r, std::string* error) {
   getrusage(RUSAGE_SELF, &ru);
   double user_s = static_cast<double>(ru.ru_utime.tv_sec) + ru.ru_utime.tv_usec / 1e6;
   double sys_s = static_cast<double>(ru.ru_stime.tv_sec) + ru.ru_stime.tv_usec / 1e6;
-  bool tls = o.transport == "tls";
+  const bool tls = o.tls();
   std::string errs = "[";
   for (size_t i = 0; i < r.errors.size(); ++i) errs += (i ? "," : "") + json_string(r.errors[i]);
   errs += "]";
   char cpu[128];
   snprintf(cpu, sizeof(cpu), "\"cpu_user_s\":%.6f,\"cpu_sys_s\":%.6f,\"max_rss_kb\":%ld", user_s, sys_s,
            peak_rss_kb(ru));
-  std::string text = "{\"device_id\":" + json_string(o.device_id) + ",\"simulated\":true,\"transport\":" +
-                     json_string(o.transport) + ",\"tls_version\":" +
+  std::string text = "{\"device_id\":" + json_string(o.publish.device_id) + ",\"simulated\":true,\"transport\":" +
+                     json_string(o.config.transport) + ",\"tls_version\":" +
                      (tls && r.transport.tls_version[0] ? json_string(r.transport.tls_version) : "null") +
                      ",\"cipher_suite\":" +
                      (tls && r.transport.cipher_suite[0] ? json_string(r.transport.cipher_suite) : "null") +
@@ -162,19 +162,21 @@ bool write_summary(const Options& o, const Outcome& r, std::string* error) {
                      ",\"handshake_ms\":" + json_ms(tls ? r.stats.handshake_us : -1) +
                      ",\"connack_ms\":" + json_ms(r.stats.connack_us) +
                      ",\"messages_sent\":" + std::to_string(r.stats.messages_sent) +
-                     ",\"connection_mode\":" + json_string(tb::connection_mode_name(o.connection)) +
-                     ",\"per_connection\":" + std::to_string(o.per_connection) +
-                     ",\"close\":" + json_string(tb::close_mode_name(o.close)) +
+                     ",\"connection_mode\":" + json_string(tb::connection_mode_name(o.publish.mode)) +
+                     ",\"per_connection\":" + std::to_string(o.publish.per_connection) +
+                     ",\"close\":" + json_string(tb::close_mode_name(o.publish.close)) +
                      ",\"connections\":" + std::to_string(r.stats.connections) +
                      ",\"resumed_connections\":" + std::to_string(r.stats.resumed_connections) +
-                     ",\"qos\":" + std::to_string(o.qos) + ",\"mqtt\":" + json_string(o.mqtt_level == 5 ? "5" : "3.1.1") +
-                     ",\"session\":" + json_string(o.clean_session ? "clean" : "persistent") +
-                     ",\"inflight\":" + std::to_string(o.inflight) + ",\"reconnects\":" +
+                     ",\"qos\":" + std::to_string(o.publish.qos) +
+                     ",\"mqtt\":" + json_string(o.publish.mqtt_level == 5 ? "5" : "3.1.1") +
+                     ",\"session\":" + json_string(o.publish.clean_session ? "clean" : "persistent") +
+                     ",\"inflight\":" + std::to_string(o.publish.inflight) + ",\"reconnects\":" +
                      std::to_string(r.stats.reconnects) + ",\"resent\":" + std::to_string(r.stats.resent) +
                      ",\"lost\":" + std::to_string(r.stats.lost) + ",\"tls_library\":" + json_string(tls_library()) +
                      ",\"tls13_padding_granularity\":" + tls13_padding_granularity_json() + "," + cpu +
                      ",\"errors\":" + errs + ",\"ok\":" + (r.errors.empty() ? "true" : "false") + "}\n";
-  std::string tmp = o.summary + ".tmp";
+  const std::string summary = o.config.summary;
+  std::string tmp = summary + ".tmp";
   FILE* f = fopen(tmp.c_str(), "w");
   if (f == nullptr) {
     *error = "cannot write summary " + tmp + ": " + strerror(errno);
@@ -182,8 +184,8 @@ bool write_summary(const Options& o, const Outcome& r, std::string* error) {
   }
   bool ok = fputs(text.c_str(), f) >= 0;
   ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp.c_str(), o.summary.c_str()) != 0) {
-    *error = "cannot write summary " + o.summary + ": " + strerror(errno);
+  if (!ok || rename(tmp.c_str(), summary.c_str()) != 0) {
+    *error = "cannot write summary " + summary + ": " + strerror(errno);
     return false;
   }
   return true;
@@ -199,7 +201,7 @@ int fail_config(const Options& o, const std::string& line) {
   Outcome outcome;
   outcome.errors.push_back(line);
   std::string ignored;
-  if (!o.summary.empty()) write_summary(o, outcome, &ignored);
+  if (*o.config.summary != '\0') write_summary(o, outcome, &ignored);
   fprintf(stderr, "vdevice: error %s\n", line.c_str());
   return kExitUsage;
 }
@@ -211,17 +213,20 @@ struct Outputs {
 // Opens the logs the options name; false with the error line ("<ErrName>: ...") for fail_config.
 bool open_outputs(const Options& o, Outputs* out, std::string* line) {
   std::string error;
-  if (!o.send_log.empty() && !out->send.open(o.send_log, "send log", &error)) {
+  if (*o.config.send_log != '\0' && !out->send.open(o.config.send_log, "send log", &error)) {
     *line = "SendLog: " + error;
     return false;
   }
-  if (!o.send_log.empty()) out->send.line(o.qos > 0 ? "seq,t_send_us,bytes,ack_us,mqtt_bytes" : "seq,t_send_us,bytes");
-  if (!o.connections_log.empty() && !out->connections.open(o.connections_log, "connections log", &error)) {
+  if (*o.config.send_log != '\0') {
+    out->send.line(o.publish.qos > 0 ? "seq,t_send_us,bytes,ack_us,mqtt_bytes" : "seq,t_send_us,bytes");
+  }
+  const char* connections = o.config.connections_log;
+  if (*connections != '\0' && !out->connections.open(connections, "connections log", &error)) {
     *line = "SendLog: " + error;
     return false;
   }
-  if (!o.connections_log.empty()) out->connections.line(kConnectionsLogHeader);
-  if (!o.keylog.empty() && !out->keylog.open(o.keylog, "key log", &error, 0600)) {
+  if (*o.config.connections_log != '\0') out->connections.line(kConnectionsLogHeader);
+  if (*o.config.keylog != '\0' && !out->keylog.open(o.config.keylog, "key log", &error, 0600)) {
     *line = "Keylog: " + error;
     return false;
   }
@@ -232,14 +237,16 @@ void print_start(const Options& o) {
   char mbed_version[32];  // the API needs at least 18 bytes
   mbedtls_version_get_string_full(mbed_version);
   std::string lifecycle;
-  if (o.connection != tb::ConnectionMode::Persistent) {
-    lifecycle = std::string(", connection ") + tb::connection_mode_name(o.connection) + " every " +
-                std::to_string(o.per_connection) + ", close " + tb::close_mode_name(o.close) +
-                (o.sleep_us ? ", asleep " + std::to_string(o.sleep_us / 1000) + " ms between connections" : "");
+  if (o.publish.mode != tb::ConnectionMode::Persistent) {
+    lifecycle = std::string(", connection ") + tb::connection_mode_name(o.publish.mode) + " every " +
+                std::to_string(o.publish.per_connection) + ", close " + tb::close_mode_name(o.publish.close) +
+                (o.publish.sleep_us ? ", asleep " + std::to_string(o.publish.sleep_us / 1000) + " ms between connections"
+                                    : "");
   }
   fprintf(stdout, "vdevice %s (SIMULATED sensors, seed %" PRIu64 ") -> %s:%u %s, %u x %u B every %.3f ms, qos %u%s, %s\n",
-          o.device_id.c_str(), o.seed, o.host.c_str(), static_cast<unsigned>(o.port), o.transport.c_str(), o.samples,
-          o.payload, static_cast<double>(o.interval_us) / 1000.0, static_cast<unsigned>(o.qos), lifecycle.c_str(),
+          o.publish.device_id, o.config.seed, o.publish.host, static_cast<unsigned>(o.publish.port), o.config.transport,
+          o.publish.samples, static_cast<unsigned>(o.publish.payload_size),
+          static_cast<double>(o.publish.interval_us) / 1000.0, static_cast<unsigned>(o.publish.qos), lifecycle.c_str(),
           mbed_version);
   fflush(stdout);
 }
@@ -247,7 +254,7 @@ void print_start(const Options& o) {
 void print_end(const Options& o, const Outcome& r) {
   fprintf(stdout, "vdevice %s (SIMULATED sensors): sent %" PRIu32 " messages over %s%s%s, tcp %s ms, handshake %s ms, "
           "connack %s ms, %" PRIu32 " connection(s), %" PRIu32 " resumed\n",
-          o.device_id.c_str(), r.stats.messages_sent, o.transport == "tls" ? r.transport.tls_version : "plain TCP",
+          o.publish.device_id, r.stats.messages_sent, o.tls() ? r.transport.tls_version : "plain TCP",
           r.transport.tls_version[0] ? " " : "", r.transport.cipher_suite, json_ms(r.stats.tcp_connect_us).c_str(),
           json_ms(r.stats.handshake_us).c_str(), json_ms(r.stats.connack_us).c_str(), r.stats.connections,
           r.stats.resumed_connections);
@@ -259,25 +266,25 @@ int publish(const Options& o, const std::string& ca, const std::string& cert, co
   if (!open_outputs(o, &files, &error)) return fail_config(o, error);
   install_signal_handlers();
   PosixClock clock(&g_stop);
-  SimulatedSensors sensors(o.seed);
+  SimulatedSensors sensors(o.config.seed);
   KeylogFile keylog(files.keylog);
-  SendLog send_log(o.send_log.empty() ? nullptr : &files.send,
-                   o.connections_log.empty() ? nullptr : &files.connections, o.qos > 0);
+  SendLog send_log(*o.config.send_log == '\0' ? nullptr : &files.send,
+                   *o.config.connections_log == '\0' ? nullptr : &files.connections, o.publish.qos > 0);
   tb::TlsOptions tls;
   tls.ca_pem = ca.c_str();
   tls.client_cert_pem = cert.empty() ? nullptr : cert.c_str();
   tls.client_key_pem = key.empty() ? nullptr : key.c_str();
-  tls.server_name = o.server_name.empty() ? nullptr : o.server_name.c_str();
-  tls.ciphers = o.ciphers.c_str();
-  tls.keylog = o.keylog.empty() ? nullptr : &keylog;
+  tls.server_name = *o.config.server_name == '\0' ? nullptr : o.config.server_name;
+  tls.ciphers = o.config.ciphers;
+  tls.keylog = *o.config.keylog == '\0' ? nullptr : &keylog;
   std::unique_ptr<tb::Transport> transport;
-  if (o.transport == "tls") {
+  if (o.tls()) {
     transport.reset(new tb::TlsTransport(clock, tls));
   } else {
     transport.reset(new tb::PlainTcp(clock));
   }
   std::unique_ptr<tb::Publisher> publisher(new tb::Publisher(*transport, clock, sensors, send_log));
-  const tb::PublishConfig cfg = publish_config(o);
+  const tb::PublishConfig& cfg = o.publish;
   publisher->set_stop_flag(&g_stop);
   tb::Err e = publisher->validate(cfg);
   if (e != tb::Err::Ok) return fail_config(o, std::string(tb::err_name(e)) + ": " + publisher->error_text());
@@ -287,11 +294,13 @@ int publish(const Options& o, const std::string& ca, const std::string& cert, co
   e = publisher->run(cfg, &outcome.stats);
   outcome.transport = transport->stats();
   if (e != tb::Err::Ok) outcome.errors.push_back(std::string(tb::err_name(e)) + ": " + publisher->error_text());
-  if (files.keylog.failed()) outcome.errors.push_back("Keylog: writing the key log " + o.keylog + " failed");
-  if (files.connections.failed()) {
-    outcome.errors.push_back("SendLog: writing the connections log " + o.connections_log + " failed");
+  if (files.keylog.failed()) {
+    outcome.errors.push_back(std::string("Keylog: writing the key log ") + o.config.keylog + " failed");
   }
-  if (!o.summary.empty() && !write_summary(o, outcome, &error)) outcome.errors.push_back("SendLog: " + error);
+  if (files.connections.failed()) {
+    outcome.errors.push_back(std::string("SendLog: writing the connections log ") + o.config.connections_log + " failed");
+  }
+  if (*o.config.summary != '\0' && !write_summary(o, outcome, &error)) outcome.errors.push_back("SendLog: " + error);
   if (!outcome.errors.empty()) {
     fprintf(stderr, "vdevice: error %s\n", outcome.errors.front().c_str());
     return kExitFailure;
@@ -304,11 +313,11 @@ int publish(const Options& o, const std::string& ca, const std::string& cert, co
 // cipher names, the CA), refused without a network and without writing anything.
 int check(const Options& o, const std::string& ca) {
   PosixClock clock(&g_stop);
-  SimulatedSensors sensors(o.seed);
+  SimulatedSensors sensors(o.config.seed);
   tb::PlainTcp tcp(clock);
   SendLog none(nullptr, nullptr, false);
   std::unique_ptr<tb::Publisher> publisher(new tb::Publisher(tcp, clock, sensors, none));
-  tb::Err e = publisher->validate(publish_config(o));
+  tb::Err e = publisher->validate(o.publish);
   std::string error = publisher->error_text();
   if (e == tb::Err::Ok) e = check_tls(o, ca, &error);
   if (e != tb::Err::Ok) {
@@ -328,10 +337,15 @@ int run(int argc, char** argv) {
     fputs(mode.help ? usage().c_str() : describe_options().c_str(), stdout);
     return 0;
   }
+  if (mode.show) {
+    fputs(config_json(o.config).c_str(), stdout);
+    return 0;
+  }
   std::string ca, cert, key;
-  if (o.transport == "tls") {
-    if (!read_file(o.ca, "--ca", &ca, &error) ||
-        (!o.cert.empty() && (!read_file(o.cert, "--cert", &cert, &error) || !read_file(o.key, "--key", &key, &error)))) {
+  if (o.tls()) {
+    if (!read_file(o.config.ca, "--ca", &ca, &error) ||
+        (*o.config.cert != '\0' &&
+         (!read_file(o.config.cert, "--cert", &cert, &error) || !read_file(o.config.key, "--key", &key, &error)))) {
       return mode.check ? fail_usage(error) : fail_config(o, "InvalidArgument: " + error);
     }
   }

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "connection_mode.h"
+#include "device_config.h"
 #include "device_options.h"
 #include "mqtt_codec.h"
 #include "tb_error.h"
@@ -75,8 +76,10 @@ constexpr size_t chunk_bytes_for(size_t rx_buf) {
 }
 
 // RUN body keys (version 3): the entries of device_options.def the board takes (TB_BOARD), in that
-// file's order. Required: id host port transport payload samples interval_us qos; with transport=tls
-// also ca and ciphers. Any other key is refused (Err::UnknownKey).
+// file's order (the Python side reads them there too: orchestrator/publishers/board/protocol_def.py). Any other
+// key is refused (Err::UnknownKey). Required: these; with transport=tls also ca and ciphers.
+constexpr opt::Id kRequiredKeys[] = {opt::Id::id,      opt::Id::host,    opt::Id::port,        opt::Id::transport,
+                                     opt::Id::payload, opt::Id::samples, opt::Id::interval_us, opt::Id::qos};
 constexpr uint32_t kMaxSyncCount = static_cast<uint32_t>(opt::spec(opt::Id::sync_count).max);
 constexpr uint32_t kDefaultSyncCount = static_cast<uint32_t>(opt::spec(opt::Id::sync_count).def);
 // The connection modes ("mode" key; connection_mode.h). Optional with them: "per_connection" (K >= 1,
@@ -89,44 +92,10 @@ constexpr char kCloseDisconnect[] = "disconnect";      // MQTT DISCONNECT, the b
 constexpr char kCloseDrop[] = "drop";                  // the socket just closed (a power loss)
 constexpr uint32_t kMaxPerConnection = static_cast<uint32_t>(opt::spec(opt::Id::per_connection).max);
 
-// One cell's parameters, as the board received them. Strings point into the receiver's body buffer.
-struct RunRequest {
-  const char* id = nullptr;
-  const char* host = nullptr;
-  uint16_t port = 0;
-  bool tls = false;
-  const char* ciphers = nullptr;
-  const char* ca_pem = nullptr;
-  const char* cert_pem = nullptr;
-  const char* key_pem = nullptr;
-  const char* server_name = nullptr;
-  const char* username = nullptr;
-  const char* password = nullptr;
-  uint32_t payload = 0;
-  uint32_t samples = 0;
-  uint64_t interval_us = 0;
-  uint8_t qos = 0;
-  const char* device_id = nullptr;  // nullptr: the board's default
-  const char* topic = nullptr;      // nullptr: the board's default
-  const char* client_id = nullptr;  // nullptr: the device id
-  bool keylog = false;              // print KEYLOG lines (TLS secrets) for the capture's decryption
-  uint32_t connect_timeout_ms = 10000;
-  const char* sync_host = nullptr;  // nullptr: no clock exchanges
-  uint16_t sync_port = 0;
-  uint32_t sync_count = kDefaultSyncCount;
-  const char* mode = kModePersistent;  // the mode's name (one of the kMode* constants)
-  ConnectionMode connection_mode = ConnectionMode::Persistent;
-  uint32_t per_connection = 1;
-  CloseMode close = CloseMode::Disconnect;
-  // MQTT version, session and in-flight window (version 3; PublishConfig's fields of the same names).
-  uint8_t mqtt_level = mqtt::kLevel311;  // or mqtt::kLevel5
-  bool clean_session = true;        // session=clean
-  uint32_t session_expiry_s = 3600; // MQTT 5, persistent
-  bool topic_alias = false;         // MQTT 5 only
-  uint16_t inflight = 1;
-  uint32_t ack_timeout_ms = 10000;
-  opt::Values values;  // every key given (device_options.def), for a key the fields above do not carry
-};
+// A RUN's parameters are the board's DeviceConfig (device_config.h), filled by parse_run_body from the body's
+// keys; its strings point into the receiver's body buffer.
+// Whether the RUN asked for KEYLOG lines (keylog=1; the key is a file on vdevice and fleet, 0|1 here).
+bool run_keylog(const DeviceConfig& run);
 
 // zlib's CRC-32 (polynomial 0xEDB88320; Python's zlib.crc32). Pass the previous value to continue.
 uint32_t crc32(const uint8_t* data, size_t len, uint32_t crc = 0);
@@ -134,9 +103,10 @@ uint32_t crc32(const uint8_t* data, size_t len, uint32_t crc = 0);
 // Standard base64 with padding; Err::BadEncoding for anything else, Err::BufferTooSmall when cap is short.
 Err base64_decode(const char* in, size_t in_len, uint8_t* out, size_t cap, size_t* out_len);
 
-// Parses a decoded RUN body in place (values are unescaped and NUL-terminated inside body[0..len)).
+// Parses a decoded RUN body in place (values are unescaped and NUL-terminated inside body[0..len)) into the
+// board's configuration (DeviceConfig of TB_BOARD: the .def's defaults for the keys not given).
 // Err::BadEncoding, UnknownKey, DuplicateKey, MissingKey or InvalidArgument, the key named in err.
-Err parse_run_body(char* body, size_t len, RunRequest* out, ErrorText* err);
+Err parse_run_body(char* body, size_t len, DeviceConfig* out, ErrorText* err);
 
 // The RUN BEGIN .. END state machine over the host's lines (the "RUN " already stripped).
 class RunReceiver {

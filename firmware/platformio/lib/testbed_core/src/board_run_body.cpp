@@ -4,6 +4,7 @@
 
 #include "board_parse.h"
 #include "board_protocol.h"
+#include "device_config.h"
 #include "device_options.h"
 #include "payload.h"
 
@@ -116,32 +117,25 @@ bool valid_run_id(const char* s) {
 }
 
 Err check_required(const Values& v, ErrorText* err) {
-  static const Id kRequired[] = {Id::id,      Id::host,    Id::port,        Id::transport,
-                                 Id::payload, Id::samples, Id::interval_us, Id::qos};
-  for (Id id : kRequired) {
+  for (Id id : kRequiredKeys) {
     if (!v.given(id)) return missing(opt::spec(id).name, "", err);
   }
   return Err::Ok;
 }
 
-Err apply_transport(const Values& v, RunRequest* r, ErrorText* err) {
-  r->tls = strcmp(v.text(Id::transport), "tls") == 0;
-  r->ciphers = v.raw(Id::ciphers);
-  r->ca_pem = v.raw(Id::ca);
-  r->cert_pem = v.raw(Id::cert);
-  r->key_pem = v.raw(Id::key);
-  r->server_name = v.raw(Id::server_name);
-  if (r->tls) {
-    if (r->ca_pem == nullptr) return missing("ca", " (transport=tls)", err);
-    if (r->ciphers == nullptr) return missing("ciphers", " (transport=tls)", err);
-    if ((r->cert_pem == nullptr) != (r->key_pem == nullptr)) {
-      return missing(r->cert_pem == nullptr ? "cert" : "key", " (cert and key go together)", err);
+// What goes together among the transport's keys (check_values has checked each).
+Err check_transport(const DeviceConfig& r, ErrorText* err) {
+  if (strcmp(r.transport, "tls") == 0) {
+    if (!r.given(Id::ca)) return missing("ca", " (transport=tls)", err);
+    if (!r.given(Id::ciphers)) return missing("ciphers", " (transport=tls)", err);
+    if (r.given(Id::cert) != r.given(Id::key)) {
+      return missing(r.given(Id::cert) ? "key" : "cert", " (cert and key go together)", err);
     }
     return Err::Ok;
   }
   static const Id kTlsOnly[] = {Id::ciphers, Id::ca, Id::cert, Id::key, Id::server_name};
   for (Id id : kTlsOnly) {
-    if (v.given(id)) {
+    if (r.given(id)) {
       err->set("RUN body key \"%s\" only goes with transport=tls", opt::spec(id).name);
       return Err::InvalidArgument;
     }
@@ -149,93 +143,64 @@ Err apply_transport(const Values& v, RunRequest* r, ErrorText* err) {
   return Err::Ok;
 }
 
-Err apply_sync(const Values& v, RunRequest* r, ErrorText* err) {
-  r->sync_host = v.raw(Id::sync_host);
-  if (r->sync_host == nullptr) {
-    if (v.given(Id::sync_port) || v.given(Id::sync_count)) {
+Err check_sync(const DeviceConfig& r, ErrorText* err) {
+  if (!r.given(Id::sync_host)) {
+    if (r.given(Id::sync_port) || r.given(Id::sync_count)) {
       return missing("sync_host", " (sync_port/sync_count need it)", err);
     }
     return Err::Ok;
   }
-  if (r->sync_host[0] == '\0') return bad_value("sync_host", "", "a host name or address", err);
-  if (!v.given(Id::sync_port)) return missing("sync_port", " (sync_host needs it)", err);
-  r->sync_port = static_cast<uint16_t>(v.uint(Id::sync_port));
-  r->sync_count = static_cast<uint32_t>(v.uint(Id::sync_count));
+  if (r.sync_host[0] == '\0') return bad_value("sync_host", "", "a host name or address", err);
+  if (!r.given(Id::sync_port)) return missing("sync_port", " (sync_host needs it)", err);
   return Err::Ok;
 }
 
-Err apply_strings(const Values& v, RunRequest* r, ErrorText* err) {
-  r->id = v.raw(Id::id);
-  if (!valid_run_id(r->id)) return bad_value("id", r->id, "1..63 characters of [A-Za-z0-9_.-]", err);
-  r->host = v.raw(Id::host);
-  if (r->host[0] == '\0') return bad_value("host", "", "a host name or address", err);
-  r->username = v.raw(Id::username);
-  r->password = v.raw(Id::password);
-  r->device_id = v.raw(Id::device_id);
-  if (r->device_id != nullptr && !valid_device_id(r->device_id)) {
-    return bad_value("device_id", r->device_id, "1..32 characters of [A-Za-z0-9_.-]", err);
+Err check_strings(const DeviceConfig& r, ErrorText* err) {
+  if (!valid_run_id(r.id)) return bad_value("id", r.id, "1..63 characters of [A-Za-z0-9_.-]", err);
+  if (r.host[0] == '\0') return bad_value("host", "", "a host name or address", err);
+  if (r.given(Id::device_id) && !valid_device_id(r.device_id)) {
+    return bad_value("device_id", r.device_id, "1..32 characters of [A-Za-z0-9_.-]", err);
   }
-  r->topic = v.raw(Id::topic);
-  if (r->topic != nullptr && r->topic[0] == '\0') return bad_value("topic", "", "a topic name", err);
-  r->client_id = v.raw(Id::client_id);
+  if (r.given(Id::topic) && r.topic[0] == '\0') return bad_value("topic", "", "a topic name", err);
   return Err::Ok;
 }
 
-// mode, per_connection, close (connection_mode.h); check_values has checked the words.
-void apply_connection(const Values& v, RunRequest* r) {
-  parse_connection_mode(v.text(Id::mode), &r->connection_mode);
-  r->mode = connection_mode_name(r->connection_mode);
-  parse_close_mode(v.text(Id::close), &r->close);
-  r->per_connection = static_cast<uint32_t>(v.uint(Id::per_connection));
+// keylog (a file on vdevice, Text in the table) is 0|1 here.
+Err check_keylog(const DeviceConfig& r, ErrorText* err) {
+  uint64_t on = 0;
+  if (r.given(Id::keylog) && !parse_uint(r.keylog, strlen(r.keylog), 1, &on)) {
+    return bad_value("keylog", r.keylog, "an integer 0..1", err);
+  }
+  return Err::Ok;
 }
 
-// mqtt, session, session_expiry_s, topic_alias, inflight, ack_timeout_ms (version 3); check_values has checked
-// each, this their combination (vdevice's rule: a topic alias is MQTT 5's).
-Err apply_mqtt(const Values& v, RunRequest* r, ErrorText* err) {
-  r->mqtt_level = strcmp(v.text(Id::mqtt), "5") == 0 ? mqtt::kLevel5 : mqtt::kLevel311;
-  r->clean_session = strcmp(v.text(Id::session), "persistent") != 0;
-  r->session_expiry_s = static_cast<uint32_t>(v.uint(Id::session_expiry_s));
-  r->topic_alias = strcmp(v.text(Id::topic_alias), "on") == 0;
-  r->inflight = static_cast<uint16_t>(v.uint(Id::inflight));
-  r->ack_timeout_ms = static_cast<uint32_t>(v.uint(Id::ack_timeout_ms));
-  if (r->topic_alias && r->mqtt_level != mqtt::kLevel5) {
+// The combination of the MQTT keys (check_values has checked each; vdevice's rule: a topic alias is MQTT 5's).
+Err check_mqtt(const DeviceConfig& r, ErrorText* err) {
+  if (strcmp(r.topic_alias, "on") == 0 && strcmp(r.mqtt, "5") != 0) {
     err->set("RUN body key \"topic_alias\": on needs mqtt=5 (topic aliases are MQTT 5's)");
     return Err::InvalidArgument;
   }
   return Err::Ok;
 }
 
-// The numbers check_values has checked; keylog (a file on vdevice, Text in the table) is 0|1 here.
-Err apply_numbers(const Values& v, RunRequest* r, ErrorText* err) {
-  r->port = static_cast<uint16_t>(v.uint(Id::port));
-  r->payload = static_cast<uint32_t>(v.uint(Id::payload));
-  r->samples = static_cast<uint32_t>(v.uint(Id::samples));
-  r->interval_us = v.uint(Id::interval_us);
-  r->qos = static_cast<uint8_t>(v.uint(Id::qos));
-  r->connect_timeout_ms = static_cast<uint32_t>(v.uint(Id::connect_timeout_ms));
-  const char* keylog = v.raw(Id::keylog);
-  uint64_t on = 0;
-  if (keylog != nullptr && !parse_uint(keylog, strlen(keylog), 1, &on)) {
-    return bad_value("keylog", keylog, "an integer 0..1", err);
-  }
-  r->keylog = on != 0;
-  return Err::Ok;
-}
-
 }  // namespace
 
-Err parse_run_body(char* body, size_t len, RunRequest* out, ErrorText* err) {
-  *out = RunRequest();
-  Values& v = out->values;
+bool run_keylog(const DeviceConfig& run) {
+  uint64_t on = 0;
+  return run.given(Id::keylog) && parse_uint(run.keylog, strlen(run.keylog), 1, &on) && on == 1;
+}
+
+Err parse_run_body(char* body, size_t len, DeviceConfig* out, ErrorText* err) {
+  Values v;
   Err e = split_body(body, len, &v, err);
   if (e == Err::Ok) e = check_required(v, err);
   if (e == Err::Ok) e = check_values(v, err);
-  if (e == Err::Ok) e = apply_strings(v, out, err);
-  if (e == Err::Ok) apply_connection(v, out);
-  if (e == Err::Ok) e = apply_numbers(v, out, err);
-  if (e == Err::Ok) e = apply_mqtt(v, out, err);
-  if (e == Err::Ok) e = apply_transport(v, out, err);
-  if (e == Err::Ok) e = apply_sync(v, out, err);
+  *out = e == Err::Ok ? DeviceConfig(v, TB_BOARD) : DeviceConfig(TB_BOARD);  // the ONE fill (device_config.h)
+  if (e == Err::Ok) e = check_strings(*out, err);
+  if (e == Err::Ok) e = check_keylog(*out, err);
+  if (e == Err::Ok) e = check_mqtt(*out, err);
+  if (e == Err::Ok) e = check_transport(*out, err);
+  if (e == Err::Ok) e = check_sync(*out, err);
   return e;
 }
 

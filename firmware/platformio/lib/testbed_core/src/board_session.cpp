@@ -222,7 +222,7 @@ void BoardSession::handle_run_line(const char* args) {
     case proto::RunReceiver::Step::None:
       return;
   }
-  proto::RunRequest request;
+  DeviceConfig request(TB_BOARD);
   e = proto::parse_run_body(receiver_.body(), receiver_.body_len(), &request, &err_);
   if (e != Err::Ok) {
     error(e, err_.c_str());
@@ -233,11 +233,12 @@ void BoardSession::handle_run_line(const char* args) {
   ready();
 }
 
-Err BoardSession::check_run(char* body, size_t len) {
-  proto::RunRequest request;
+Err BoardSession::check_run(char* body, size_t len, DeviceConfig* run) {
+  DeviceConfig request(TB_BOARD);
   Err e = proto::parse_run_body(body, len, &request, &err_);
   if (e != Err::Ok) return e;
-  PublishConfig cfg;
+  if (run != nullptr) *run = request;
+  PublishConfig cfg(request);
   e = prepare(request, &cfg);
   release_transport();
   return e;
@@ -256,46 +257,29 @@ void BoardSession::release_transport() {
 }
 
 // Checks the RUN against this board and builds the publish configuration and the transport.
-Err BoardSession::prepare(const proto::RunRequest& r, PublishConfig* cfg) {
-  if (r.sync_host != nullptr && sync_ == nullptr) {
+Err BoardSession::prepare(const DeviceConfig& r, PublishConfig* cfg) {
+  if (r.given(opt::Id::sync_host) && sync_ == nullptr) {
     err_.set("this board has no datagram socket for the clock exchanges (sync_host)");
     return Err::InvalidArgument;
   }
-  cfg->host = r.host;
-  cfg->port = r.port;
-  cfg->device_id = r.device_id != nullptr ? r.device_id : info_.device_id;
-  cfg->topic = r.topic != nullptr ? r.topic : info_.topic;
-  cfg->client_id = r.client_id != nullptr ? r.client_id : cfg->device_id;
-  cfg->username = r.username;
-  cfg->password = r.password;
-  cfg->qos = r.qos;
-  cfg->payload_size = r.payload;
-  cfg->samples = r.samples;
-  cfg->interval_us = r.interval_us;
-  cfg->connect_timeout_ms = r.connect_timeout_ms;
+  *cfg = PublishConfig(r);  // the run's options; then what this board decides itself
+  if (!r.given(opt::Id::device_id) && info_.device_id != nullptr) cfg->device_id = info_.device_id;
+  if (!r.given(opt::Id::topic) && info_.topic != nullptr) cfg->topic = info_.topic;
+  if (!r.given(opt::Id::client_id)) cfg->client_id = cfg->device_id;
   cfg->drain_timeout_ms = kDrainTimeoutMs;
-  cfg->mode = r.connection_mode;
-  cfg->per_connection = r.per_connection;
-  cfg->close = r.close;
-  cfg->mqtt_level = r.mqtt_level;
-  cfg->clean_session = r.clean_session;
-  cfg->session_expiry_s = r.session_expiry_s;
-  cfg->topic_alias = r.topic_alias;
-  cfg->inflight = r.inflight;
-  cfg->ack_timeout_ms = r.ack_timeout_ms;
-  if (r.tls) {
+  if (strcmp(r.transport, "tls") == 0) {
     uint16_t ids[kMaxCiphers];
     size_t count = 0;
     Err e = parse_cipher_list(r.ciphers, ids, kMaxCiphers, &count, &err_);
     if (e == Err::Ok) e = check_ciphers_compiled(ids, count, &err_);
     if (e != Err::Ok) return e;
     TlsOptions tls;
-    tls.ca_pem = r.ca_pem;
-    tls.client_cert_pem = r.cert_pem;
-    tls.client_key_pem = r.key_pem;
-    tls.server_name = r.server_name;
+    tls.ca_pem = r.given_text(opt::Id::ca);
+    tls.client_cert_pem = r.given_text(opt::Id::cert);
+    tls.client_key_pem = r.given_text(opt::Id::key);
+    tls.server_name = r.given_text(opt::Id::server_name);
     tls.ciphers = r.ciphers;
-    tls.keylog = r.keylog ? static_cast<KeylogSink*>(this) : nullptr;
+    tls.keylog = proto::run_keylog(r) ? static_cast<KeylogSink*>(this) : nullptr;
     transport_ = new (transport_mem_) TlsTransport(clock_, tls);
   } else {
     transport_ = new (transport_mem_) PlainTcp(clock_);
@@ -312,8 +296,8 @@ Err BoardSession::prepare(const proto::RunRequest& r, PublishConfig* cfg) {
   return e;
 }
 
-void BoardSession::execute(const proto::RunRequest& r) {
-  PublishConfig cfg;
+void BoardSession::execute(const DeviceConfig& r) {
+  PublishConfig cfg(r);
   Err e = prepare(r, &cfg);
   if (e != Err::Ok) {
     release_transport();
@@ -322,7 +306,7 @@ void BoardSession::execute(const proto::RunRequest& r) {
   }
   ++runs_;
   line("%s %s id=%s", proto::kLineAck, proto::kAckRun, r.id);
-  if (r.sync_host != nullptr) clock_exchange(r, "pre");
+  if (r.given(opt::Id::sync_host)) clock_exchange(r, "pre");
   handshake_printed_ = false;
   mode_ = cfg.mode;
   host_stop_ = 0;
@@ -332,7 +316,7 @@ void BoardSession::execute(const proto::RunRequest& r) {
   if (!handshake_printed_) print_handshake();
   if (e != Err::Ok) err_.set("%s", publisher_.error_text());
   release_transport();
-  if (r.sync_host != nullptr) clock_exchange(r, "post");
+  if (r.given(opt::Id::sync_host)) clock_exchange(r, "post");
   if (e != Err::Ok) {
     error(e, err_.c_str());
     return;
@@ -345,15 +329,16 @@ void BoardSession::execute(const proto::RunRequest& r) {
   line("%s sent=%" PRIu32 " id=%s%s", proto::kLineDone, stats_.messages_sent, r.id, session);
 }
 
-void BoardSession::clock_exchange(const proto::RunRequest& r, const char* phase) {
+void BoardSession::clock_exchange(const DeviceConfig& r, const char* phase) {
   uint32_t got = 0;
-  Err e = time_sync(*sync_, clock_, r.sync_host, r.sync_port, r.sync_count, samples_, &got);
+  const uint32_t count = static_cast<uint32_t>(r.sync_count);
+  Err e = time_sync(*sync_, clock_, r.sync_host, static_cast<uint16_t>(r.sync_port), count, samples_, &got);
   for (uint32_t i = 0; i < got; ++i) {
     const TimeSample& s = samples_[i];
     line("%s phase=%s i=%" PRIu32 " t1=%" PRId64 " t2=%" PRId64 " t3=%" PRId64 " t4=%" PRId64, proto::kLineClock,
          phase, i, s.t1_us, s.t2_us, s.t3_us, s.t4_us);
   }
-  line("%s phase=%s count=%" PRIu32 " got=%" PRIu32 " status=%s", proto::kLineSync, phase, r.sync_count, got,
+  line("%s phase=%s count=%" PRIu32 " got=%" PRIu32 " status=%s", proto::kLineSync, phase, count, got,
        err_name(e));
 }
 

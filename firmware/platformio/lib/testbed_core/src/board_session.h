@@ -66,8 +66,10 @@ struct BoardInfo {
   const char* hw_crypto = "-";          // what runs in hardware, e.g. "aes,sha,mpi"
   const char* sw_crypto = "-";          // what runs in software, e.g. "chacha20,poly1305"
   uint32_t rx_buf = 256;                // serial receive buffer, bytes (the host sizes chunks by it)
-  const char* device_id = "e1";         // the payload's "d" when the RUN names none
-  const char* topic = "testbed/sensors";
+  // The board's own identity and topic, used when the RUN names none (the ESP32's build: TESTBED_DEVICE_ID,
+  // TESTBED_TOPIC; board-emu: e1); nullptr: device_options.def's defaults.
+  const char* device_id = nullptr;      // the payload's "d"
+  const char* topic = nullptr;
 };
 
 class BoardSession : private SendObserver, private KeylogSink {
@@ -100,8 +102,8 @@ class BoardSession : private SendObserver, private KeylogSink {
   uint32_t runs() const { return runs_; }
   // What a RUN with this body meets before `ACK run` (parse_run_body, then this board's own checks:
   // cipher names, payload size, ...), without running it: board-emu --check-run. Ok, or the error
-  // with its text in error_text().
-  Err check_run(char* body, size_t len);
+  // with its text in error_text(); run (unless nullptr): the RUN's configuration (its texts in body).
+  Err check_run(char* body, size_t len, DeviceConfig* run = nullptr);
   const char* error_text() const { return err_.c_str(); }
 
  private:
@@ -134,10 +136,10 @@ class BoardSession : private SendObserver, private KeylogSink {
   void error(Err e, const char* text);
   void handle_line(char* text);
   void handle_run_line(const char* args);
-  void execute(const proto::RunRequest& r);
-  Err prepare(const proto::RunRequest& r, PublishConfig* cfg);
+  void execute(const DeviceConfig& r);
+  Err prepare(const DeviceConfig& r, PublishConfig* cfg);
   void release_transport();
-  void clock_exchange(const proto::RunRequest& r, const char* phase);
+  void clock_exchange(const DeviceConfig& r, const char* phase);
   void print_handshake();
   bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes, int64_t puback_us) override;
   void on_connection(const ConnectionStats& c) override;  // CONN line (non-persistent runs)

@@ -1,10 +1,49 @@
 #include "publisher.h"
 
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
 namespace tb {
+
+PublishConfig::PublishConfig(const DeviceConfig& c)
+    : host(c.host),
+      port(static_cast<uint16_t>(c.given(opt::Id::port) ? c.port : strcmp(c.transport, "tls") == 0 ? 8883 : 1883)),
+      device_id(c.device_id),
+      topic(c.topic),
+      client_id(c.given(opt::Id::client_id) ? c.client_id : c.device_id),
+      username(c.given_text(opt::Id::username)),
+      password(c.given_text(opt::Id::password)),
+      keepalive_s(kKeepaliveS),
+      qos(static_cast<uint8_t>(c.qos)),
+      payload_size(static_cast<size_t>(c.payload)),
+      samples(static_cast<uint32_t>(c.samples)),
+      // the board's RUN carries microseconds, the host programs' command line milliseconds (decimals allowed)
+      interval_us(c.program == TB_BOARD ? c.interval_us : static_cast<uint64_t>(std::llround(c.interval_ms * 1000.0))),
+      connect_timeout_ms(static_cast<uint32_t>(c.connect_timeout_ms)),
+      ack_timeout_ms(static_cast<uint32_t>(c.ack_timeout_ms)),
+      drain_timeout_ms(kDrainTimeoutMs),
+      mode(ConnectionMode::Persistent),
+      per_connection(static_cast<uint32_t>(c.per_connection)),
+      sleep_us(static_cast<uint64_t>(std::llround(c.sleep_ms * 1000.0))),
+      close(CloseMode::Disconnect),
+      mqtt_level(strcmp(c.mqtt, "5") == 0 ? mqtt::kLevel5 : mqtt::kLevel311),
+      clean_session(strcmp(c.session, "persistent") != 0),
+      session_expiry_s(static_cast<uint32_t>(c.session_expiry_s)),
+      topic_alias(strcmp(c.topic_alias, "on") == 0),
+      inflight(static_cast<uint16_t>(c.inflight)),
+      reconnect_for_ms(kReconnectForMs),
+      reconnect(ReconnectPolicy::Off),
+      reconnect_base_ms(static_cast<uint32_t>(std::llround(c.reconnect_base_ms))),
+      reconnect_cap_ms(static_cast<uint32_t>(std::llround(c.reconnect_cap_ms))),
+      reconnect_seed(c.seed) {
+  // the board's name for the connection lifecycle is `mode`, the host programs' `connection`; the words
+  // have passed opt::valid, so the parses cannot fail
+  parse_connection_mode(c.program == TB_BOARD ? c.mode : c.connection, &mode);
+  parse_close_mode(c.close, &close);
+  parse_reconnect_policy(c.reconnect, &reconnect);
+}
 
 Err Publisher::transport_error(Err e, const char* what) {
   char detail[ErrorText::kCapacity];

@@ -12,52 +12,64 @@
 
 #include "clock.h"
 #include "connection_mode.h"
+#include "device_config.h"
 #include "mqtt_codec.h"
 #include "payload.h"
 #include "transport.h"
 
 namespace tb {
 
+// The publisher's view of a device's configuration, built from it in ONE place, the constructor
+// (publisher.cpp): its fields in the publisher's units and types (interval_us from the host programs'
+// interval_ms or the board's interval_us, the connection lifecycle's words as enums, ...). No field has a
+// default of its own: the defaults are device_options.def's, through DeviceConfig. A program then sets what
+// it decides itself (vdevice's client id, the fleet's per-device ids, the board's own device id and topic).
 struct PublishConfig {
-  const char* host = nullptr;
-  uint16_t port = 1883;
-  const char* device_id = "v1";
-  const char* topic = "testbed/sensors";
-  const char* client_id = "v1";
-  const char* username = nullptr;
-  const char* password = nullptr;
-  uint16_t keepalive_s = 60;
-  uint8_t qos = 0;
-  size_t payload_size = 65;
-  uint32_t samples = 200;
-  uint64_t interval_us = 1000000;  // 0: back to back
-  uint32_t connect_timeout_ms = 10000;
-  uint32_t ack_timeout_ms = 10000;
+  explicit PublishConfig(const DeviceConfig& c);
+  // Not options (device_options.def has no entry for them): the core's own constants.
+  static constexpr uint16_t kKeepaliveS = 60;
+  static constexpr uint32_t kDrainTimeoutMs = 60000;
+  static constexpr uint32_t kReconnectForMs = 60000;
+
+  const char* host;
+  uint16_t port;  // the .def's "none" (not given): 1883 plain, 8883 TLS
+  const char* device_id;
+  const char* topic;
+  const char* client_id;  // not given: the device id
+  const char* username;   // nullptr: none given
+  const char* password;
+  uint16_t keepalive_s;
+  uint8_t qos;
+  size_t payload_size;
+  uint32_t samples;
+  uint64_t interval_us;  // 0: back to back
+  uint32_t connect_timeout_ms;
+  uint32_t ack_timeout_ms;
   // after DISCONNECT: how long to wait for the broker to close the connection, i.e. to have
   // received every message sent before it (a slow or lossy link can hold seconds of data)
-  uint32_t drain_timeout_ms = 60000;
-  ConnectionMode mode = ConnectionMode::Persistent;
-  uint32_t per_connection = 1;  // K messages per connection, >= 1; ignored for Persistent
-  uint64_t sleep_us = 0;  // between connections (last message -> next first); 0: one interval (scheduled_offset_us)
-  CloseMode close = CloseMode::Disconnect;  // how every connection ends (Persistent's one too)
+  uint32_t drain_timeout_ms;
+  ConnectionMode mode;
+  uint32_t per_connection;  // K messages per connection, >= 1; ignored for Persistent
+  uint64_t sleep_us;  // between connections (last message -> next first); 0: one interval (scheduled_offset_us)
+  CloseMode close;    // how every connection ends (Persistent's one too)
   // MQTT version and session (publisher_session.cpp). level: mqtt::kLevel311 or kLevel5.
-  uint8_t mqtt_level = mqtt::kLevel311;
+  uint8_t mqtt_level;
   // false: a persistent session (3.1.1 Clean Session 0; MQTT 5 Clean Start 0 with session_expiry_s):
   // a connection lost mid-run is opened again (for up to reconnect_for_ms) and the unacknowledged
   // messages are sent again with DUP, as the specification requires (3.1.1 4.4, MQTT 5 4.4).
-  bool clean_session = true;
-  uint32_t session_expiry_s = 0;  // MQTT 5 only; ignored in 3.1.1 (the broker keeps the session)
-  bool topic_alias = false;       // MQTT 5: topic alias 1; the PUBLISHes after the first carry an empty topic
-  uint16_t inflight = 1;          // QoS 1/2 messages sent and not yet acknowledged at most (1..kMaxInflight)
-  uint32_t reconnect_for_ms = 60000;
+  bool clean_session;
+  uint32_t session_expiry_s;  // MQTT 5 only; ignored in 3.1.1 (the broker keeps the session)
+  bool topic_alias;           // MQTT 5: topic alias 1; the PUBLISHes after the first carry an empty topic
+  uint16_t inflight;          // QoS 1/2 messages sent and not yet acknowledged at most (1..kMaxInflight)
+  uint32_t reconnect_for_ms;
   // What a lost or refused connection does (connection_mode.h ReconnectPolicy). Off: as above (only a
   // persistent session reopens). Immediate/Backoff: any session's lost connection is opened again and the
   // run goes on (QoS 0's message on the dead connection is lost; a persistent session resends), a refused
   // connect is tried again, each attempt after reconnect_pause_us; every connection is reported.
-  ReconnectPolicy reconnect = ReconnectPolicy::Off;
-  uint32_t reconnect_base_ms = 500;
-  uint32_t reconnect_cap_ms = 8000;
-  uint64_t reconnect_seed = 1;  // the device's own (the fleet: per device)
+  ReconnectPolicy reconnect;
+  uint32_t reconnect_base_ms;
+  uint32_t reconnect_cap_ms;
+  uint64_t reconnect_seed;  // the device's own (the fleet: per device)
 };
 
 // One connection of a run, reported when it has ended (SendObserver::on_connection).
@@ -71,7 +83,7 @@ struct ConnectionStats {
   bool session_offered = false;
   bool connect_sent = false;  // its CONNECT was handed to the transport (the wire may show its client id)
   uint32_t messages = 0;      // PUBLISH handed to the transport on this connection
-  CloseMode close = CloseMode::Disconnect;
+  CloseMode close{};         // the run's (PublishConfig::close), set when the connection opens
   Err error = Err::Ok;        // why the connection (and so the run) failed; Ok when it ended as planned
 };
 
