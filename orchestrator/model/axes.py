@@ -26,6 +26,8 @@ MAX_PAYLOAD = 4096  # the firmware core's fixed buffer (payload.h kMaxPayload)
 MAX_DEVICES = 5000  # the fleet binary's kMaxDevices
 MAX_SEED = 2**64 - 1  # the device's sensors are seeded with a uint64
 REQUIRED: Any = ...  # an axis every RunSpec must be given (pydantic's "no default")
+NO_IMPAIRMENT = "none"  # the impairment profile that impairs nothing (the axis's default)
+PERSISTENT = "persistent"  # the connection mode of the study: one connection for the run (the axis's default)
 
 PublisherKind = Literal["virtual", "fleet", "esp32"]
 Site = Literal["local", "inventory"]
@@ -375,8 +377,8 @@ AXES = AxisTable((
          option="reconnect_cap", cli_type=str, cli_default="8s", from_cli=parse_interval, only=_RECONNECT_ONLY,
          device=Device("reconnect_cap_ms", "lifecycle", run_key=None, when=_backoff)),
     Axis("events", str, "", EVENTS_HELP, pattern=r"^[a-z0-9@:.,\-]*$", from_cli=check_events),
-    Axis("impairment", str, "none", "impairment profile name or YAML file",
-         sweep=Sweep("impairments", ("none",), "comma list of impairment profiles", nest=1, lab=True),
+    Axis("impairment", str, NO_IMPAIRMENT, "impairment profile name or YAML file",
+         sweep=Sweep("impairments", (NO_IMPAIRMENT,), "comma list of impairment profiles", nest=1, lab=True),
          cell=stem, names=Names(word=str, order=0, keep_default=True)),
     Axis("delay_mechanism", Literal["auto", "netem", "queue"], "auto",
          "how delay/jitter are made: auto (netem where the kernel has it, else the userspace queue), netem, queue",
@@ -403,10 +405,10 @@ AXES = AxisTable((
     Axis("fresh_lab_per_cell", bool, False, "bring the whole lab up and down for every cell (the lab is otherwise "
          "kept up within a block: only the broker process, the subscriber and the publisher are new per cell)",
          scope="sweep"),
-    Axis("connection", Literal["persistent", "reconnect", "resume-id", "resume-ticket"], "persistent",
+    Axis("connection", Literal["persistent", "reconnect", "resume-id", "resume-ticket"], PERSISTENT,
          CONNECTION_HELP,
-         sweep=Sweep("connections", ("persistent",), "comma list of connection modes: " + CONNECTION_HELP, nest=2),
-         cell=lambda v: "" if v == "persistent" else v, names=Names(word=str, order=1),
+         sweep=Sweep("connections", (PERSISTENT,), "comma list of connection modes: " + CONNECTION_HELP, nest=2),
+         cell=lambda v: "" if v == PERSISTENT else v, names=Names(word=str, order=1),
          device=Device("connection", "connection", run_key="mode", when=_not_persistent)),
     Axis("per_connection", int, 1, "readings per connection (K) when the connection is not persistent",
          ge=1, le=1_000_000, device=Device("per_connection", "connection", when=_not_persistent)),

@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.errors import TestbedError
-from orchestrator.model.axes import AXES, AxisTable
-from orchestrator.model.cell import PERSISTENT, CellRecord
+from orchestrator.model.axes import AXES, PERSISTENT, AxisTable
+from orchestrator.model.cell import CellRecord
 from orchestrator.model.layout import RUNS, BundleLayout, Layout
 from orchestrator.results.cells import read_cell_record
 from orchestrator.results.manifest import load_manifest
@@ -33,7 +33,7 @@ NUMERIC_MESSAGE_COLUMNS = ("seq", "delay_ms", "broker_transit_ms", "frame_len", 
 _JOIN = " + "
 
 
-def condition(impairment: str, connection: str = PERSISTENT, devices: int = 1, protocol: str = "",
+def condition(impairment: str, connection: str = PERSISTENT, devices: int = AXES["devices"].default, protocol: str = "",
               table: AxisTable = AXES) -> str:
     """A condition's name from its usual parts (the report's lookups of one condition from another):
     :func:`condition_of` of these values, with ``protocol`` (:func:`protocol`'s text) as its last part."""

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from orchestrator.backends.impairment import queue
 from orchestrator.backends.impairment.models import Hook, ImpairmentTarget, PlanCommand
+from orchestrator.model.axes import AXES
 from orchestrator.model.impairment import Distribution, Impairment
 
 ROOT_HANDLE = "7e57:"
@@ -165,7 +166,7 @@ def egress_argvs(imp: Impairment, target: ImpairmentTarget, mechanism: str = "ne
 
 
 def ingress_argvs(imp: Impairment, target: ImpairmentTarget, mechanism: str = "netem",
-                  seed: int = 1) -> list[list[str]]:
+                  seed: int = AXES["seed"].default) -> list[list[str]]:
     """nft commands for an ingress target: random drop of arriving packets (loss without netem); with the
     ``queue`` mechanism correlated loss is the delay line's Gilbert model at that same place."""
     if uses_netem(imp) and mechanism == "netem":
@@ -192,7 +193,7 @@ def ingress_argvs(imp: Impairment, target: ImpairmentTarget, mechanism: str = "n
 
 
 def apply_argvs(imp: Impairment, target: ImpairmentTarget, mechanism: str = "netem",
-                seed: int = 1) -> list[list[str]]:
+                seed: int = AXES["seed"].default) -> list[list[str]]:
     """Everything to run on ``target`` for ``imp`` (after clearing); empty when it does not apply."""
     if not applies_to(imp, target):
         return []

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from orchestrator.errors import TestbedError
+from orchestrator.model.axes import AXES
 
 VERSION = 3  # 2: the host's STOP mid-run; 3: the MQTT version, session and in-flight RUN keys
 
@@ -119,7 +120,7 @@ class RunCell:
     payload: int
     samples: int
     interval_us: int
-    qos: int = 0
+    qos: int = AXES["qos"].default
     ciphers: tuple[str, ...] = ()  # IANA names, e.g. TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
     ca_pem: str | None = None
     cert_pem: str | None = None
