@@ -10,6 +10,7 @@ import ipaddress
 import math
 from collections.abc import Sequence
 
+from orchestrator.backends.docker import exec_argv, run_argv
 from orchestrator.backends.impairment import queue
 from orchestrator.backends.impairment.models import Hook, ImpairmentTarget, PlanCommand
 from orchestrator.model.axes import AXES
@@ -39,7 +40,7 @@ def enter_argv(target: ImpairmentTarget) -> list[str]:
     """Prefix that runs a command in the target's namespace: `docker exec` in its helper container,
     nsenter on an inventory host, nothing for the host namespace."""
     if target.helper:
-        return ["docker", "exec", target.helper]
+        return exec_argv(target.helper)
     return ["nsenter", f"--net={target.netns_path}"] if target.netns_path else []
 
 
@@ -249,9 +250,9 @@ NETEM_PROBE = ["qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"]
 def helper_probe_argv(tool: str, *args: str) -> list[str]:
     """``tool args`` in a throwaway helper container with its own empty network namespace and
     NET_ADMIN only, removed when the command ends: what the kernel the containers run on can do."""
-    return ["docker", "run", "--rm", "--network", "none", "--cap-drop", "ALL", "--cap-add", "NET_ADMIN",
-            "--security-opt", "no-new-privileges", "--read-only", "--user", "0:0", "--entrypoint", tool,
-            HELPER_IMAGE, *args]
+    return run_argv(HELPER_IMAGE, *args, options=["--network", "none", "--cap-drop", "ALL", "--cap-add", "NET_ADMIN",
+                                                  "--security-opt", "no-new-privileges", "--read-only", "--user",
+                                                  "0:0", "--entrypoint", tool])
 
 
 def netem_probe_argv(in_helper: bool = True) -> list[str]:
