@@ -3,15 +3,14 @@
 State comes from the docker CLI's `docker inspect` JSON (through process.run), parsed into pydantic
 models: the CLI resolves the user's engine itself (DOCKER_HOST, `docker context`), failures carry argv
 and stderr, and the JSON is the engine API's own, so tests parse recorded samples. The SDK is used for
-one thing the CLI cannot give: the raw stats stream (cumulative CPU nanoseconds, docker_stats.py). The
-SDK's ``from_env()`` ignores contexts, so `sdk_client()` hands it the endpoint resolved here the way the
-CLI resolves it.
+one thing the CLI cannot give: the raw stats stream (cumulative CPU nanoseconds, docker_stats.py), through
+the endpoint docker_endpoint.py resolves. Every docker command line starts in the argv builders here, one per
+docker noun (``exec_argv``, ``run_argv``, ...); tests/unit/test_axes_docker_argv.py finds any built elsewhere.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import os
 import sys
@@ -35,6 +34,40 @@ PROJECT_LABEL = "com.docker.compose.project"
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 
 
+# ----------------------------------------------------------------------------- command lines, one per noun
+
+def argv(*words: str) -> list[str]:
+    """``docker WORDS...``: where every docker command line starts (the engine's own queries use it as is)."""
+    return ["docker", *words]
+
+
+def exec_argv(container: str, *command: str, detach: bool = False, stdin: bool = False) -> list[str]:
+    """``docker exec [-d] [-i] CONTAINER COMMAND...``: a command in a running container."""
+    return argv("exec", *(["-d"] if detach else []), *(["-i"] if stdin else []), container, *command)
+
+
+def run_argv(image: str, *command: str, options: Sequence[str] = (), remove: bool = True) -> list[str]:
+    """``docker run [--rm] OPTIONS... IMAGE COMMAND...`` (``remove``: the container goes when it ends)."""
+    return argv("run", *(["--rm"] if remove else []), *options, image, *command)
+
+
+def build_argv(dockerfile: Path, tag: str, context: Path, *, build_args: Mapping[str, str] = {},
+               labels: Mapping[str, str] = {}) -> list[str]:
+    """``docker build -f DOCKERFILE -t TAG --build-arg K=V... --label K=V... CONTEXT``."""
+    return argv("build", "-f", str(dockerfile), "-t", tag, *(w for k, v in build_args.items() for w in
+                ("--build-arg", f"{k}={v}")), *(w for k, v in labels.items() for w in ("--label", f"{k}={v}")),
+                str(context))
+
+
+def pull_argv(image: str) -> list[str]:
+    return argv("pull", "-q", image)
+
+
+def import_argv(tarball: Path, tag: str, *, changes: Sequence[str] = ()) -> list[str]:
+    """``docker import [--change C]... TARBALL TAG``: an image of a root file system."""
+    return argv("import", *(w for c in changes for w in ("--change", c)), str(tarball), tag)
+
+
 # ----------------------------------------------------------------------------- engine and compose CLI
 
 def engine_version() -> str:
@@ -43,7 +76,7 @@ def engine_version() -> str:
     if which("docker") is None:
         raise TestbedError("the docker CLI is not installed", hint=ENGINE_HINT)
     try:
-        proc = run(["docker", "version", "--format", "{{.Server.Version}}"], timeout=15)
+        proc = run(argv("version", "--format", "{{.Server.Version}}"), timeout=15)
     except ToolError as exc:
         if "permission denied" in exc.stderr.lower():
             from orchestrator.backends.docker_socket import SOCKET_HINT, denied_message
@@ -58,7 +91,7 @@ def engine_version() -> str:
 @lru_cache(maxsize=1)
 def engine_is_rootless() -> bool:
     """Rootless Docker (the engine runs in its user's user namespace: container uid 0 IS that user)."""
-    proc = run(["docker", "info", "--format", "{{json .SecurityOptions}}"], timeout=30)
+    proc = run(argv("info", "--format", "{{json .SecurityOptions}}"), timeout=30)
     return any("name=rootless" in str(o) for o in json.loads(proc.stdout or "[]") or [])
 
 
@@ -78,7 +111,7 @@ def container_user() -> str:
 
 
 def _compose_candidates() -> list[list[str]]:
-    cands: list[list[str]] = [["docker", "compose"]]
+    cands: list[list[str]] = [argv("compose")]
     beside_python = Path(sys.executable).parent / "docker-compose"
     for exe in (which("docker-compose"), str(beside_python) if beside_python.exists() else None):
         if exe and [exe] not in cands:
@@ -270,10 +303,10 @@ def inspect_containers(names: Sequence[str]) -> list[Container]:
     """The named containers that exist (missing ones are left out); ToolError when the engine fails."""
     if not names:
         return []
-    argv = ["docker", "inspect", "--type", "container", *names]
-    proc = run(argv, check=False, timeout=30)
+    command = argv("inspect", "--type", "container", *names)
+    proc = run(command, check=False, timeout=30)
     if proc.returncode != 0 and not _only_missing(proc.stderr):
-        raise ToolError(argv, proc.returncode, proc.stdout, proc.stderr)
+        raise ToolError(command, proc.returncode, proc.stdout, proc.stderr)
     return parse_containers(proc.stdout)
 
 
@@ -284,16 +317,16 @@ def container(name: str) -> Container | None:
 
 def project_containers(project: str) -> list[Container]:
     """Every container (any state) of a compose project, by its label."""
-    proc = run(["docker", "ps", "-aq", "--no-trunc", "--filter", f"label={PROJECT_LABEL}={project}"], timeout=30)
+    proc = run(argv("ps", "-aq", "--no-trunc", "--filter", f"label={PROJECT_LABEL}={project}"), timeout=30)
     return inspect_containers(proc.stdout.split())
 
 
 def labelled_containers(label: str, *, publish: int | None = None) -> list[Container]:
     """Every container (any state) carrying ``label`` (key=value), or only those publishing host port ``publish``."""
-    argv = ["docker", "ps", "-aq", "--no-trunc", "--filter", f"label={label}"]
+    command = argv("ps", "-aq", "--no-trunc", "--filter", f"label={label}")
     if publish is not None:
-        argv += ["--filter", f"publish={publish}"]
-    return inspect_containers(run(argv, timeout=30).stdout.split())
+        command += ["--filter", f"publish={publish}"]
+    return inspect_containers(run(command, timeout=30).stdout.split())
 
 
 def container_pid(name: str) -> int:
@@ -315,18 +348,18 @@ def container_ip(name: str) -> str:
 
 def run_detached(image: str, name: str, *, options: Sequence[str] = (), command: Sequence[str] = ()) -> str:
     """``docker run -d`` (a container we remove ourselves: no --rm, so a dead one can be inspected); its id."""
-    proc = run(["docker", "run", "-d", "--name", name, *options, image, *command], timeout=60)
+    proc = run(run_argv(image, *command, options=["-d", "--name", name, *options], remove=False), timeout=60)
     return proc.stdout.strip()
 
 
 def remove(names: Sequence[str]) -> None:
     """Force-remove containers; missing ones are fine."""
     if names:
-        run(["docker", "rm", "-f", *names], check=False, timeout=60)
+        run(argv("rm", "-f", *names), check=False, timeout=60)
 
 
 def kill(name: str, signal: str) -> None:
-    run(["docker", "kill", "--signal", signal, name], timeout=30)
+    run(argv("kill", "--signal", signal, name), timeout=30)
 
 
 def wait_exited(name: str, timeout_s: float, *, interval_s: float = 0.1) -> int | None:
@@ -341,9 +374,9 @@ def remove_labelled(label: str) -> list[str]:
     removed: list[str] = []
     for kind, ls_args in (("container", ["ps", "-aq"]), ("network", ["network", "ls", "-q"]),
                           ("volume", ["volume", "ls", "-q"])):
-        ids = run(["docker", *ls_args, "--filter", f"label={label}"], timeout=30).stdout.split()
+        ids = run(argv(*ls_args, "--filter", f"label={label}"), timeout=30).stdout.split()
         if ids:
-            rm = ["docker", "rm", "-f", *ids] if kind == "container" else ["docker", kind, "rm", *ids]
+            rm = argv("rm", "-f", *ids) if kind == "container" else argv(kind, "rm", *ids)
             run(rm, timeout=60, check=False)
             removed += [f"{kind} {i}" for i in ids]
     return removed
@@ -351,100 +384,13 @@ def remove_labelled(label: str) -> list[str]:
 
 def inspect_images(tags: Sequence[str]) -> list[dict[str, Any]]:
     """`docker image inspect` of ``tags`` in one call: the images found (missing ones left out)."""
-    argv = ["docker", "image", "inspect", *tags]
-    proc = run(argv, check=False, timeout=30)
+    command = argv("image", "inspect", *tags)
+    proc = run(command, check=False, timeout=30)
     if proc.returncode != 0 and not _only_missing(proc.stderr):
-        raise ToolError(argv, proc.returncode, proc.stdout, proc.stderr)
+        raise ToolError(command, proc.returncode, proc.stdout, proc.stderr)
     return list(json.loads(proc.stdout or "[]"))
 
 
 def inspect_image(tag: str) -> Image | None:
     items = inspect_images([tag])
     return Image.from_inspect(items[0]) if items else None
-
-
-# ----------------------------------------------------------------------------- the SDK's endpoint
-
-class Endpoint(_Model):
-    """Where the docker CLI would connect, and how."""
-
-    host: str
-    context: str
-    tls: bool = False
-    tls_verify: bool = False
-    ca_cert: Path | None = None
-    client_cert: Path | None = None
-    client_key: Path | None = None
-
-
-def docker_config_dir(env: Mapping[str, str]) -> Path:
-    return Path(env["DOCKER_CONFIG"]) if env.get("DOCKER_CONFIG") else Path.home() / ".docker"
-
-
-def context_dir(config_dir: Path, kind: str, name: str) -> Path:
-    """contexts/meta/<sha256 of name>/ or contexts/tls/<sha256 of name>/, as the docker CLI stores them."""
-    return config_dir / "contexts" / kind / hashlib.sha256(name.encode()).hexdigest()
-
-
-def current_context(env: Mapping[str, str], config_dir: Path) -> str:
-    """The CLI's rule: DOCKER_HOST means the default context; else DOCKER_CONTEXT; else config.json."""
-    if env.get("DOCKER_HOST"):
-        return "default"
-    if env.get("DOCKER_CONTEXT"):
-        return env["DOCKER_CONTEXT"]
-    try:
-        config = json.loads((config_dir / "config.json").read_text())
-    except (OSError, ValueError):
-        return "default"
-    return str(config.get("currentContext") or "default")
-
-
-def _tls_files(folder: Path) -> dict[str, Path | None]:
-    found = {k: folder / f for k, f in (("ca_cert", "ca.pem"), ("client_cert", "cert.pem"),
-                                        ("client_key", "key.pem"))}
-    return {k: p if p.is_file() else None for k, p in found.items()}
-
-
-def resolve_endpoint(env: Mapping[str, str] | None = None) -> Endpoint:
-    """The engine the user's `docker` CLI talks to: DOCKER_HOST (+ DOCKER_TLS_VERIFY/DOCKER_CERT_PATH),
-    else the context named by DOCKER_CONTEXT or config.json's currentContext (Endpoints.docker.Host and
-    the context's TLS material), else the default socket."""
-    env = os.environ if env is None else env
-    config_dir = docker_config_dir(env)
-    name = current_context(env, config_dir)
-    if name == "default":
-        verify = bool(env.get("DOCKER_TLS_VERIFY"))
-        files = _tls_files(Path(env.get("DOCKER_CERT_PATH") or config_dir)) if verify or env.get("DOCKER_TLS") \
-            else {}
-        return Endpoint(host=env.get("DOCKER_HOST") or DEFAULT_HOST, context=name, tls=bool(files),
-                        tls_verify=verify, **files)
-    meta_path = context_dir(config_dir, "meta", name) / "meta.json"
-    try:
-        meta = json.loads(meta_path.read_text())
-        docker_ep = meta["Endpoints"]["docker"]
-    except (OSError, ValueError, KeyError) as exc:
-        raise TestbedError(f"docker context {name!r} not found or unreadable ({meta_path})",
-                           hint="`docker context ls` lists the contexts; `docker context use default`") from exc
-    files = _tls_files(context_dir(config_dir, "tls", name) / "docker")
-    has_tls = any(files.values())
-    return Endpoint(host=docker_ep["Host"], context=name, tls=has_tls,
-                    tls_verify=has_tls and not docker_ep.get("SkipTLSVerify", False), **files)
-
-
-def sdk_client_kwargs(ep: Endpoint) -> dict[str, Any]:
-    """Arguments for docker.DockerClient that reach ``ep``."""
-    from docker.tls import TLSConfig
-
-    tls: TLSConfig | bool = False
-    if ep.tls:
-        cert = (str(ep.client_cert), str(ep.client_key)) if ep.client_cert and ep.client_key else None
-        tls = TLSConfig(client_cert=cert, ca_cert=str(ep.ca_cert) if ep.ca_cert else None,
-                        verify=ep.tls_verify)
-    return {"base_url": ep.host, "tls": tls, "use_ssh_client": ep.host.startswith("ssh://")}
-
-
-def sdk_client(timeout: int = 30) -> Any:
-    import docker as sdk
-
-    return sdk.DockerClient(timeout=timeout, **sdk_client_kwargs(resolve_endpoint()))
-

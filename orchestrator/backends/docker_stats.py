@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any
 
-from orchestrator.backends.docker import sdk_client
+from orchestrator.backends.docker_endpoint import sdk_client
 
 
 class StatsSampler:

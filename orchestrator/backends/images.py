@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.backends import docker
 from orchestrator.backends.docker import inspect_image, inspect_images
 from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError, ToolError
@@ -102,9 +103,8 @@ def image_digest(tag: str) -> str | None:
 
 
 def build_argv(s: ImageSpec, base_image: str, chash: str, root: Path) -> list[str]:
-    return ["docker", "build", "-f", str(root / s.dockerfile), "-t", s.tag,
-            "--build-arg", f"BASE_IMAGE={base_image}", "--label", f"{HASH_LABEL}={chash}",
-            "--label", "io.testbed.owned=true", str(root)]
+    return docker.build_argv(root / s.dockerfile, s.tag, root, build_args={"BASE_IMAGE": base_image},
+                             labels={HASH_LABEL: chash, "io.testbed.owned": "true"})
 
 
 # ---- the base image -------------------------------------------------------------------------
@@ -151,7 +151,7 @@ def resolve_base_image(progress: Callable[[str], None] = lambda _m: None, *, mir
         if image_exists(local):
             return local
         progress(f"pulling {upstream}")
-        if run(["docker", "pull", "-q", upstream], check=False, timeout=120).returncode == 0:
+        if run(docker.pull_argv(upstream), check=False, timeout=120).returncode == 0:
             return upstream
     progress(f"no registry: building {local} with debootstrap (about a minute)")
     build_local_base(mirror or machine_apt_mirror(), suite)
@@ -176,8 +176,7 @@ def build_local_base(mirror: str, suite: str = "bookworm") -> None:
             raise TestbedError(f"debootstrap from {mirror} failed", evidence=exc.evidence) from exc
         tarball = Path(tmp) / "rootfs.tar"
         run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], timeout=300)
-        run(["docker", "import", "--change", "CMD [\"/bin/bash\"]", str(tarball), f"testbed-base:{suite}"],
-            timeout=300)
+        run(docker.import_argv(tarball, f"testbed-base:{suite}", changes=['CMD ["/bin/bash"]']), timeout=300)
 
 
 # ---- wheelhouse for the subscriber image ------------------------------------------------------
@@ -212,7 +211,7 @@ def build_images(names: Iterable[str] | None = None, *, rebuild: bool = False,
     bases = {suite: resolve_base_image(progress, mirror=mirror, suite=suite)
              for suite in SUITES if any(s.suite == suite for s in wanted)}
     # BuildKit needs the buildx component (Debian's docker.io 20.10 has none): use it only when present
-    buildkit = "1" if run(["docker", "buildx", "version"], check=False, timeout=30).returncode == 0 else "0"
+    buildkit = "1" if run(docker.argv("buildx", "version"), check=False, timeout=30).returncode == 0 else "0"
     result: dict[str, str] = {}
     for s in wanted:
         base = bases[s.suite]

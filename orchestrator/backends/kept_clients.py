@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.backends import compose, docker, engine_lost, projects
+from orchestrator.backends import compose, docker, docker_endpoint, engine_lost, projects
 from orchestrator.backends.compose import Topology
 from orchestrator.errors import TestbedError
 from orchestrator.model.layout import DATA, Layout
@@ -55,7 +55,7 @@ class KeptClients:
     @property
     def client(self) -> Any:
         if self._client is None:
-            self._client = docker.sdk_client()
+            self._client = docker_endpoint.sdk_client()
         return self._client
 
     def holds(self, service: str) -> bool:

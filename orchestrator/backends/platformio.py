@@ -26,7 +26,7 @@ from orchestrator.model.rules import payload_min_size
 
 GENERATED_HEADER = Path("include") / "testbed_generated.h"
 SECRET_ENV = ("TESTBED_WIFI_SSID", "TESTBED_WIFI_PASSWORD", "TESTBED_BROKER_HOST")
-DEFAULT_BAUD = 115200
+DEFAULT_BAUD: int = AXES["baud"].default
 DEFAULT_DEVICE_ID = "e1"
 TOPIC = "testbed/sensors"
 SERVER_NAME = "broker"  # a DNS SAN of the broker certificate; mbedTLS 2.28 does not match IP SANs

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.backends import docker
+from orchestrator.backends.docker import run_argv
 from orchestrator.backends.images import spec
 from orchestrator.backends.impairment.argv import helper_probe_argv
 from orchestrator.backends.process import run
@@ -50,9 +51,9 @@ def smoke_capture_argv(folder: Path, user: str, name: str) -> list[str]:
     """dumpcap of the capture image, as ``user``, on the loopback of an empty network namespace, writing
     the run folder's capture file (layout.py) of ``folder`` mounted at /data, as a run's capture does."""
     target = in_container(folder, Layout(folder).capture)
-    return ["docker", "run", "--rm", "--name", name, "--user", user, "--network", "none",
-            "-v", f"{folder}:{DATA}", "--entrypoint", "dumpcap", CAPTURE_IMAGE,
-            "-q", "-i", "lo", "-a", f"duration:{SMOKE_SECONDS}", "-w", target]
+    return run_argv(CAPTURE_IMAGE, "-q", "-i", "lo", "-a", f"duration:{SMOKE_SECONDS}", "-w", target,
+                    options=["--name", name, "--user", user, "--network", "none", "-v", f"{folder}:{DATA}",
+                             "--entrypoint", "dumpcap"])
 
 
 def smoke_capture(folder: Path, user: str) -> Said:

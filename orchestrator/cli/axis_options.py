@@ -3,19 +3,25 @@
 ``with_axis_options(fn, table, "run")`` gives typer a command whose signature is every axis option of the
 command followed by ``fn``'s own options (``--out`` ...); it calls ``fn(values, **own)`` with ``values`` the
 model's keyword arguments (the CLI's text already converted: an interval, comma lists, an absolute path).
+``with_run_options(fn, table, names)`` does the same with the `run` options of a few axes for another command
+(`firmware build`, `up`, `board check`): the same names, units, defaults, help and ranges as `testbed run`, the
+values checked as RunSpec checks them.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
 import typer
+from pydantic import ConfigDict, create_model
 
 from orchestrator.errors import TestbedError
 from orchestrator.model.axes import Axis, AxisTable
+from orchestrator.model.run import axis_field
+from orchestrator.model.yamlfile import user_input
 
 Command = Literal["run", "sweep"]
 
@@ -52,14 +58,17 @@ def _option(axis: Axis, command: Command) -> inspect.Parameter:
                              annotation=Annotated[kind, typer.Option(*decls, help=help_text)])
 
 
-def command_axes(table: AxisTable, command: Command) -> list[Axis]:
-    return [a for a in table if a.option is not None and (a.in_run if command == "run" else a.in_sweep)]
+def command_axes(table: AxisTable, command: Command, names: Sequence[str] | None = None) -> list[Axis]:
+    """The axes with an option in ``command`` (``names``: only these, in the table's order)."""
+    return [a for a in table if a.option is not None and (a.in_run if command == "run" else a.in_sweep)
+            and (names is None or a.name in names)]
 
 
-def to_model(table: AxisTable, command: Command, given: dict[str, Any]) -> dict[str, Any]:
+def to_model(table: AxisTable, command: Command, given: dict[str, Any],
+             names: Sequence[str] | None = None) -> dict[str, Any]:
     """The command line's values as the model's keyword arguments."""
     values: dict[str, Any] = {}
-    for axis in command_axes(table, command):
+    for axis in command_axes(table, command, names):
         if command == "sweep" and axis.sweep is not None:
             name = axis.sweep.name
             values[name] = csv_list(given[name], name, _item_cast(axis))
@@ -69,9 +78,11 @@ def to_model(table: AxisTable, command: Command, given: dict[str, Any]) -> dict[
     return values
 
 
-def with_axis_options(fn: Callable[..., None], table: AxisTable, command: Command) -> Callable[..., None]:
-    """``fn(values, **own)`` as a typer command taking every axis option of ``command`` and ``fn``'s own."""
-    axes = command_axes(table, command)
+def with_axis_options(fn: Callable[..., None], table: AxisTable, command: Command,
+                      only: Sequence[str] | None = None) -> Callable[..., None]:
+    """``fn(values, **own)`` as a typer command taking every axis option of ``command`` (``only``: of these
+    axes) and ``fn``'s own."""
+    axes = command_axes(table, command, only)
     own = list(inspect.signature(fn, eval_str=True).parameters.values())[1:]
     params = [_option(a, command) for a in axes] + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
     names = {p.name for p in params}
@@ -88,3 +99,26 @@ def with_axis_options(fn: Callable[..., None], table: AxisTable, command: Comman
     command_fn.__annotations__ = {}
     return command_fn
 
+
+
+def checked(table: AxisTable, values: dict[str, Any], what: str) -> dict[str, Any]:
+    """``values`` of a few axes checked as RunSpec checks them (type, range, choices, pattern): a TestbedError
+    ``invalid <what>: ...`` names the first problem."""
+    model = create_model("Options", __config__=ConfigDict(extra="forbid"),
+                         **{name: axis_field(table[name]) for name in values})  # type: ignore[call-overload]
+    with user_input(what):
+        return model(**values).model_dump()
+
+
+def with_run_options(fn: Callable[..., None], table: AxisTable, names: Sequence[str]) -> Callable[..., None]:
+    """``fn(values, **own)`` as a typer command taking `testbed run`'s options of the axes ``names`` and ``fn``'s
+    own; ``values`` are the axes' values by name, converted and checked (:func:`checked`)."""
+    missing = set(names) - {a.name for a in command_axes(table, "run")}
+    if missing:
+        raise ValueError(f"not options of `run`: {', '.join(sorted(missing))}")
+
+    def command_fn(given: dict[str, Any], **own: Any) -> None:
+        fn(checked(table, to_model(table, "run", given, names), "options"), **own)
+
+    command_fn.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]
+    return with_axis_options(functools.update_wrapper(command_fn, fn, updated=()), table, "run", names)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from orchestrator.backends import firmware_host
+from orchestrator.cli.axis_options import with_run_options
 from orchestrator.cli.console import err, escape, out, progress_line
 from orchestrator.errors import TestbedError
 from orchestrator.model.axes import AXES
@@ -34,13 +35,11 @@ def emulate(
     os.execv(str(binary), [str(binary), "--pty-link", str(pty_link), *extra])
 
 
-@app.command()
+CHECK_AXES = ("serial_port", "baud", "board_host", "reset_board", "scenario")  # `testbed run`'s, from the table
+
+
 def check(
-    serial_port: Annotated[str, typer.Option(help=AXES["serial_port"].help)],
-    baud: Annotated[int, typer.Option(min=300, max=4_000_000, help=AXES["baud"].help)] = 115200,
-    board_host: Annotated[str | None, typer.Option(help=AXES["board_host"].help)] = None,
-    reset_board: Annotated[bool, typer.Option("--reset-board", help=AXES["reset_board"].help)] = False,
-    scenario: Annotated[str, typer.Option(help="the scenario of the 20-message run")] = "tls",
+    values: dict[str, Any],
     out_dir: Annotated[Path | None, typer.Option("--out", help="run folder of the check's run (default "
                                                  "results/board-check/<time>-<port>)")] = None,
     ready_timeout: Annotated[float, typer.Option(min=1, help="seconds to wait for the board's BANNER and READY (a "
@@ -48,11 +47,14 @@ def check(
 ) -> None:
     """Is a sweep on this board trustworthy? The port, the banner and its versions, a 20-message run through the
     lab, the cipher suites offered in its capture, the clock bound, heap and RSSI: one line each, what is wrong
-    named (docs/board-check.md: what good looks like)."""
+    named (docs/board-check.md: what good looks like). Its 20-message run is of --scenario."""
     from orchestrator.measure.run import execute_run
     from orchestrator.publishers.board.check import CheckOptions, check_board
 
-    opts = CheckOptions(serial_port, baud, board_host, reset_board, scenario, ready_timeout, out_dir)
+    if not values["serial_port"]:
+        raise TestbedError("board check needs --serial-port", hint="e.g. --serial-port /dev/ttyUSB0, or the PTY of "
+                           "`testbed board emulate`")
+    opts = CheckOptions(**{name: values[name] for name in CHECK_AXES}, ready_timeout_s=ready_timeout, run_dir=out_dir)
     result = check_board(opts, execute_run, status=progress_line)
     skipped = [s for s in result.steps if s.verdict == "not run"]
     for step in (s for s in result.steps if s.verdict != "not run"):
@@ -65,3 +67,6 @@ def check(
         raise TestbedError(f"board check failed: {', '.join(s.name for s in result.failed)}",
                            hint="each FAIL line says what is wrong; docs/board-check.md says what good looks like")
     out.print("board check passed: this board's runs can be trusted for a sweep", highlight=False)
+
+
+app.command("check")(with_run_options(check, AXES, CHECK_AXES))

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from orchestrator.backends import platformio
+from orchestrator.cli.axis_options import checked, with_run_options
 from orchestrator.cli.console import err, out
+from orchestrator.errors import TestbedError
 from orchestrator.lab.firmware import settings_for_scenario
+from orchestrator.model.axes import AXES
 
 app = typer.Typer(no_args_is_help=True,
                   help="Build, flash and watch the ESP32 firmware (PlatformIO, framework arduino + espidf).")
@@ -34,27 +37,38 @@ def default_pki_dir() -> Path:
     return session_dir() / "pki"
 
 
-@app.command()
+BUILD_AXES = ("scenario", "payload", "samples", "interval_ms", "qos")  # `testbed run`'s options, from the table
+
+
 def build(
-    scenario: Annotated[str, typer.Option(help="built-in scenario name or a YAML file")] = "tls",
-    payload: Annotated[int, typer.Option(help="payload bytes per message")] = 65,
-    samples: Annotated[int, typer.Option(help="messages per run")] = 200,
-    interval_ms: Annotated[int, typer.Option("--interval-ms", help="publish interval")] = 1000,
-    qos: Annotated[int, typer.Option(help="MQTT QoS 0 or 1")] = 0,
+    values: dict[str, Any],
     device_id: Annotated[str, typer.Option("--device-id", help="the payload's \"d\"")
                          ] = platformio.DEFAULT_DEVICE_ID,
     board: Board = "esp32dev",
     pki_dir: Annotated[Path | None, typer.Option("--pki-dir", help="CA/credentials folder (default: the "
                                                                      "`testbed up` session's)")] = None,
+    old_interval_ms: Annotated[int | None, typer.Option("--interval-ms", hidden=True)] = None,
 ) -> None:
     """Embed SCENARIO's settings and CA in include/testbed_generated.h and run `pio run`.
 
-    WiFi and broker host come from TESTBED_WIFI_SSID, TESTBED_WIFI_PASSWORD, TESTBED_BROKER_HOST."""
-    settings = settings_for_scenario(scenario, pki_dir or default_pki_dir(), payload=payload, samples=samples,
-                                     interval_ms=interval_ms, qos=qos, device_id=device_id)
+    The run's options are `testbed run`'s (same names, units, defaults and ranges). WiFi and broker host come
+    from TESTBED_WIFI_SSID, TESTBED_WIFI_PASSWORD, TESTBED_BROKER_HOST."""
+    interval = values["interval_ms"]
+    if old_interval_ms is not None:  # the option's name before it was `run`'s --interval (250ms, 1s)
+        err.print(f"[yellow]--interval-ms is deprecated[/]: use --interval {old_interval_ms}ms", highlight=False)
+        interval = checked(AXES, {"interval_ms": float(old_interval_ms)}, "options")["interval_ms"]
+    if interval != int(interval):
+        raise TestbedError(f"invalid options: interval {interval:g} ms: the firmware publishes every whole "
+                           "millisecond", hint="e.g. --interval 250ms or --interval 1s")
+    settings = settings_for_scenario(values["scenario"], pki_dir or default_pki_dir(), payload=values["payload"],
+                                     samples=values["samples"], interval_ms=int(interval), qos=values["qos"],
+                                     device_id=device_id)
     header = platformio.build(settings, board=board)
     out.print(f"firmware built for {board}: scenario {settings.scenario}, {settings.transport}, port "
               f"{settings.port}, {settings.samples} x {settings.payload} B; settings in {header}")
+
+
+app.command("build")(with_run_options(build, AXES, BUILD_AXES))
 
 
 @app.command()

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator import __version__
-from orchestrator.cli.axis_options import to_model, with_axis_options
+from orchestrator.cli.axis_options import to_model, with_axis_options, with_run_options
 from orchestrator.cli.console import err, escape, out, progress_line
 from orchestrator.errors import TestbedError
 from orchestrator.model.axes import AXES, AxisTable
@@ -78,22 +78,24 @@ def images_build(
         out.print(f"{tag}: {what}")
 
 
-@app.command()
 def up(
-    scenario: Annotated[str, typer.Option(help="built-in scenario name or a YAML file")] = "tls",
+    values: dict[str, Any],
     expose: Annotated[bool, typer.Option("--expose", help="publish the broker on all interfaces (real ESP32)")
                       ] = False,
     host_port: Annotated[int | None, typer.Option(min=1, max=65535,
                                                   help="host port for the broker (default: scenario's)")] = None,
-    impairment: Annotated[str, typer.Option(help="broker->subscriber impairment profile, left applied")] = "none",
 ) -> None:
-    """Start broker + capture sidecar + subscriber for SCENARIO and leave them running."""
+    """Start broker + capture sidecar + subscriber for SCENARIO and leave them running (the impairment, on the
+    broker->subscriber path, stays applied)."""
     from orchestrator.lab import session
 
-    info = session.up(scenario, expose=expose, host_port=host_port, impairment_name=impairment,
+    info = session.up(values["scenario"], expose=expose, host_port=host_port, impairment_name=values["impairment"],
                       progress=progress_line)
     for line in info:
         out.print(line)
+
+
+app.command("up")(with_run_options(up, AXES, ("scenario", "impairment")))
 
 
 @app.command()

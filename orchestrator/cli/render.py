@@ -13,6 +13,7 @@ from rich.table import Table
 from orchestrator.cli.console import err, out
 from orchestrator.measure.doctor import Check
 from orchestrator.measure.run import RunOutcome
+from orchestrator.model.axes import AXES, NO_IMPAIRMENT
 from orchestrator.model.ciphers import by_code
 from orchestrator.model.layout import BundleLayout, Layout
 from orchestrator.model.run import RunSpec
@@ -39,7 +40,7 @@ def run_outcome(spec: RunSpec, outcome: RunOutcome) -> None:
 def run_summary(spec: RunSpec, metrics: dict[str, Any], run_dir: Path) -> Table:
     """The run's headline metrics; an impaired run also says what made its delay (from its cell.json)."""
     table = summary_table(metrics, title=f"{spec.scenario}, {spec.payload} B x {spec.samples}")
-    if spec.impairment != "none":
+    if spec.impairment != NO_IMPAIRMENT:
         state = read_json(Layout(run_dir).cell).get("impairment_state")
         table.add_row(f"delay mechanism ({spec.impairment})", mechanism_label(state))
     return table
@@ -133,7 +134,7 @@ def sweep_summary(bundle: Path) -> Table:
 
 def _mechanism(cell: dict[str, Any]) -> str:
     """The cell's delay mechanism as its impairment.json recorded it; '-' for a cell without impairment."""
-    if cell.get("impairment", "none") == "none":
+    if AXES.is_default(cell, "impairment"):
         return "-"
     return mechanism_label(cell.get("impairment_state"))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from orchestrator.backends import compose
+from orchestrator.backends import compose, docker
 from orchestrator.backends.process import run
 from orchestrator.errors import TestbedError, ToolError
 from orchestrator.lab.brokerconf import render_acl, render_mosquitto_conf, render_openssl_conf
@@ -64,8 +64,8 @@ class Mosquitto:
         """End the broker process (SIGTERM; SIGKILL with ``kill``, as a crash) and return once a new one listens,
         in the same container (images/broker/restart.sh): its network namespace, and the capture sharing it, stay
         up; its sessions, retained messages, queues and TLS session cache (IDs and ticket keys) are new."""
-        argv = ["docker", "exec", self.container(), "/usr/local/bin/testbed-broker-restart",
-                *(["--kill"] if kill else [])]
+        argv = docker.exec_argv(self.container(), "/usr/local/bin/testbed-broker-restart",
+                                *(["--kill"] if kill else []))
         try:
             run(argv, timeout=timeout_s)
         except ToolError as exc:

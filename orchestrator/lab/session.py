@@ -23,6 +23,7 @@ from orchestrator.backends.impairment import (
 from orchestrator.errors import TestbedError
 from orchestrator.lab.board_side import with_auth
 from orchestrator.lab.topology import TOPIC, prepare_run_dir, save_evidence, topology, wait_subscribed
+from orchestrator.model.axes import NO_IMPAIRMENT
 from orchestrator.model.impairment import Direction, Impairment, load_impairment
 from orchestrator.model.layout import Layout
 from orchestrator.model.scenario import load_scenario
@@ -34,7 +35,7 @@ def session_dir() -> Path:
     return state_dir() / "session"
 
 
-def up(scenario_name: str, *, expose: bool = False, host_port: int | None = None, impairment_name: str = "none",
+def up(scenario_name: str, *, expose: bool = False, host_port: int | None = None, impairment_name: str = NO_IMPAIRMENT,
        progress: Callable[[str], None] = lambda _m: None) -> list[str]:
     scenario = load_scenario(scenario_name)  # bad input fails before anything touches docker
     impairment = load_impairment(impairment_name)

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-from orchestrator.backends import compose, docker
+from orchestrator.backends import compose, docker, docker_endpoint
 from orchestrator.backends.compose import Topology
 from orchestrator.backends.docker import Container, Failure
 from orchestrator.errors import TestbedError
@@ -186,7 +186,7 @@ def container_logs(found: list[Container], tail: int = 100000) -> dict[str, str]
     """Each container's output by service: through the engine's API (no program started: a sweep's cell saves
     them every time), else `compose logs`, side by side."""
     try:
-        client = docker.sdk_client()
+        client = docker_endpoint.sdk_client()
         return {c.service or c.name: client.containers.get(c.name).logs(stdout=True, stderr=True, tail=tail)
                 .decode("utf-8", errors="replace").strip() for c in found}
     except Exception:  # noqa: BLE001 - any failure of the API: compose reads them as it always did

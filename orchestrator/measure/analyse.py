@@ -17,6 +17,7 @@ from orchestrator.analysis.pipeline import RunAnalysis, RunInputs, analyse_run, 
 from orchestrator.backends.tshark import export_chunks
 from orchestrator.lab.broker import BROKER
 from orchestrator.measure import exchanges
+from orchestrator.model.axes import PERSISTENT
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
@@ -36,7 +37,7 @@ def analyse_run_folder(run_dir: Path, scenario: Scenario, spec: RunSpec, resourc
     keylogs = sorted(p for p in lay.keylogs.glob("*.keys") if p.stat().st_size > 0)
     keying = variant_for(spec).keying(spec, lay)
     analysis = analyse_run(run_inputs(lay, scenario, spec, keylogs, board_clock, keying), export_chunks)
-    if spec.connection != "persistent" or spec.values().get("events"):
+    if spec.connection != PERSISTENT or spec.values().get("events"):
         add_connections(analysis, lay, scenario, spec, keylogs, keying)
     device = variant_for(spec).recorded(lay).get("device") or {}  # the device's own padding granularity
     tlsrecords.with_granularity(analysis.metrics, device.get("tls13_padding_granularity"), "the device's summary")
@@ -135,7 +136,7 @@ def broker_cpu(series: dict[str, list[list[float]] | None], analysis: RunAnalysi
     arrived = analysis.per_message["broker_in_us"].dropna().to_numpy(dtype=float) / 1e6
     syn = None
     kinds: dict[str, Any] = {}
-    if spec.connection != "persistent" and lay.connections.exists():
+    if spec.connection != PERSISTENT and lay.connections.exists():
         table = pd.read_csv(lay.connections, usecols=["syn_time", "handshake"]).dropna(subset=["syn_time"])
         syn = table["syn_time"].to_numpy(dtype=float)
         kinds = {str(k): part["syn_time"].to_numpy(dtype=float) for k, part in table.groupby("handshake")}

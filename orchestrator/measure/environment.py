@@ -54,8 +54,8 @@ def first_line(argv: list[str]) -> str | None:
 def tool_versions() -> dict[str, Any]:
     """Versions of what measured: docker, compose, tshark, mosquitto, mbedTLS; image digests."""
     def in_image(image: str, package_glob: str) -> str | None:
-        return first_line(["docker", "run", "--rm", "--network", "none", "--entrypoint", "dpkg-query", image,
-                           "-W", "-f", "${Package} ${Version}\\n", package_glob])
+        return first_line(docker.run_argv(image, "-W", "-f", "${Package} ${Version}\\n", package_glob,
+                                          options=["--network", "none", "--entrypoint", "dpkg-query"]))
 
     # the three containers and tshark side by side: each is mostly the engine's or the program's start (0.55 s in a
     # row here, every sweep and run)

@@ -19,6 +19,7 @@ from orchestrator.backends.impairment import (
     targets_for_containers,
 )
 from orchestrator.backends.impairment.board import board_targets, where_on_board_path
+from orchestrator.model.axes import AXES
 from orchestrator.model.impairment import Impairment
 from orchestrator.model.layout import Layout
 from orchestrator.results.atomic import write_json_atomic
@@ -60,7 +61,8 @@ class LineWatch:
 
 @contextmanager
 def impairment_applied(impairment: Impairment, lay: Layout, mechanism: str | None = None,
-                       seed: int = 1, board: bool = False, targets: list[ImpairmentTarget] | None = None,
+                       seed: int = AXES["seed"].default, board: bool = False,
+                       targets: list[ImpairmentTarget] | None = None,
                        inventory: Path | None = None) -> Iterator[LineWatch]:
     """Apply the profile for the block and ALWAYS clear it; tc/nft state before, during and after is
     written to impairment.json in the run folder (with the delay mechanism and the line's stats; for a

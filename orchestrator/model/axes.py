@@ -26,6 +26,8 @@ MAX_PAYLOAD = 4096  # the firmware core's fixed buffer (payload.h kMaxPayload)
 MAX_DEVICES = 5000  # the fleet binary's kMaxDevices
 MAX_SEED = 2**64 - 1  # the device's sensors are seeded with a uint64
 REQUIRED: Any = ...  # an axis every RunSpec must be given (pydantic's "no default")
+NO_IMPAIRMENT = "none"  # the impairment profile that impairs nothing (the axis's default)
+PERSISTENT = "persistent"  # the connection mode of the study: one connection for the run (the axis's default)
 
 PublisherKind = Literal["virtual", "fleet", "esp32"]
 Site = Literal["local", "inventory"]
@@ -56,8 +58,12 @@ def stem(name: str) -> str:
     return name.rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".yml")
 
 
-def _not_persistent(values: Mapping[str, Any]) -> bool:
-    return bool(values.get("connection", "persistent") != "persistent")
+def given(name: str) -> Callable[[Mapping[str, Any]], bool]:
+    """A ``Device.when``: the axis ``name`` has a value other than its default (an absent one is the default)."""
+    return lambda values: bool(name in values and values[name] != AXES[name].default)
+
+
+_not_persistent = given("connection")
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,29 @@ class Sweep:
 
 
 @dataclass(frozen=True)
+class Names:
+    """How an axis names the condition a bundle's cell belongs to (results/bundle.py ``condition()``): cells
+    whose values differ in such an axis are different conditions in summary.csv, comparisons.csv and the
+    report, never repeats of one another.
+
+    ``part``: ``own`` a `` + `` part of the name of its own (``none + resume-id + 1000 devices``), ``protocol``
+    a word of the MQTT protocol's part, which comes last (``none + qos2 mqtt5``), ``key`` a key of the
+    report's group beside the condition (the scenario, the payload: not in the name). ``word``: the word of a
+    value other than the default (the default names nothing, unless ``keep_default``); None: the cell id's part
+    (``Axis.cell``), else ``name=value``. ``order``: the place in its part (lower first, then the table's order).
+    A sweep axis that declares none names an ``own`` part after the others with the default word.
+    """
+
+    part: Literal["key", "own", "protocol"] = "own"
+    word: Callable[[Any], str] | None = None
+    order: int = 50
+    keep_default: bool = False
+
+
+AS_KEY = Names("key")
+
+
+@dataclass(frozen=True)
 class Only:
     """A value other than the axis's default (or one of ``values``) needs one of these publishers and sites
     (rule ``rule``)."""
@@ -135,6 +164,7 @@ class Axis:
     only: Only | None = None
     cell: Callable[[Any], str] | None = None  # its part of the cell id ("" leaves it out); sweep axes only
     device: Device | None = None
+    names: Names | None = None  # how it names a cell's condition (a sweep axis always does: Names)
     host: bool = False  # where the lab is (a port, an inventory): `sweep --plan` may give its own
 
     @property
@@ -156,6 +186,20 @@ class Axis:
     @property
     def command_default(self) -> Any:
         return self.default if self.cli_default is REQUIRED else self.cli_default
+
+    @property
+    def condition(self) -> Names | None:
+        """How it names a condition: its own ``names``, and for a sweep axis that declares none the default."""
+        return self.names if self.names is not None or self.sweep is None else Names()
+
+    def word(self, value: Any) -> str:
+        """Its word in a condition's name ("" for none)."""
+        n = self.condition
+        if n is None or n.part == "key" or (value == self.default and not n.keep_default):
+            return ""
+        if n.word is not None:
+            return n.word(value)
+        return (self.cell(value) if self.cell else "") or f"{self.name}={value}"
 
     def bounds(self) -> dict[str, float]:
         return {k: v for k, v in (("ge", self.ge), ("gt", self.gt), ("le", self.le)) if v is not None}
@@ -200,6 +244,19 @@ class AxisTable:
 
     def device_axes(self) -> tuple[Axis, ...]:
         return self._device_axes
+
+    def condition_axes(self, part: Literal["own", "protocol"]) -> tuple[Axis, ...]:
+        """The axes that name a part of a condition, in their order (results/bundle.py condition())."""
+        named = [(a.condition.order, i, a) for i, a in enumerate(self.axes)
+                 if a.condition is not None and a.condition.part == part]
+        return tuple(a for _, _, a in sorted(named, key=lambda t: t[:2]))
+
+    def value(self, values: Mapping[str, Any], name: str) -> Any:
+        """``values[name]``, or the axis's default when it is not there (a cell recorded before the axis)."""
+        return values.get(name, self[name].default)
+
+    def is_default(self, values: Mapping[str, Any], name: str) -> bool:
+        return bool(self.value(values, name) == self[name].default)
 
     @functools.cached_property
     def _run_axes(self) -> tuple[Axis, ...]:
@@ -265,10 +322,6 @@ EVENTS_HELP = ("events on the cell's timeline, from the publisher's go, comma-se
                "link-down@30s:5s (every device's link dropped both ways for 5 s, then restored)")
 
 
-def _reconnects(values: Mapping[str, Any]) -> bool:
-    return bool(values.get("reconnect", "off") != "off")
-
-
 def _backoff(values: Mapping[str, Any]) -> bool:
     return bool(values.get("reconnect") == "backoff")
 
@@ -280,10 +333,10 @@ AXES = AxisTable((
     Axis("scenario", str, REQUIRED, "built-in scenario name or a YAML file", cli_default="tls",
          sweep=Sweep("scenarios", ("plain", "tls"), "comma list of scenarios (names or YAML files)", nest=5,
                      lab=True),
-         cell=stem),
+         cell=stem, names=AS_KEY),
     Axis("payload", int, 65, "application payload bytes (exact)", ge=1, le=MAX_PAYLOAD, unit="B",
          sweep=Sweep("payloads", (65, 100), "comma list of payload sizes in bytes", nest=4),
-         cell=lambda v: f"{v}B", device=Device("payload")),
+         cell=lambda v: f"{v}B", device=Device("payload"), names=AS_KEY),
     Axis("samples", int, 200, "messages to publish", ge=1, le=1_000_000, sweep_help="messages per cell",
          device=Device("samples")),
     Axis("repeat", int, 1, "repeats of every cell (random order, seeded)", ge=1, le=100, scope="sweep"),
@@ -292,27 +345,31 @@ AXES = AxisTable((
          device=Device("interval_ms", run_key="interval_us", run_value=lambda ms: round(ms * 1000))),
     Axis("qos", Literal[0, 1, 2], 0, "MQTT QoS 0, 1 or 2 (the publisher's and the subscriber's)",
          sweep=Sweep("qos", (0,), "comma list of MQTT QoS levels (0,1,2)", nest=6),
-         cell=lambda v: f"qos{v}" if v else "", device=Device("qos")),
+         cell=lambda v: f"qos{v}" if v else "", device=Device("qos"),
+         names=Names("protocol", lambda v: f"qos{v}", 1)),
     Axis("mqtt", Literal["3.1.1", "5"], "3.1.1", "MQTT version of the publisher and the subscriber",
          sweep=Sweep("mqtt", ("3.1.1",), "comma list of MQTT versions (3.1.1,5)", nest=7),
-         cell=lambda v: "" if v == "3.1.1" else f"mqtt{v}",
-         device=Device("mqtt", "lifecycle", when=lambda v: v.get("mqtt", "3.1.1") != "3.1.1")),
+         cell=lambda v: "" if v == "3.1.1" else f"mqtt{v}", names=Names("protocol", lambda v: f"mqtt{v}", 2),
+         device=Device("mqtt", "lifecycle", when=given("mqtt"))),
     Axis("session", Literal["clean", "persistent"], "clean", SESSION_HELP,
-         device=Device("session", "lifecycle", when=lambda v: v.get("session", "clean") != "clean")),
+         names=Names("protocol", lambda v: f"{v}-session", 4),
+         device=Device("session", "lifecycle", when=given("session"))),
     Axis("session_expiry_s", int, 3600, "MQTT 5: the persistent session's expiry interval (s)", ge=0,
          le=4_294_967_295, device=Device("session_expiry_s", "lifecycle",
                        when=lambda v: v.get("mqtt") == "5" and v.get("session") == "persistent")),
     Axis("topic_alias", Literal["off", "on"], "off",
          "MQTT 5: topic alias 1 (the PUBLISHes after the first carry an empty topic)",
-         device=Device("topic_alias", "lifecycle", when=lambda v: v.get("topic_alias") == "on")),
+         names=Names("protocol", lambda v: "alias", 3),
+         device=Device("topic_alias", "lifecycle", when=given("topic_alias"))),
     Axis("inflight", int, 1, "QoS 1/2 messages sent and not yet acknowledged at most (1: each waits for its ack)",
-         ge=1, le=256, device=Device("inflight", "lifecycle", when=lambda v: v.get("inflight", 1) != 1)),
+         ge=1, le=256, names=Names("protocol", lambda v: f"inflight{v}", 5),
+         device=Device("inflight", "lifecycle", when=given("inflight"))),
     Axis("ack_timeout_ms", int, 10000, "how long the device waits for an acknowledgement before it counts the "
          "connection as lost (a persistent session then reconnects and resends with DUP)", ge=1, le=3_600_000,
          option="ack_timeout",
-         device=Device("ack_timeout_ms", "lifecycle", when=lambda v: v.get("ack_timeout_ms", 10000) != 10000)),
+         device=Device("ack_timeout_ms", "lifecycle", when=given("ack_timeout_ms"))),
     Axis("reconnect", Literal["off", "immediate", "backoff"], "off", RECONNECT_HELP, only=_RECONNECT_ONLY,
-         device=Device("reconnect", "lifecycle", run_key=None, when=_reconnects)),
+         device=Device("reconnect", "lifecycle", run_key=None, when=given("reconnect"))),
     Axis("reconnect_base_ms", float, 500.0, "backoff: the first attempt's ceiling, e.g. 0.5s", ge=1, le=3_600_000,
          option="reconnect_base", cli_type=str, cli_default="500ms", from_cli=parse_interval, only=_RECONNECT_ONLY,
          device=Device("reconnect_base_ms", "lifecycle", run_key=None, when=_backoff)),
@@ -320,9 +377,9 @@ AXES = AxisTable((
          option="reconnect_cap", cli_type=str, cli_default="8s", from_cli=parse_interval, only=_RECONNECT_ONLY,
          device=Device("reconnect_cap_ms", "lifecycle", run_key=None, when=_backoff)),
     Axis("events", str, "", EVENTS_HELP, pattern=r"^[a-z0-9@:.,\-]*$", from_cli=check_events),
-    Axis("impairment", str, "none", "impairment profile name or YAML file",
-         sweep=Sweep("impairments", ("none",), "comma list of impairment profiles", nest=1, lab=True),
-         cell=stem),
+    Axis("impairment", str, NO_IMPAIRMENT, "impairment profile name or YAML file",
+         sweep=Sweep("impairments", (NO_IMPAIRMENT,), "comma list of impairment profiles", nest=1, lab=True),
+         cell=stem, names=Names(word=str, order=0, keep_default=True)),
     Axis("delay_mechanism", Literal["auto", "netem", "queue"], "auto",
          "how delay/jitter are made: auto (netem where the kernel has it, else the userspace queue), netem, queue",
          only=Only("lab-delays-with-netem", "--delay-mechanism queue is the single-host delay line; a lab's router "
@@ -348,10 +405,10 @@ AXES = AxisTable((
     Axis("fresh_lab_per_cell", bool, False, "bring the whole lab up and down for every cell (the lab is otherwise "
          "kept up within a block: only the broker process, the subscriber and the publisher are new per cell)",
          scope="sweep"),
-    Axis("connection", Literal["persistent", "reconnect", "resume-id", "resume-ticket"], "persistent",
+    Axis("connection", Literal["persistent", "reconnect", "resume-id", "resume-ticket"], PERSISTENT,
          CONNECTION_HELP,
-         sweep=Sweep("connections", ("persistent",), "comma list of connection modes: " + CONNECTION_HELP, nest=2),
-         cell=lambda v: "" if v == "persistent" else v,
+         sweep=Sweep("connections", (PERSISTENT,), "comma list of connection modes: " + CONNECTION_HELP, nest=2),
+         cell=lambda v: "" if v == PERSISTENT else v, names=Names(word=str, order=1),
          device=Device("connection", "connection", run_key="mode", when=_not_persistent)),
     Axis("per_connection", int, 1, "readings per connection (K) when the connection is not persistent",
          ge=1, le=1_000_000, device=Device("per_connection", "connection", when=_not_persistent)),
@@ -365,11 +422,11 @@ AXES = AxisTable((
                    "fleet): a board reconnects one interval after its last reading",
                    publishers=frozenset({"virtual", "fleet"})),
          device=Device("sleep_ms", "connection", run_key=None,
-                       when=lambda v: _not_persistent(v) and v.get("sleep_ms", 0.0) != 0.0)),
+                       when=lambda v: _not_persistent(v) and given("sleep_ms")(v))),
     Axis("devices", int, 1, DEVICES_HELP, ge=1, le=MAX_DEVICES,
          sweep=Sweep("devices", (1,), "comma list of fleet sizes (a sweep axis): " + DEVICES_HELP, nest=3,
                      lab=True),  # the broker's open-file limit is the container's
-         cell=lambda v: f"{v}dev" if v > 1 else "",
+         cell=lambda v: f"{v}dev" if v > 1 else "", names=Names(word=lambda v: f"{v} devices", order=2),
          only=Only("fleet-is-virtual", "--devices N > 1 runs N virtual devices (the fleet): use it with "
                    "--publisher virtual", publishers=frozenset({"virtual", "fleet"})),
          device=Device("devices", "fleet", run_key=None)),
@@ -377,6 +434,7 @@ AXES = AxisTable((
          sweep=Sweep("device_stacks", ("mbedtls-2.28",), "comma list of device TLS stacks: " + DEVICE_STACK_HELP,
                      nest=2),
          cell=lambda v: "" if v == "mbedtls-2.28" else v.replace(".", "").replace("-", ""),
+         names=Names("protocol", str, 6),
          only=Only("device-stack-is-virtual", "--device-stack {value} picks the virtual device's image (a board runs "
                    "the stack its firmware was built with): use it with --publisher virtual on this host",
                    publishers=frozenset({"virtual", "fleet"}), sites=frozenset({"local"}))),

@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.model.axes import NO_IMPAIRMENT, PERSISTENT
 from orchestrator.model.layout import SCHEMA_VERSIONS
 
 Status = Literal["running", "ok", "failed", "interrupted"]
-PERSISTENT = "persistent"
 
 
 class CellRecord(BaseModel):
@@ -28,7 +28,7 @@ class CellRecord(BaseModel):
     cell_id: str = Field(min_length=1)
     scenario: str = Field(min_length=1)
     payload: int = Field(ge=0)
-    impairment: str = "none"
+    impairment: str = NO_IMPAIRMENT
     repeat: int = Field(default=1, ge=1)
     connection: dict[str, Any] | None = None  # asked, used, per_connection, close, note (absent: persistent)
     spec: dict[str, Any] | None = None  # the RunSpec as run (absent in cells recorded before it was kept)

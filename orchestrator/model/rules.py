@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.model.axes import MAX_SEED, AxisTable
+from orchestrator.model.axes import AXES, MAX_SEED, AxisTable
 from orchestrator.model.impairment import Direction, Impairment
 from orchestrator.model.scenario import Scenario
 
@@ -37,7 +37,7 @@ def publisher_kind(values: Mapping[str, Any]) -> str:
     """virtual (one virtual device), fleet (N > 1 of them) or esp32 (a board)."""
     if values.get("publisher") == "esp32":
         return "esp32"
-    return "fleet" if values.get("devices", 1) > 1 else "virtual"
+    return "virtual" if AXES.is_default(values, "devices") else "fleet"
 
 
 def site(values: Mapping[str, Any]) -> str:
@@ -59,7 +59,7 @@ def fleet_device_id(index: int) -> str:
 
 def id_for_payload(values: Mapping[str, Any]) -> str:
     """The longest device id the payload must hold."""
-    devices = values.get("devices", 1)
+    devices = AXES.value(values, "devices")
     return fleet_device_id(devices - 1) if devices > 1 else str(values.get("device_id", DEVICE_ID))
 
 
@@ -79,7 +79,7 @@ def _esp32_needs_port(v: Mapping[str, Any]) -> str | None:
 
 
 def _topic_alias_needs_mqtt5(v: Mapping[str, Any]) -> str | None:
-    if v.get("topic_alias", "off") == "on" and v.get("mqtt", "3.1.1") != "5":
+    if v.get("topic_alias") == "on" and v.get("mqtt") != "5":
         return "--topic-alias on needs --mqtt 5 (topic aliases are MQTT 5's)"
     return None
 
@@ -117,8 +117,8 @@ class ScenarioRule:
 
 def _device_speaks_tls12(scenario: Scenario, v: Mapping[str, Any]) -> str | None:
     if scenario.tls is not None and scenario.tls.client_version == "1.3" and (
-            v.get("publisher", "virtual") == "esp32" or v.get("device_stack", "mbedtls-2.28") == "mbedtls-2.28"):
-        return (f"scenario {scenario.name} needs TLS 1.3, but the {v.get('publisher', 'virtual')} ESP32's "
+            v.get("publisher") == "esp32" or AXES.value(v, "device_stack") != "mbedtls-3.6"):
+        return (f"scenario {scenario.name} needs TLS 1.3, but the {AXES.value(v, 'publisher')} ESP32's "
                 "mbedTLS 2.28 speaks TLS 1.2 only (the virtual one on --device-stack mbedtls-3.6 speaks TLS 1.3)")
     return None
 

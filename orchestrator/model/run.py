@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import ConfigDict, Field, create_model, model_validator
 
 from orchestrator.model import rules
-from orchestrator.model.axes import AXES, MAX_DEVICES, MAX_PAYLOAD, Axis, AxisTable, parse_interval
+from orchestrator.model.axes import AXES, MAX_DEVICES, MAX_PAYLOAD, PERSISTENT, Axis, AxisTable, parse_interval
 from orchestrator.model.rules import DEVICE_ID, FLEET_PREFIX, fleet_device_id, payload_min_size
 from orchestrator.model.subscription import Subscription
 from orchestrator.model.yamlfile import Finite
@@ -95,7 +95,7 @@ class RunSpecBase(OneValueAxes):
 
     @property
     def connections_per_device(self) -> int:
-        return 1 if self.connection == "persistent" else -(-self.samples // self.per_connection)
+        return 1 if self.connection == PERSISTENT else -(-self.samples // self.per_connection)
 
     @property
     def connections_expected(self) -> int:

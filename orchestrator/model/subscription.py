@@ -20,10 +20,10 @@ from orchestrator.model.axes import AXES
 
 @dataclass(frozen=True)
 class Subscription:
-    qos: int = 0
-    mqtt: str = "3.1.1"
-    session: str = "clean"
-    session_expiry_s: int = 3600
+    qos: int = AXES["qos"].default
+    mqtt: str = AXES["mqtt"].default
+    session: str = AXES["session"].default
+    session_expiry_s: int = AXES["session_expiry_s"].default
 
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> Subscription:

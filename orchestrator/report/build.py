@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orchestrator.analysis import stats
+from orchestrator.model.axes import AXES, AxisTable
 from orchestrator.model.layout import BundleLayout
 from orchestrator.report import claims, lifecycle, sections
 from orchestrator.report.board import board_section
@@ -86,15 +87,17 @@ def build_report(
     baseline: str | None = None,
     grading_tables: Sequence[Path] = (),
     resamples: int = stats.DEFAULT_RESAMPLES,
+    table: AxisTable = AXES,
 ) -> list[Path]:
     """Rebuild every derived file of ``bundle_dir``; returns the paths written.
 
     ``baseline`` defaults to "plain"; when the bundle has no finished cell of it the report says so
     (and names the scenarios it has) instead of failing, so a sweep without the baseline still gets
-    its report. ``grading_tables`` adds user tables to the built-in ones.
+    its report. ``grading_tables`` adds user tables to the built-in ones; ``table``: the axes that name the
+    cells' conditions (a test's table with a throwaway axis).
     """
     layout = BundleLayout(Path(bundle_dir))
-    bundle = load_bundle(layout.root)
+    bundle = load_bundle(layout.root, table=table)
     options = report_options(
         bundle.manifest, baseline=baseline, extra_tables=grading_tables, resamples=resamples
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from orchestrator.model.axes import AXES
 from orchestrator.report.document import Block, Heading, Paragraph, Table
 from orchestrator.report.loader import Cell
 from orchestrator.report.values import NA
@@ -21,6 +22,8 @@ COLUMNS = ("cell", "QoS", "MQTT", "MQTT B up", "MQTT B down", "MQTT B", "wire B"
            "DUP resends", "device ms to ack (median)")
 SAVING_COLUMNS = ("scenario", "QoS", "MQTT 5", "MQTT B at 3.1.1", "MQTT B at 5", "MQTT 5 saves B",
                   "TLS adds B at 3.1.1")
+
+STUDY_MQTT = AXES["mqtt"].default  # the study's MQTT version: the baseline of the savings
 
 
 def _block(cell: Cell) -> dict[str, Any] | None:
@@ -35,7 +38,7 @@ def _spec(cell: Cell) -> dict[str, Any]:
 def _version(cell: Cell) -> str:
     """3.1.1, 5, or "5 + alias"."""
     s = _spec(cell)
-    return str(s.get("mqtt", "3.1.1")) + (" + alias" if s.get("topic_alias") == "on" else "")
+    return str(AXES.value(s, "mqtt")) + (" + alias" if s.get("topic_alias") == "on" else "")
 
 
 def _b(value: Any) -> str:
@@ -66,11 +69,11 @@ def saving_rows(cells: Sequence[Cell]) -> list[tuple[str, ...]]:
     for c in cells:
         b = _block(c)
         if b is not None:
-            by[(c.record.scenario, int(_spec(c).get("qos", 0)), _version(c))] = b
+            by[(c.record.scenario, int(AXES.value(_spec(c), "qos")), _version(c))] = b
     rows: list[tuple[str, ...]] = []
     for (scenario, qos, version), five in sorted(by.items()):
-        base = by.get((scenario, qos, "3.1.1"))
-        if version == "3.1.1" or base is None:
+        base = by.get((scenario, qos, STUDY_MQTT))
+        if version == STUDY_MQTT or base is None:
             continue
         m3, m5, wire = base.get("median_mqtt_bytes"), five.get("median_mqtt_bytes"), base.get("median_wire_bytes")
         rows.append((scenario, str(qos), version, _b(m3), _b(m5), _b(None if m3 is None or m5 is None else m3 - m5),
@@ -80,7 +83,7 @@ def saving_rows(cells: Sequence[Cell]) -> list[tuple[str, ...]]:
 
 def _beyond_qos0(cell: Cell) -> bool:
     """A cell with acknowledgements or MQTT 5: what the section is about (QoS 0 over 3.1.1 is its baseline)."""
-    return _block(cell) is not None and (int(_spec(cell).get("qos", 0)) > 0 or _version(cell) != "3.1.1")
+    return _block(cell) is not None and (not AXES.is_default(_spec(cell), "qos") or _version(cell) != STUDY_MQTT)
 
 
 def exchanges_section(cells: Sequence[Cell]) -> list[Block]:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from orchestrator.model.axes import NO_IMPAIRMENT
 from orchestrator.model.layout import PLOTS
 from orchestrator.report import plots
 from orchestrator.report.document import Figure
@@ -24,13 +25,13 @@ ThroughputBar = tuple[str, list[float | None], list[float | None]]
 def _label(cell: Cell, multi_repeat: bool) -> str:
     r = cell.record
     text = f"{r.scenario} {r.payload} B"
-    if r.impairment != "none":
+    if r.impairment != NO_IMPAIRMENT:
         text += f" {r.impairment}"
     return f"{text} r{r.repeat}" if multi_repeat else text
 
 
 def _group_label(payload: int, impairment: str, scenario: str) -> str:
-    return f"{scenario}\n{payload} B" + ("" if impairment == "none" else f"\n{impairment}")
+    return f"{scenario}\n{payload} B" + ("" if impairment == NO_IMPAIRMENT else f"\n{impairment}")
 
 
 def _series(ok: Sequence[Cell]) -> list[plots.CellSeries]:
@@ -39,7 +40,7 @@ def _series(ok: Sequence[Cell]) -> list[plots.CellSeries]:
     return [
         plots.CellSeries(
             panel=f"{c.record.payload} B payload"
-            + ("" if c.record.impairment == "none" else f", {c.record.impairment}"),
+            + ("" if c.record.impairment == NO_IMPAIRMENT else f", {c.record.impairment}"),
             scenario=c.record.scenario,
             repeat=c.record.repeat,
             label=_label(c, multi),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from orchestrator.model.axes import NO_IMPAIRMENT
 from orchestrator.report import fleet, lifecycle
 from orchestrator.report.document import Block, Bullets, CellText, Heading, Inline, Link, Paragraph, Table
 from orchestrator.report.loader import PERSISTENT, Cell
@@ -203,7 +204,7 @@ def _lifecycle_blocks(groups: dict[GroupKey, list[Cell]]) -> list[Block]:
         return []
     plains = {(c.payload, c.impairment): c for c in costs if c.mode == "plain"}
     rows: list[tuple[CellText, ...]] = [
-        (f"{c.payload} B" + ("" if c.impairment == "none" else f", {c.impairment}"), c.scenario, c.mode,
+        (f"{c.payload} B" + ("" if c.impairment == NO_IMPAIRMENT else f", {c.impairment}"), c.scenario, c.mode,
          *(Link(f"{c.at(k):,.0f}", lifecycle.TITLE) for k in lifecycle.K_SHOWN),
          Link(lifecycle.break_even(c, plains.get((c.payload, c.impairment))), lifecycle.TITLE)) for c in costs]
     return [Table(COST_COLUMNS, tuple(rows), "A sensor that reconnects: wire bytes per reading at K readings per "

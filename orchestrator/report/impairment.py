@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from orchestrator.model.axes import NO_IMPAIRMENT
 from orchestrator.report.document import Block, Heading, Paragraph, Table
 from orchestrator.report.loader import Cell
 from orchestrator.report.values import NA
@@ -83,7 +84,7 @@ def impairment_section(cells: Sequence[Cell]) -> list[Block]:
     whose cells did not record the mechanism."""
     if not any(recorded(c.record.impairment_state) for c in cells):
         return []
-    impaired = [c for c in cells if c.record.impairment != "none"]
+    impaired = [c for c in cells if c.record.impairment != NO_IMPAIRMENT]
     if not impaired:
         return []
     rows = tuple((c.record.cell_id, c.record.status, c.record.impairment, profile_text(c.record.impairment_state),

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from orchestrator.model.cell import PERSISTENT
+from orchestrator.model.axes import PERSISTENT
 from orchestrator.results.bundle import (
     MESSAGE_COLUMNS,
     REQUIRED_MESSAGE_COLUMNS,

@@ -12,6 +12,7 @@ from typing import Any
 
 from orchestrator.analysis import grading
 from orchestrator.analysis.grading import IndexGrade, IndexTable, PassFailGrade
+from orchestrator.model.axes import PERSISTENT
 from orchestrator.model.layout import COMPARISONS, MANIFEST, SUMMARY
 from orchestrator.report import claims
 from orchestrator.report.document import Block, Figure, Heading, Paragraph, Table
@@ -267,7 +268,7 @@ SPREAD_BLOCK_COLUMNS = (
 
 def _where(r: Row) -> str:
     """The payload and condition of a comparisons row: "65 B, none", "65 B, none + reconnect"."""
-    connection = "" if r["connection"] == "persistent" else f" + {r['connection']}"
+    connection = "" if r["connection"] == PERSISTENT else f" + {r['connection']}"
     return f"{r['payload']} B, {r['impairment']}{connection}"
 
 

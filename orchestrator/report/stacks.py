@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrator.model.axes import AXES
 from orchestrator.report.document import Block, Heading, Paragraph, Table
 from orchestrator.report.lifecycle import round_trips_median
 from orchestrator.report.loader import Cell
@@ -33,11 +34,11 @@ def stack_of(cell: Cell) -> tuple[str, str] | None:
     """(device stack, negotiated TLS version) of a virtual device's TLS cell; None for plain, a board, no metrics."""
     version = text(cell, "tls.version")
     spec = cell.record.spec or {}
-    if version is None or spec.get("publisher", "virtual") != "virtual":
+    if version is None or spec.get("publisher") == "esp32":
         return None
     library = str((cell.record.device or {}).get("tls_library") or "")
     found = re.search(r"(\d+)\.(\d+)\.\d+", library)
-    stack = f"mbedtls-{found.group(1)}.{found.group(2)}" if found else str(spec.get("device_stack", "mbedtls-2.28"))
+    stack = f"mbedtls-{found.group(1)}.{found.group(2)}" if found else str(AXES.value(spec, "device_stack"))
     return (stack, version)
 
 

@@ -12,6 +12,7 @@ from importlib import resources
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.model.axes import NO_IMPAIRMENT
 from orchestrator.report.loader import Bundle
 from orchestrator.report.values import NA, Row, num
 
@@ -85,7 +86,7 @@ def _find(rows: Sequence[Row], payload: int, scenario: str, name: str) -> Row | 
             for r in rows
             if r["payload"] == payload
             and r["scenario"] == scenario
-            and r["impairment"] == "none"
+            and r["impairment"] == NO_IMPAIRMENT
             and r["metric"] == name
         ),
         None,
@@ -192,7 +193,7 @@ def study_rows(comparisons: Sequence[Row], study: StudyReference, tls_scenarios:
     rows: list[Row] = []
     for scenario in sorted(set(tls_scenarios)):
         payloads = {
-            r["payload"] for r in comparisons if r["scenario"] == scenario and r["impairment"] == "none"
+            r["payload"] for r in comparisons if r["scenario"] == scenario and r["impairment"] == NO_IMPAIRMENT
         }
         for payload in sorted(payloads):
             pub = _published(study.payloads.get(payload), payload)

@@ -10,7 +10,7 @@ is an error naming the file and field.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.errors import TestbedError
-from orchestrator.model.cell import PERSISTENT, CellRecord
+from orchestrator.model.axes import AXES, PERSISTENT, AxisTable
+from orchestrator.model.cell import CellRecord
 from orchestrator.model.layout import RUNS, BundleLayout, Layout
 from orchestrator.results.cells import read_cell_record
 from orchestrator.results.manifest import load_manifest
@@ -32,26 +33,33 @@ NUMERIC_MESSAGE_COLUMNS = ("seq", "delay_ms", "broker_transit_ms", "frame_len", 
 _JOIN = " + "
 
 
-def condition(impairment: str, connection: str = PERSISTENT, devices: int = 1, protocol: str = "") -> str:
-    """The cells' shared conditions, as the report groups them: the impairment, the connection mode when it
-    is not the study's persistent one (``none + resume-id``), a fleet's size (``none + 1000 devices``), the MQTT
-    protocol when it is not the study's QoS 0 over 3.1.1 (``none + qos2 mqtt5``, :func:`protocol`)."""
-    parts = [impairment, *([connection] if connection != PERSISTENT else []),
-             *([f"{devices} devices"] if devices > 1 else []), *([protocol] if protocol else [])]
-    return _JOIN.join(parts)
+def condition(impairment: str, connection: str = PERSISTENT, devices: int = AXES["devices"].default, protocol: str = "",
+              table: AxisTable = AXES) -> str:
+    """A condition's name from its usual parts (the report's lookups of one condition from another):
+    :func:`condition_of` of these values, with ``protocol`` (:func:`protocol`'s text) as its last part."""
+    return _name({"impairment": impairment, "connection": connection, "devices": devices}, protocol, table)
 
 
-def protocol(spec: dict[str, Any] | None) -> str:
-    """What of the MQTT protocol a cell ran other than the study's QoS 0, MQTT 3.1.1, clean session: e.g.
-    ``qos1``, ``qos2 mqtt5 alias``, ``qos1 persistent-session inflight8`` ("" for the study's). Cells that differ
-    in it are different conditions, never repeats of one another."""
+def condition_of(values: Mapping[str, Any], table: AxisTable = AXES) -> str:
+    """The cells' shared conditions, as the report groups them, named by the axes that name one
+    (``Axis.names`` in orchestrator/model/axes.py, every sweep axis among them): the impairment, the
+    connection mode when it is not the study's persistent one (``none + resume-id``), a fleet's size
+    (``none + 1000 devices``), then the MQTT protocol when it is not the study's (:func:`protocol`)."""
+    return _name(values, protocol(values, table), table)
+
+
+def _name(values: Mapping[str, Any], protocol: str, table: AxisTable) -> str:
+    parts = [table[a.name].word(table.value(values, a.name)) for a in table.condition_axes("own")]
+    return _JOIN.join([p for p in parts if p] + ([protocol] if protocol else []))
+
+
+def protocol(spec: Mapping[str, Any] | None, table: AxisTable = AXES) -> str:
+    """What of the MQTT protocol (and the device's stack) a cell ran other than the study's QoS 0, MQTT 3.1.1,
+    clean session: e.g. ``qos1``, ``qos2 mqtt5 alias``, ``qos1 persistent-session inflight8`` ("" for the
+    study's). Cells that differ in it are different conditions, never repeats of one another."""
     s = spec or {}
-    parts = [f"qos{s['qos']}" if s.get("qos") else "", "mqtt5" if s.get("mqtt") == "5" else "",
-             "alias" if s.get("topic_alias") == "on" else "",
-             "persistent-session" if s.get("session") == "persistent" else "",
-             f"inflight{s['inflight']}" if s.get("inflight", 1) != 1 else "",
-             "mbedtls-3.6" if s.get("device_stack") == "mbedtls-3.6" else ""]  # the device's stack, not a repeat
-    return " ".join(p for p in parts if p)
+    words = [a.word(table.value(s, a.name)) for a in table.condition_axes("protocol")]
+    return " ".join(w for w in words if w)
 
 
 def split_condition(text: str) -> tuple[str, str]:
@@ -66,15 +74,23 @@ class Cell:
     folder: Path
     metrics: dict[str, Any] | None = None
     messages: pd.DataFrame | None = None
+    table: AxisTable = field(default=AXES, repr=False, compare=False)  # the axes that name its condition
 
     @property
     def ok(self) -> bool:
         return self.record.status == "ok"
 
     @property
+    def values(self) -> dict[str, Any]:
+        """The cell's axis values as run: its spec, with the impairment, the connection mode it was asked for
+        and a fleet's size as cell.json records them (a cell recorded before the spec was kept has none)."""
+        r = self.record
+        return {**(r.spec or {}), "scenario": r.scenario, "payload": r.payload, "impairment": r.impairment,
+                "connection": r.connection_mode, "devices": r.devices}
+
+    @property
     def condition(self) -> str:
-        return condition(self.record.impairment, self.record.connection_mode, self.record.devices,
-                         protocol(self.record.spec))
+        return condition_of(self.values, self.table)
 
     @property
     def group(self) -> tuple[int, str, str]:
@@ -139,9 +155,11 @@ def read_messages(path: Path, columns: Sequence[str] | None = MESSAGE_COLUMNS) -
     return df
 
 
-def load_bundle(root: Path, message_columns: Sequence[str] | None = MESSAGE_COLUMNS) -> Bundle:
+def load_bundle(root: Path, message_columns: Sequence[str] | None = MESSAGE_COLUMNS,
+                table: AxisTable = AXES) -> Bundle:
     """Read every run folder of ``root``; failed/interrupted cells are kept but not read further
-    (``message_columns``: the columns of per_message.csv to keep, None for all)."""
+    (``message_columns``: the columns of per_message.csv to keep, None for all; ``table``: the axes that name
+    the cells' conditions)."""
     if not root.is_dir():
         raise TestbedError(f"{root}: not a results bundle (no such folder)")
     manifest = read_manifest(root)
@@ -154,7 +172,7 @@ def load_bundle(root: Path, message_columns: Sequence[str] | None = MESSAGE_COLU
         if not run.cell.is_file():
             bundle.incomplete.append(Incomplete(folder.name, f"no {run.cell.name} (the cell never finished)"))
             continue
-        cell = Cell(record=read_cell_record(run.cell), folder=folder)
+        cell = Cell(record=read_cell_record(run.cell), folder=folder, table=table)
         if cell.ok:
             cell.metrics = read_metrics(run.metrics)
             cell.messages = read_messages(run.per_message, message_columns)

@@ -35,13 +35,13 @@ UNITS = "units"  # the key of DataFrame.attrs holding {column: unit}
 NA_TEXT = ("n/a",)  # how summary.csv and comparisons.csv write a value that is not available
 CELL = "cell_id"
 
-# Integers by name (also when a missing value made pandas read the column as floats): counts, sizes, ids.
+# Integers by name (also when a missing value made pandas read the column as floats): counts, sizes, ids; an
+# axis's column is typed as the axis table says (AXIS_DTYPES, below), never by a name restated here.
 INT_NAMES = frozenset({
     "seq", "frame", "stream", "dup", "recv_count", "msgs_in_frame", "in_frame", "out_frame", "out_msgs_in_frame",
-    "payload", "repeat", "devices", "sent", "received", "lost", "connected", "messages", "duplicates",
+    "sent", "received", "lost", "connected", "messages", "duplicates",
     "out_of_order", "tcp_retransmissions", "tcp_flags", "tcp_seq", "tcp_ack", "sack_le", "sack_re", "tls_overhead",
-    "tiphon_delay", "tiphon_jitter", "tiphon_loss", "publisher_exit_code", "samples", "seed", "qos",
-    "per_connection", "baud", "index",
+    "tiphon_delay", "tiphon_jitter", "tiphon_loss", "publisher_exit_code", "index",
 })
 INT_SUFFIXES = ("_us", "_len", "_bytes", "_count", "_port", "_n", "_c2s", "_s2c", "_seed", "_resamples")
 INT_PREFIXES = ("n_", "repeats_", "samples_", "received_", "wire_", "payload_", "retransmitted_", "alert_records_")
@@ -53,10 +53,12 @@ EPOCH_SECONDS = frozenset({"time", "syn_time"})  # the capture's time of a frame
 UNIT_SUFFIXES = (("_ms", "ms"), ("_us", "us"), ("_s", "s"), ("_bps", "bit/s"), ("_pct", "%"), ("_len", "B"),
                  ("_bytes", "B"), ("_c2s", "B"), ("_s2c", "B"))
 UNIT_PREFIXES = (("wire_", "B"), ("payload_", "B"), ("retransmitted_", "B"))  # connections.csv: bytes per side
-UNIT_NAMES = {"tls_overhead": "B", "payload": "B", **{a.name: a.unit for a in AXES if a.unit}}
+UNIT_NAMES = {"tls_overhead": "B", **{a.name: a.unit for a in AXES if a.unit}}
 
 
 def _is_int_name(name: str) -> bool:
+    if name in AXIS_DTYPES:
+        return AXIS_DTYPES[name] == "Int64"
     if name.endswith(FLOAT_SUFFIXES) and not name.endswith(INT_SUFFIXES):
         return False
     return name in INT_NAMES or name.endswith(INT_SUFFIXES) or name.startswith(INT_PREFIXES)
@@ -157,7 +159,7 @@ def axis_dtype(kind: Any) -> str:
 
 
 AXIS_DTYPES = {a.name: axis_dtype(a.type) for a in AXES}
-RECORD_DTYPES = {"received": "Int64", "publisher_exit_code": "Int64", "devices": "Int64", "error": "string"}
+RECORD_DTYPES = {"received": "Int64", "publisher_exit_code": "Int64", "error": "string"}
 
 
 def _spec_values(cell: Cell, taken: set[str]) -> dict[str, Any]:

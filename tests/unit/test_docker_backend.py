@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.backends import docker
+from orchestrator.backends import docker, docker_endpoint
 from orchestrator.errors import TestbedError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "docker"
@@ -136,18 +136,18 @@ def config(tmp_path: Path) -> Path:
 
 
 def test_current_context_from_config_json(config):
-    ep = docker.resolve_endpoint({"DOCKER_CONFIG": str(config)})
+    ep = docker_endpoint.resolve_endpoint({"DOCKER_CONFIG": str(config)})
     assert ep.context == "desktop-linux" and ep.host == "unix:///Users/me/.docker/run/docker.sock"
     assert not ep.tls
 
 
 def test_docker_context_env_beats_config_json(config):
-    ep = docker.resolve_endpoint({"DOCKER_CONFIG": str(config), "DOCKER_CONTEXT": "rootless"})
+    ep = docker_endpoint.resolve_endpoint({"DOCKER_CONFIG": str(config), "DOCKER_CONTEXT": "rootless"})
     assert ep.context == "rootless" and ep.host == "unix:///run/user/1000/docker.sock"
 
 
 def test_docker_host_env_wins_over_every_context(config):
-    ep = docker.resolve_endpoint({"DOCKER_CONFIG": str(config), "DOCKER_CONTEXT": "rootless",
+    ep = docker_endpoint.resolve_endpoint({"DOCKER_CONFIG": str(config), "DOCKER_CONTEXT": "rootless",
                                   "DOCKER_HOST": "tcp://127.0.0.1:2375"})
     assert ep.context == "default" and ep.host == "tcp://127.0.0.1:2375" and not ep.tls
 
@@ -157,48 +157,48 @@ def test_docker_host_with_tls_verify_uses_the_cert_path(tmp_path):
     certs.mkdir()
     for f in ("ca.pem", "cert.pem", "key.pem"):
         (certs / f).write_text("x")
-    ep = docker.resolve_endpoint({"DOCKER_HOST": "tcp://h:2376", "DOCKER_TLS_VERIFY": "1",
+    ep = docker_endpoint.resolve_endpoint({"DOCKER_HOST": "tcp://h:2376", "DOCKER_TLS_VERIFY": "1",
                                   "DOCKER_CERT_PATH": str(certs), "DOCKER_CONFIG": str(tmp_path / "none")})
     assert ep.tls and ep.tls_verify and ep.ca_cert == certs / "ca.pem" and ep.client_key == certs / "key.pem"
-    kwargs = docker.sdk_client_kwargs(ep)
+    kwargs = docker_endpoint.sdk_client_kwargs(ep)
     assert kwargs["base_url"] == "tcp://h:2376" and kwargs["tls"].cert == (str(certs / "cert.pem"),
                                                                               str(certs / "key.pem"))
 
 
 def test_context_tls_material_is_used_and_skip_verify_honoured(config, tmp_path):
-    ep = docker.resolve_endpoint({"DOCKER_CONFIG": str(config), "DOCKER_CONTEXT": "remote"})
-    material = docker.context_dir(config, "tls", "remote") / "docker"
+    ep = docker_endpoint.resolve_endpoint({"DOCKER_CONFIG": str(config), "DOCKER_CONTEXT": "remote"})
+    material = docker_endpoint.context_dir(config, "tls", "remote") / "docker"
     assert ep.tls and ep.tls_verify and ep.ca_cert == material / "ca.pem"
     write_context(config, "insecure", "tcp://10.0.0.6:2376", skip_verify=True, tls=True)
-    ep = docker.resolve_endpoint({"DOCKER_CONFIG": str(config), "DOCKER_CONTEXT": "insecure"})
+    ep = docker_endpoint.resolve_endpoint({"DOCKER_CONFIG": str(config), "DOCKER_CONTEXT": "insecure"})
     assert ep.tls and not ep.tls_verify
-    assert docker.sdk_client_kwargs(ep)["tls"].verify is False
+    assert docker_endpoint.sdk_client_kwargs(ep)["tls"].verify is False
 
 
 def test_no_config_at_all_is_the_default_socket(tmp_path):
-    ep = docker.resolve_endpoint({"DOCKER_CONFIG": str(tmp_path / "missing")})
+    ep = docker_endpoint.resolve_endpoint({"DOCKER_CONFIG": str(tmp_path / "missing")})
     assert ep.context == "default" and ep.host == docker.DEFAULT_HOST
-    assert docker.sdk_client_kwargs(ep) == {"base_url": docker.DEFAULT_HOST, "tls": False,
+    assert docker_endpoint.sdk_client_kwargs(ep) == {"base_url": docker.DEFAULT_HOST, "tls": False,
                                             "use_ssh_client": False}
 
 
 def test_unknown_context_is_one_clear_error(config):
     with pytest.raises(TestbedError) as exc:
-        docker.resolve_endpoint({"DOCKER_CONFIG": str(config), "DOCKER_CONTEXT": "gone"})
+        docker_endpoint.resolve_endpoint({"DOCKER_CONFIG": str(config), "DOCKER_CONTEXT": "gone"})
     assert "docker context 'gone' not found" in exc.value.message and "docker context ls" in (exc.value.hint or "")
 
 
 def test_ssh_context_uses_the_ssh_client(config):
     write_context(config, "over-ssh", "ssh://me@lab-host")
-    ep = docker.resolve_endpoint({"DOCKER_CONFIG": str(config), "DOCKER_CONTEXT": "over-ssh"})
-    assert docker.sdk_client_kwargs(ep)["use_ssh_client"] is True
+    ep = docker_endpoint.resolve_endpoint({"DOCKER_CONFIG": str(config), "DOCKER_CONTEXT": "over-ssh"})
+    assert docker_endpoint.sdk_client_kwargs(ep)["use_ssh_client"] is True
 
 
 @pytest.mark.skipif(shutil.which("docker") is None, reason="cross-check needs the docker CLI (no engine needed)")
 @pytest.mark.parametrize("extra_env", [{}, {"DOCKER_CONTEXT": "rootless"}, {"DOCKER_HOST": "tcp://127.0.0.1:1"}])
 def test_same_endpoint_as_the_docker_cli(config, extra_env):
     env = {"DOCKER_CONFIG": str(config), "PATH": "/usr/local/bin:/usr/bin:/bin", **extra_env}
-    ours = docker.resolve_endpoint(env)
+    ours = docker_endpoint.resolve_endpoint(env)
     proc = subprocess.run(["docker", "context", "inspect"], capture_output=True, text=True, env=env, check=True,
                           timeout=30)
     theirs = json.loads(proc.stdout)[0]

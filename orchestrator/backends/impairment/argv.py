@@ -10,8 +10,10 @@ import ipaddress
 import math
 from collections.abc import Sequence
 
+from orchestrator.backends.docker import exec_argv, run_argv
 from orchestrator.backends.impairment import queue
 from orchestrator.backends.impairment.models import Hook, ImpairmentTarget, PlanCommand
+from orchestrator.model.axes import AXES
 from orchestrator.model.impairment import Distribution, Impairment
 
 ROOT_HANDLE = "7e57:"
@@ -38,7 +40,7 @@ def enter_argv(target: ImpairmentTarget) -> list[str]:
     """Prefix that runs a command in the target's namespace: `docker exec` in its helper container,
     nsenter on an inventory host, nothing for the host namespace."""
     if target.helper:
-        return ["docker", "exec", target.helper]
+        return exec_argv(target.helper)
     return ["nsenter", f"--net={target.netns_path}"] if target.netns_path else []
 
 
@@ -165,7 +167,7 @@ def egress_argvs(imp: Impairment, target: ImpairmentTarget, mechanism: str = "ne
 
 
 def ingress_argvs(imp: Impairment, target: ImpairmentTarget, mechanism: str = "netem",
-                  seed: int = 1) -> list[list[str]]:
+                  seed: int = AXES["seed"].default) -> list[list[str]]:
     """nft commands for an ingress target: random drop of arriving packets (loss without netem); with the
     ``queue`` mechanism correlated loss is the delay line's Gilbert model at that same place."""
     if uses_netem(imp) and mechanism == "netem":
@@ -192,7 +194,7 @@ def ingress_argvs(imp: Impairment, target: ImpairmentTarget, mechanism: str = "n
 
 
 def apply_argvs(imp: Impairment, target: ImpairmentTarget, mechanism: str = "netem",
-                seed: int = 1) -> list[list[str]]:
+                seed: int = AXES["seed"].default) -> list[list[str]]:
     """Everything to run on ``target`` for ``imp`` (after clearing); empty when it does not apply."""
     if not applies_to(imp, target):
         return []
@@ -248,9 +250,9 @@ NETEM_PROBE = ["qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"]
 def helper_probe_argv(tool: str, *args: str) -> list[str]:
     """``tool args`` in a throwaway helper container with its own empty network namespace and
     NET_ADMIN only, removed when the command ends: what the kernel the containers run on can do."""
-    return ["docker", "run", "--rm", "--network", "none", "--cap-drop", "ALL", "--cap-add", "NET_ADMIN",
-            "--security-opt", "no-new-privileges", "--read-only", "--user", "0:0", "--entrypoint", tool,
-            HELPER_IMAGE, *args]
+    return run_argv(HELPER_IMAGE, *args, options=["--network", "none", "--cap-drop", "ALL", "--cap-add", "NET_ADMIN",
+                                                  "--security-opt", "no-new-privileges", "--read-only", "--user",
+                                                  "0:0", "--entrypoint", tool])
 
 
 def netem_probe_argv(in_helper: bool = True) -> list[str]:

@@ -24,6 +24,7 @@ from orchestrator.backends.impairment.plan import build_plan, state_has_ours
 from orchestrator.backends.impairment.probe import check_supported
 from orchestrator.backends.remote_bounds import ansible_bounds_env, runner_settings
 from orchestrator.errors import TestbedError
+from orchestrator.model.axes import AXES
 from orchestrator.model.impairment import Impairment
 from orchestrator.signals import sigint_deferred, stop_signals_held
 
@@ -300,7 +301,7 @@ def line_health(impairment: Impairment, targets: Sequence[ImpairmentTarget], *, 
 @contextmanager
 def impaired(
     impairment: Impairment, targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None,
-    mechanism: str = "netem", seed: int = 1, setup: Sequence[PlanCommand] = (),
+    mechanism: str = "netem", seed: int = AXES["seed"].default, setup: Sequence[PlanCommand] = (),
 ) -> Iterator[ImpairmentRecord]:
     """Apply ``impairment`` for the duration of the block; ALWAYS clear afterwards (also on Ctrl-C).
 

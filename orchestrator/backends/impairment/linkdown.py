@@ -39,7 +39,7 @@ class LinkDown:
         self.is_down = False
 
     def _exec(self, argv: list[str], *, check: bool = True, script: str | None = None) -> str:
-        return run(["docker", "exec", *(["-i"] if script else []), self.helper, *argv], check=check, timeout=15,
+        return run(docker.exec_argv(self.helper, *argv, stdin=bool(script)), check=check, timeout=15,
                    input_text=script).stdout
 
     def prepare(self) -> None:

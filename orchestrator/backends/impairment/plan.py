@@ -21,6 +21,7 @@ from orchestrator.backends.impairment.argv import (
 )
 from orchestrator.backends.impairment.models import LOCALHOST, Hook, ImpairmentTarget, PlanCommand
 from orchestrator.errors import TestbedError
+from orchestrator.model.axes import AXES
 from orchestrator.model.impairment import Direction, Impairment
 
 
@@ -64,8 +65,8 @@ def validate_targets(imp: Impairment, targets: Sequence[ImpairmentTarget], mecha
             )
 
 
-def build_plan(imp: Impairment, targets: Sequence[ImpairmentTarget], *, mechanism: str = "netem", seed: int = 1,
-               setup: Sequence[PlanCommand] = ()) -> dict[str, Any]:
+def build_plan(imp: Impairment, targets: Sequence[ImpairmentTarget], *, mechanism: str = "netem",
+               seed: int = AXES["seed"].default, setup: Sequence[PlanCommand] = ()) -> dict[str, Any]:
     """Extra vars for the playbooks: per inventory host, the argv lists of each step. ``mechanism`` makes
     the delay (netem, or the userspace ``queue``); ``setup`` runs first in the apply step (the router's
     routes)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 
+from orchestrator.backends.docker import exec_argv
 from orchestrator.backends.impairment.models import Hook, ImpairmentTarget, PlanCommand
 from orchestrator.backends.process import run
 from orchestrator.model.impairment import Distribution, Impairment
@@ -74,14 +75,13 @@ def _match(target: ImpairmentTarget) -> list[str]:
 
 
 def _ipt(helper: str, *args: str) -> list[str]:
-    return ["docker", "exec", helper, IPTABLES, "-t", "mangle", *args]
+    return exec_argv(helper, IPTABLES, "-t", "mangle", *args)
 
 
 def _wait_for_stats(helper: str, queue: int) -> list[str]:
     path = stats_path(queue)
-    return ["docker", "exec", helper, "sh", "-c",
-            f"for i in $(seq 200); do [ -s {path} ] && exit 0; sleep 0.05; done; "
-            f"echo '{LINE} did not bind queue {queue}' >&2; exit 1"]
+    return exec_argv(helper, "sh", "-c", f"for i in $(seq 200); do [ -s {path} ] && exit 0; sleep 0.05; done; "
+                     f"echo '{LINE} did not bind queue {queue}' >&2; exit 1")
 
 
 def apply_argvs(imp: Impairment, target: ImpairmentTarget, seed: int) -> list[list[str]]:
@@ -89,7 +89,7 @@ def apply_argvs(imp: Impairment, target: ImpairmentTarget, seed: int) -> list[li
     helper, queue = str(target.helper), queue_of(target)
     hook = HOOK_CHAIN[target.hook]
     return [
-        ["docker", "exec", "-d", helper, LINE, *line_options(imp, target, seed)],
+        exec_argv(helper, LINE, *line_options(imp, target, seed), detach=True),
         _wait_for_stats(helper, queue),
         _ipt(helper, "-N", chain(queue)),
         _ipt(helper, "-A", chain(queue), "-j", "NFQUEUE", "--queue-num", str(queue)),
@@ -104,7 +104,7 @@ def _stop_line(helper: str, queue: int) -> list[str]:
               "[ -n \"$p\" ] || exit 0; kill -TERM \"$p\" 2>/dev/null || exit 0; "
               "for i in $(seq 100); do [ -d /proc/$p ] || exit 0; sleep 0.05; done; "
               f"echo '{LINE} did not stop' >&2; exit 1")
-    return ["docker", "exec", helper, "sh", "-c", script]
+    return exec_argv(helper, "sh", "-c", script)
 
 
 def clear_commands(target: ImpairmentTarget) -> list[PlanCommand]:
@@ -122,7 +122,7 @@ def clear_commands(target: ImpairmentTarget) -> list[PlanCommand]:
 def show_commands(target: ImpairmentTarget) -> list[PlanCommand]:
     helper, queue = str(target.helper), queue_of(target)
     return [PlanCommand(label=target.label, argv=_ipt(helper, "-S"), tolerate=ABSENT_RULE),
-            PlanCommand(label=target.label, argv=["docker", "exec", helper, "cat", stats_path(queue)],
+            PlanCommand(label=target.label, argv=exec_argv(helper, "cat", stats_path(queue)),
                         tolerate=ABSENT_RULE)]
 
 
@@ -146,9 +146,9 @@ def line_problem(target: ImpairmentTarget, *, final: bool = False) -> str | None
     end of the cell (``final``) every queued packet verdicted (accepted + dropped = queued)."""
     helper, queue = str(target.helper), queue_of(target)
     where = f"the delay line ({LINE}, queue {queue}) in {target.container}"
-    proc = run(["docker", "exec", helper, "sh", "-c",
-                f"cat {stats_path(queue)} && p=$(sed -n 's/.*\"pid\": *\\([0-9][0-9]*\\).*/\\1/p' "
-                f"{stats_path(queue)} | head -1) && [ -d /proc/$p ] && echo ALIVE"], check=False, timeout=30)
+    proc = run(exec_argv(helper, "sh", "-c",
+                         f"cat {stats_path(queue)} && p=$(sed -n 's/.*\"pid\": *\\([0-9][0-9]*\\).*/\\1/p' "
+                         f"{stats_path(queue)} | head -1) && [ -d /proc/$p ] && echo ALIVE"), check=False, timeout=30)
     text = proc.stdout.strip()
     if not text:
         return f"{where}: no stats ({(proc.stderr or 'helper gone').strip()[:200]})"

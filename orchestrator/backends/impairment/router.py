@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from orchestrator.backends import docker
 from orchestrator.backends.compose import network_name
+from orchestrator.backends.docker import exec_argv
 from orchestrator.backends.impairment.models import Hook, ImpairmentTarget, PlanCommand, helper_name
 from orchestrator.backends.impairment.queue import line_stats
 
@@ -63,10 +64,10 @@ def broker_address(broker: str) -> str:
 def route_setup(path: RouterPath) -> list[PlanCommand]:
     """The routes through the router: the publisher to the lab network, the broker back to uplink."""
     return [
-        PlanCommand(label="publisher", argv=["docker", "exec", helper_name(path.publisher), "ip", "route", "replace",
-                                             path.lab_net, "via", path.router_uplink]),
-        PlanCommand(label="publisher", argv=["docker", "exec", helper_name(path.broker), "ip", "route", "replace",
-                                             path.uplink_net, "via", path.router_lab]),
+        PlanCommand(label="publisher", argv=exec_argv(helper_name(path.publisher), "ip", "route", "replace",
+                                                      path.lab_net, "via", path.router_uplink)),
+        PlanCommand(label="publisher", argv=exec_argv(helper_name(path.broker), "ip", "route", "replace",
+                                                      path.uplink_net, "via", path.router_lab)),
     ]
 
 

@@ -26,6 +26,7 @@ from orchestrator.analysis import tlswire
 from orchestrator.backends import platformio
 from orchestrator.errors import TestbedError
 from orchestrator.model import ciphers
+from orchestrator.model.axes import AXES
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario, load_scenario
@@ -87,10 +88,10 @@ AFTER_BANNER = ("run", "suites", "clock", "heap", "rssi")
 @dataclass(frozen=True)
 class CheckOptions:
     serial_port: str
-    baud: int = 115200
+    baud: int = AXES["baud"].default
     board_host: str | None = None
     reset_board: bool = False
-    scenario: str = "tls"
+    scenario: str = AXES["scenario"].command_default
     ready_timeout_s: float = 90.0  # a board in its MQ-2 warm-up takes a minute to say READY
     run_dir: Path | None = None
 

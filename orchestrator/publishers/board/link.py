@@ -19,12 +19,13 @@ from typing import Protocol
 import serial
 
 from orchestrator.errors import TestbedError
+from orchestrator.model.axes import AXES
 from orchestrator.publishers.board import protocol as p
 from orchestrator.publishers.board.lines import Ack, Banner, BoardError, BoardLine, Ready, parse_line
 from orchestrator.redact import redact
 from orchestrator.waiting import REAL_CLOCK, Clock, wait_until
 
-DEFAULT_BAUD = 115200
+DEFAULT_BAUD: int = AXES["baud"].default
 READ_SLICE_S = 0.05
 
 
