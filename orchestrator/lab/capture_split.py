@@ -11,8 +11,10 @@ either to the cell's capture/capture.pcapng or to the block's gaps file, never b
 - every other packet (between two cells: the old clients' FIN/RST, the broker's restart; a packet of a connection
   begun outside the window) and every block other than the header (SHB, IDB) goes to the gaps file.
 
-Each output file starts with the capture's own header blocks, so every one is a valid pcapng. The counts of each
-cut (and, at the end, the whole file's) are returned, so the split is checked: packets = cells + gaps.
+Each output file starts with the capture's own header blocks, so every one is a valid pcapng, and is 0600 from its
+creation, as the capture it is cut from (a plain CONNECT carries its password: orchestrator/model/layout.py
+PRIVATE_FILES). The counts of each cut (and, at the end, the whole file's) are returned, so the split is checked:
+packets = cells + gaps.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.results.atomic import open_with_mode
 from orchestrator.results.space import write_failed
 
 SHB, IDB, EPB = 0x0A0D0D0A, 0x00000001, 0x00000006
@@ -73,7 +76,8 @@ class CaptureSplitter:
                 result.to_gaps += 1
         try:
             into.parent.mkdir(parents=True, exist_ok=True)
-            into.write_bytes(bytes(self.header) + bytes(out))
+            with open_with_mode(into) as f:  # 0600 from its creation: a plain CONNECT's password is in it
+                f.write(bytes(self.header) + bytes(out))
         except OSError as exc:  # a full disk names itself and the resume (results/space.py), not a bare OSError
             raise write_failed(into, exc) from exc
         self._to_gaps(gaps, result.to_gaps)
@@ -101,7 +105,7 @@ class CaptureSplitter:
         if not self.header:
             return
         try:
-            with self.gaps.open("ab") as f:
+            with open_with_mode(self.gaps, append=True) as f:  # 0600, as every capture
                 if not self._gaps_started:
                     f.write(bytes(self.header))
                     self._gaps_started = True

@@ -1,8 +1,9 @@
 """Atomic file writes: a temporary file in the same folder, fsync, then os.replace.
 
 Readers (and a crash) see the old file or the new one, never a part of one; a write that fails (a full disk,
-Ctrl-C) leaves no temporary file. A file is written with the mode the umask gives, except a declared secret file,
-0600 (results/space.py default_mode); a full disk is a DiskFull error naming the file (results/space.py).
+Ctrl-C) leaves no temporary file. A file is written with the mode the umask gives, except a declared secret or
+private file (a capture), 0600 (results/space.py default_mode); a full disk is a DiskFull error naming the file
+(results/space.py).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from orchestrator.errors import TestbedError
-from orchestrator.model.layout import SECRET_MODE, is_secret
+from orchestrator.model.layout import SECRET_MODE, is_private
 from orchestrator.results.space import default_mode, write_failed
 
 
@@ -76,12 +77,25 @@ def write_json_atomic(path: Path, data: Any) -> Path:
     return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
+def open_with_mode(path: Path, *, append: bool = False) -> BinaryIO:
+    """``path`` open for writing (emptied, or ``append``), with its mode from its creation on (default_mode: 0600
+    for a secret or private file, such as a cut of a capture); a file that was there gets that mode too."""
+    mode = default_mode(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC), mode)
+    try:
+        os.fchmod(fd, mode)
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "ab" if append else "wb")
+
+
 def protect_secrets(root: Path) -> list[Path]:
-    """Every declared secret file under ``root`` made 0600 (whatever wrote it: a container, a copy from a
-    lab host); the files whose mode changed."""
+    """Every declared secret or private file (a capture) under ``root`` made 0600 (whatever wrote it: a container,
+    a copy from a lab host); the files whose mode changed."""
     changed = []
     for p in sorted(root.rglob("*")):
-        if p.is_file() and not p.is_symlink() and is_secret(p.relative_to(root)) \
+        if p.is_file() and not p.is_symlink() and is_private(p.relative_to(root)) \
                 and p.stat().st_mode & 0o777 != SECRET_MODE:
             try:
                 p.chmod(SECRET_MODE)
