@@ -21,6 +21,7 @@ from orchestrator.model.layout import BundleLayout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.sweep import SweepPlan
 from orchestrator.model.yamlfile import user_input
+from orchestrator.redact import redact
 from orchestrator.signals import install_stop_signals
 
 app = typer.Typer(name="testbed", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -81,8 +82,9 @@ def images_build(
 @app.command()
 def up(
     scenario: Annotated[str, typer.Option(help="built-in scenario name or a YAML file")] = "tls",
-    expose: Annotated[bool, typer.Option("--expose", help="publish the broker on all interfaces (real ESP32)")
-                      ] = False,
+    expose: Annotated[bool, typer.Option("--expose", help="publish the broker on EVERY interface of this host, on "
+                                         "purpose (a real ESP32 on the LAN; passwords and an ACL then apply); a "
+                                         "board's run publishes on one address, --board-host")] = False,
     host_port: Annotated[int | None, typer.Option(min=1, max=65535,
                                                   help="host port for the broker (default: scenario's)")] = None,
     impairment: Annotated[str, typer.Option(help="broker->subscriber impairment profile, left applied")] = "none",
@@ -255,7 +257,9 @@ _register_subapps()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: the one place an error becomes an exit code. SIGTERM and SIGHUP tear down as Ctrl-C does."""
+    """Entry point: the one place an error becomes an exit code. SIGTERM and SIGHUP tear down as Ctrl-C does. No
+    error path prints a secret: a TestbedError is redacted when made; an internal error's text and a --debug
+    traceback are redacted here."""
     install_stop_signals()
     try:
         app(args=argv, prog_name="testbed", standalone_mode=True)
@@ -266,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         return code if isinstance(code, int) else (0 if code is None else 1)
     except TestbedError as exc:
         if _state["debug"]:
-            traceback.print_exc()
+            _print_traceback(exc)
         err.print(f"[red]error:[/] {escape(exc.message)}", highlight=False, markup=True)
         if exc.evidence:
             err.print(exc.evidence, highlight=False, markup=False)
@@ -278,11 +282,18 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:
         if _state["debug"]:
-            raise
-        err.print(f"[red]internal error:[/] {type(exc).__name__}: {escape(str(exc))} "
-                  "(run with --debug for the traceback)", highlight=False)
+            _print_traceback(exc)
+        err.print(f"[red]internal error:[/] {type(exc).__name__}: {escape(redact(str(exc)))}"
+                  + ("" if _state["debug"] else " (run with --debug for the traceback)"), highlight=False)
         return 70
     return 0
+
+
+def _print_traceback(exc: BaseException) -> None:
+    """``--debug``: the traceback on stderr, redacted as every message is (orchestrator/redact.py): an exception's
+    text, or one it was raised from, can hold a password or a key-log line."""
+    sys.stderr.write(redact("".join(traceback.format_exception(exc))))
+    sys.stderr.flush()
 
 
 def entry() -> None:  # pragma: no cover - console script wrapper
