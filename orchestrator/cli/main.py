@@ -128,7 +128,7 @@ def _run(models: Models, given: dict[str, Any],
         spec = models.run(**to_model(models.table, "run", given))
     try:
         with render.run_bar(spec.samples) as (progress, status):
-            outcome = measure_run.execute_run(spec, out_dir or measure_run.default_run_dir(spec),
+            outcome = measure_run.execute_run(spec, out_dir,  # None: a new folder of its own under results/runs
                                               progress=progress, status=status)
     except KeyboardInterrupt:
         raise TestbedError("run interrupted: containers (or lab hosts) and impairment cleaned up; raw files kept",

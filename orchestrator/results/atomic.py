@@ -50,6 +50,25 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes], mode: int | None = 
     return path
 
 
+def make_new_folder(path: Path) -> Path:
+    """A folder no one else has: ``path`` made, or when it exists ``path-2``, ``path-3``, ... (each made with mkdir
+    without exist_ok, so of two processes that want one name at once only one gets it); the folder made."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_failed(path, exc) from None
+    for n in range(1, 10_000):
+        candidate = path if n == 1 else path.with_name(f"{path.name}-{n}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise write_failed(candidate, exc) from None
+        return candidate
+    raise TestbedError(f"{path}: 10000 folders of this name exist already", hint="give --out")
+
+
 def remove_partial_writes(folder: Path) -> list[Path]:
     """Remove the temporary files of atomic writes that never finished in ``folder`` and below: ours clean up after
     themselves, but a program in a container that hit a full disk or was killed mid-write (the subscriber's status,
