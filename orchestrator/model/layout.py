@@ -65,6 +65,7 @@ COMPARISONS = "comparisons.csv"
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
 PLOTS = "plots"
+SWEEP_LOCK = ".sweep.lock"  # held (flock) by the sweep writing the bundle: results/bundle_lock.py
 
 
 SECRET_MODE = 0o600  # a declared secret file: its owner only
@@ -326,3 +327,8 @@ class BundleLayout:
     @property
     def plots(self) -> Path:
         return self.root / PLOTS
+
+    @property
+    def sweep_lock(self) -> Path:
+        """Locked while a sweep writes the bundle (a new one, or its --resume): results/bundle_lock.py."""
+        return self.root / SWEEP_LOCK
