@@ -49,9 +49,11 @@ def check(
     """Is a sweep on this board trustworthy? The port, the banner and its versions, a 20-message run through the
     lab, the cipher suites offered in its capture, the clock bound, heap and RSSI: one line each, what is wrong
     named (docs/board-check.md: what good looks like)."""
+    from orchestrator.lab.board_side import lab_address
     from orchestrator.measure.run import execute_run
     from orchestrator.publishers.board.check import CheckOptions, check_board
 
+    lab_address(board_host)  # an address that names no interface (0.0.0.0, ::) is refused before the port opens
     opts = CheckOptions(serial_port, baud, board_host, reset_board, scenario, ready_timeout, out_dir)
     result = check_board(opts, execute_run, status=progress_line)
     skipped = [s for s in result.steps if s.verdict == "not run"]

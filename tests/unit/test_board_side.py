@@ -93,3 +93,11 @@ def test_the_board_host_is_refused_before_the_serial_port_is_opened() -> None:
     spec = RunSpec(scenario="plain", publisher="esp32", serial_port="/nonexistent/ttyUSB9", board_host="::")
     with pytest.raises(TestbedError, match="--board-host :: is no interface's address"):
         variant_for(spec).check(spec)
+
+
+def test_board_check_refuses_a_wildcard_board_host_before_it_opens_the_port(capsys: pytest.CaptureFixture[str]) -> None:
+    from orchestrator.cli.main import main
+
+    code = main(["board", "check", "--serial-port", "/nonexistent/ttyUSB9", "--board-host", "0.0.0.0"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 1 and "--board-host 0.0.0.0 is no interface's address" in err and "serial port" not in err, err
