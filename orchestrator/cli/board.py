@@ -48,12 +48,14 @@ def check(
     """Is a sweep on this board trustworthy? The port, the banner and its versions, a 20-message run through the
     lab, the cipher suites offered in its capture, the clock bound, heap and RSSI: one line each, what is wrong
     named (docs/board-check.md: what good looks like). Its 20-message run is of --scenario."""
+    from orchestrator.lab.board_side import lab_address
     from orchestrator.measure.run import execute_run
     from orchestrator.publishers.board.check import CheckOptions, check_board
 
     if not values["serial_port"]:
         raise TestbedError("board check needs --serial-port", hint="e.g. --serial-port /dev/ttyUSB0, or the PTY of "
                            "`testbed board emulate`")
+    lab_address(values["board_host"])  # an address that names no interface (0.0.0.0, ::) is refused before the port opens
     opts = CheckOptions(**{name: values[name] for name in CHECK_AXES}, ready_timeout_s=ready_timeout, run_dir=out_dir)
     result = check_board(opts, execute_run, status=progress_line)
     skipped = [s for s in result.steps if s.verdict == "not run"]

@@ -21,6 +21,7 @@ from orchestrator.model.layout import BundleLayout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.sweep import SweepPlan
 from orchestrator.model.yamlfile import user_input
+from orchestrator.redact import redact
 from orchestrator.signals import install_stop_signals
 
 app = typer.Typer(name="testbed", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -80,8 +81,9 @@ def images_build(
 
 def up(
     values: dict[str, Any],
-    expose: Annotated[bool, typer.Option("--expose", help="publish the broker on all interfaces (real ESP32)")
-                      ] = False,
+    expose: Annotated[bool, typer.Option("--expose", help="publish the broker on EVERY interface of this host, on "
+                                         "purpose (a real ESP32 on the LAN; passwords and an ACL then apply); a "
+                                         "board's run publishes on one address, --board-host")] = False,
     host_port: Annotated[int | None, typer.Option(min=1, max=65535,
                                                   help="host port for the broker (default: scenario's)")] = None,
 ) -> None:
@@ -128,7 +130,7 @@ def _run(models: Models, given: dict[str, Any],
         spec = models.run(**to_model(models.table, "run", given))
     try:
         with render.run_bar(spec.samples) as (progress, status):
-            outcome = measure_run.execute_run(spec, out_dir or measure_run.default_run_dir(spec),
+            outcome = measure_run.execute_run(spec, out_dir,  # None: a new folder of its own under results/runs
                                               progress=progress, status=status)
     except KeyboardInterrupt:
         raise TestbedError("run interrupted: containers (or lab hosts) and impairment cleaned up; raw files kept",
@@ -257,7 +259,9 @@ _register_subapps()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: the one place an error becomes an exit code. SIGTERM and SIGHUP tear down as Ctrl-C does."""
+    """Entry point: the one place an error becomes an exit code. SIGTERM and SIGHUP tear down as Ctrl-C does. No
+    error path prints a secret: a TestbedError is redacted when made; an internal error's text and a --debug
+    traceback are redacted here."""
     install_stop_signals()
     try:
         app(args=argv, prog_name="testbed", standalone_mode=True)
@@ -268,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         return code if isinstance(code, int) else (0 if code is None else 1)
     except TestbedError as exc:
         if _state["debug"]:
-            traceback.print_exc()
+            _print_traceback(exc)
         err.print(f"[red]error:[/] {escape(exc.message)}", highlight=False, markup=True)
         if exc.evidence:
             err.print(exc.evidence, highlight=False, markup=False)
@@ -280,11 +284,18 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:
         if _state["debug"]:
-            raise
-        err.print(f"[red]internal error:[/] {type(exc).__name__}: {escape(str(exc))} "
-                  "(run with --debug for the traceback)", highlight=False)
+            _print_traceback(exc)
+        err.print(f"[red]internal error:[/] {type(exc).__name__}: {escape(redact(str(exc)))}"
+                  + ("" if _state["debug"] else " (run with --debug for the traceback)"), highlight=False)
         return 70
     return 0
+
+
+def _print_traceback(exc: BaseException) -> None:
+    """``--debug``: the traceback on stderr, redacted as every message is (orchestrator/redact.py): an exception's
+    text, or one it was raised from, can hold a password or a key-log line."""
+    sys.stderr.write(redact("".join(traceback.format_exception(exc))))
+    sys.stderr.flush()
 
 
 def entry() -> None:  # pragma: no cover - console script wrapper

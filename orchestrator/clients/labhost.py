@@ -203,8 +203,10 @@ def finish(folder: Path, stops: list[str], archive: str | None, paths: list[str]
     for item in stops:
         name, sig, timeout = (item.split(":") + ["TERM", "10"])[:3]
         rc = max(rc, stop(folder, name, getattr(signal, f"SIG{sig.upper().removeprefix('SIG')}"), float(timeout)))
-    if archive:
-        with tarfile.open(folder / archive, "w:gz") as tar:
+    if archive:  # 0600: it holds the capture (a plain CONNECT's password) and the key logs
+        fd = os.open(folder / archive, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
             for rel in paths:
                 if (folder / rel).exists():
                     tar.add(folder / rel, arcname=rel)

@@ -4,10 +4,11 @@ A board sits on the LAN: it connects to the broker's port published on an addres
 (never 127.0.0.1, where docker-proxy would relay the connection and the broker-side capture would see
 the relay, not the board) and syncs with the time-echo service published beside it.
 
-Both are published on that address ONLY (never 0.0.0.0), and a broker reachable beyond loopback is closed
-to strangers (:class:`Exposure`): where the study's scenario is anonymous the board and the subscriber
-authenticate with the run's own passwords (``allow_anonymous false``; a difference from the study's
-baseline, recorded in cell.json), and an ACL lets only the run's publisher user write the measured topic.
+Both are published on that address ONLY (never 0.0.0.0: --board-host refuses an address that names no
+interface; `testbed up --expose` is the one way to publish on every interface, on purpose), and a broker reachable
+beyond loopback is closed to strangers (:class:`Exposure`): where the study's scenario is anonymous the board and
+the subscriber authenticate with the run's own passwords (``allow_anonymous false``; a difference from the
+study's baseline, recorded in cell.json), and an ACL lets only the run's publisher user write the measured topic.
 The topic and the payload stay byte-identical; the CONNECT packets carry a user name and a password.
 """
 
@@ -27,6 +28,17 @@ from orchestrator.lab.brokerconf import PUBLISHER_USER, SUBSCRIBER_USER
 from orchestrator.model.scenario import Scenario
 
 
+def is_wildcard(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """An address that names no interface: unspecified (0.0.0.0, ::, also as ::ffff:0.0.0.0), the "this network"
+    block 0.0.0.0/8, a broadcast or a multicast address. Published on it, a port is on every interface (or none)."""
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    v4 = mapped or (ip if isinstance(ip, ipaddress.IPv4Address) else None)
+    if v4 is not None:
+        return v4 in ipaddress.ip_network("0.0.0.0/8") or v4.is_multicast or v4 == ipaddress.IPv4Address(
+            "255.255.255.255")
+    return ip.is_unspecified or ip.is_multicast
+
+
 def lab_address(given: str | None = None) -> str:
     """The lab host's address a board reaches: ``given``, else the source address of its default route."""
     if given:
@@ -38,6 +50,11 @@ def lab_address(given: str | None = None) -> str:
         if ip.is_loopback:
             raise TestbedError(f"--board-host {given} is a loopback address: a board cannot reach it, and "
                                "docker-proxy would relay the connection", hint="give the lab host's LAN address")
+        if is_wildcard(ip):
+            raise TestbedError(f"--board-host {given} is no interface's address: it would publish the board's broker "
+                               "on every interface of this host",
+                               hint="give the address of the interface the board reaches (e.g. --board-host "
+                                    "192.168.1.20; `ip -br addr` lists them)")
         return given
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:

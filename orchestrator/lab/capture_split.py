@@ -11,8 +11,10 @@ either to the cell's capture/capture.pcapng or to the block's gaps file, never b
 - every other packet (between two cells: the old clients' FIN/RST, the broker's restart; a packet of a connection
   begun outside the window) and every block other than the header (SHB, IDB) goes to the gaps file.
 
-Each output file starts with the capture's own header blocks, so every one is a valid pcapng. The counts of each
-cut (and, at the end, the whole file's) are returned, so the split is checked: packets = cells + gaps.
+Each output file starts with the capture's own header blocks, so every one is a valid pcapng, and is 0600 from its
+creation, as the capture it is cut from (a plain CONNECT carries its password: orchestrator/model/layout.py
+PRIVATE_FILES). The counts of each cut (and, at the end, the whole file's) are returned, so the split is checked:
+packets = cells + gaps.
 
 Each cut is checked when it is made, so a loss is the cell's it touched, not only the block's at its teardown: the
 packets of the cell's window in the capture, counted apart from the cut (``_Audit``: its own reading of the file,
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.results.atomic import open_with_mode
 from orchestrator.results.space import write_failed
 
 SHB, IDB, EPB = 0x0A0D0D0A, 0x00000001, 0x00000006
@@ -109,7 +112,8 @@ class CaptureSplitter:
                 result.to_gaps += 1
         try:
             into.parent.mkdir(parents=True, exist_ok=True)
-            into.write_bytes(bytes(self.header) + bytes(out))
+            with open_with_mode(into) as f:  # 0600 from its creation: a plain CONNECT's password is in it
+                f.write(bytes(self.header) + bytes(out))
         except OSError as exc:  # a full disk names itself and the resume (results/space.py), not a bare OSError
             raise write_failed(into, exc) from exc
         gaps_before = self.gaps.stat().st_size if self.gaps.exists() else 0
@@ -146,7 +150,7 @@ class CaptureSplitter:
         if not self.header:
             return
         try:
-            with self.gaps.open("ab") as f:
+            with open_with_mode(self.gaps, append=True) as f:  # 0600, as every capture
                 if not self._gaps_started:
                     f.write(bytes(self.header))
                     self._gaps_started = True

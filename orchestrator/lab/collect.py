@@ -26,7 +26,7 @@ from orchestrator.analysis import clock
 from orchestrator.backends.multihost import LabHost, LabRoles
 from orchestrator.errors import TestbedError
 from orchestrator.model.layout import Layout
-from orchestrator.results.atomic import write_json_atomic
+from orchestrator.results.atomic import open_with_mode, write_json_atomic
 
 TIME_COLUMN = re.compile(r"^t_\w*_us$")
 # what of each host's description (playbooks/templates/lab_facts.sh.j2) is "what runs there", by role
@@ -123,8 +123,14 @@ def unpack(archive: Path, dest: Path) -> bool:
 
 
 def _copy_tree(src: Path, dest: Path) -> None:
-    if src.is_dir():
-        shutil.copytree(src, dest, dirs_exist_ok=True)
+    """``src``'s files into ``dest``, each with the mode the run folder gives it from its creation (a capture, a key
+    log: 0600; orchestrator/model/layout.py), whatever mode it came with."""
+    for path in sorted(src.rglob("*")) if src.is_dir() else []:
+        if path.is_file() and not path.is_symlink():
+            target = dest / path.relative_to(src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("rb") as fin, open_with_mode(target) as fout:
+                shutil.copyfileobj(fin, fout)
 
 
 def _host_files(got: Path, lay: Layout, host: str) -> Path:

@@ -1,5 +1,6 @@
 """Throwaway PKI for one results directory (or one `testbed up`): a CA, a server certificate and,
-when a scenario asks for mutual TLS, client certificates. Private keys are written 0600.
+when a scenario asks for mutual TLS, client certificates; the clients' passwords, renewed whenever the PKI is.
+Private keys and passwords are written 0600.
 Nothing here is ever committed: the files live under the run's own folder.
 """
 
@@ -179,7 +180,8 @@ def remake_reason(pki: Pki, meta: dict[str, object], key_type: KeyType, sans: li
 def ensure_pki(folder: Path, key_type: KeyType, *, clients: bool = False, users: tuple[str, ...] = CLIENTS,
                extra_sans: list[str] | None = None) -> Pki:
     """Create (or reuse: same key type, not near expiry, SANs still covering this host) the CA, server and
-    optional client certificates; client certificates are re-issued with a new CA."""
+    optional client certificates; client certificates are re-issued with a new CA, and the passwords (passwords.txt)
+    are made anew with it."""
     folder.mkdir(parents=True, exist_ok=True)
     pki = Pki(folder, key_type)
     meta_path = folder / "pki.json"
@@ -212,7 +214,7 @@ def ensure_pki(folder: Path, key_type: KeyType, *, clients: bool = False, users:
             _write_private(pki.client_key(user), _key_pem(key))
             _write_public(pki.client_cert(user), cert.public_bytes(serialization.Encoding.PEM))
         meta["clients"] = list(users)
-    if not pki.passwords.exists():
+    if remake is not None or not pki.passwords.exists():  # renewed with the PKI: no password outlives its CA
         _write_private(pki.passwords, "".join(f"{u}:{secrets.token_urlsafe(18)}\n" for u in users).encode())
     _write_public(meta_path, json.dumps(meta, indent=2).encode())
     return pki

@@ -29,7 +29,7 @@ from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec, effective_connection
 from orchestrator.model.scenario import Scenario, load_scenario
 from orchestrator.publishers.variants import variant_for
-from orchestrator.results.atomic import remove_partial_writes
+from orchestrator.results.atomic import make_new_folder, remove_partial_writes
 from orchestrator.signals import interrupted_by
 
 
@@ -50,6 +50,12 @@ def default_run_dir(spec: RunSpec) -> Path:
     return Path("results") / "runs" / f"{stamp}-{spec.scenario.replace('/', '_')}-{spec.payload}B"
 
 
+def new_run_dir(spec: RunSpec) -> Path:
+    """A run folder of its own under results/runs/ (made now): two runs of one scenario and payload started in the
+    same second get two folders (the second's name ends in -2), never one with their captures and key logs mixed."""
+    return make_new_folder(default_run_dir(spec))
+
+
 def check_publisher_can_speak(scenario: Scenario, spec: RunSpec) -> None:
     """The rules on the scenario itself (orchestrator/model/rules.py: the devices speak TLS 1.2)."""
     try:
@@ -66,18 +72,19 @@ def preflight(scenario: Scenario, spec: RunSpec) -> Impairment:
     return site_for(spec.inventory).preflight(spec, variant_for(spec))
 
 
-def execute_run(spec: RunSpec, run_dir: Path, *, cell: dict[str, Any] | None = None,
+def execute_run(spec: RunSpec, run_dir: Path | None, *, cell: dict[str, Any] | None = None,
                 progress: Callable[[int, int], None] = lambda _n, _t: None,
                 status: Callable[[str], None] = lambda _m: None, analyse: bool = True,
                 lab: KeptLab | None = None, analyse_later: bool = False) -> RunOutcome:
-    """One run into ``run_dir``. Raises TestbedError for setup failures; a run that started and failed
-    returns status 'failed' with its logs kept; KeyboardInterrupt is re-raised after cleanup. ``lab``: a sweep
-    block's kept-up lab the cell runs in (measure/sweep.py). ``analyse_later``: return once the measurement has
-    ended and its lab share is torn down, the analysis in the outcome's ``analysis`` (a sweep runs it while the
-    next cell's lab gets ready)."""
+    """One run into ``run_dir`` (None: a new folder of its own, new_run_dir, made once the checks passed). Raises
+    TestbedError for setup failures; a run that started and failed returns status 'failed' with its logs kept;
+    KeyboardInterrupt is re-raised after cleanup. ``lab``: a sweep block's kept-up lab the cell runs in
+    (measure/sweep.py). ``analyse_later``: return once the measurement has ended and its lab share is torn down, the
+    analysis in the outcome's ``analysis`` (a sweep runs it while the next cell's lab gets ready)."""
     scenario = load_scenario(spec.scenario)
     site = site_for(spec.inventory)
     impairment = preflight(scenario, spec)
+    run_dir = new_run_dir(spec) if run_dir is None else run_dir
     asked = spec.connection
     used, why = effective_connection(asked, scenario.is_tls)
     if why:

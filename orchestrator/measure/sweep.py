@@ -7,7 +7,8 @@ ready, ending before that cell publishes (measure/overlap.py; with --fresh-lab-p
 site or an impairment says why not, the whole lab is new per cell and analysed before the next); a failed cell
 is recorded with its logs, takes its block's lab down (the next cell brings a fresh one up) and the sweep goes on;
 Ctrl-C (or SIGTERM) tears the current cell and its lab down, marks it interrupted, keeps every finished cell (one
-being analysed is waited for) and prints the `--resume` command that runs exactly the missing cells.
+being analysed is waited for) and prints the `--resume` command that runs exactly the missing cells. While a
+sweep runs, its bundle is locked (results/bundle_lock.py): a `--resume` of it is refused, naming the sweep.
 `testbed report` re-analyses every run from its raw files (reanalyse_runs) and rebuilds the report
 (orchestrator/cli/rebuild.py); a run that cannot be re-analysed makes it fail, naming the run, after rebuilding
 everything else.
@@ -45,6 +46,7 @@ from orchestrator.model.sweep import Cell, SweepPlan
 from orchestrator.model.yamlfile import user_input
 from orchestrator.publishers.board.publisher import LINKS as BOARDS
 from orchestrator.publishers.variants import variant_for
+from orchestrator.results import bundle_lock
 from orchestrator.results import manifest as bundles
 from orchestrator.results.atomic import read_json
 from orchestrator.results.cells import cell_record_if_any
@@ -111,8 +113,8 @@ def start_sweep(plan: SweepPlan, out_root: Path, name: str, command: list[str]) 
     validate_plan(plan)
     preflight_plan(plan)
     bundles.check_writable(out_root)
-    bundle = bundles.new_bundle_dir(out_root, name)
-    bundle.mkdir(parents=True)
+    bundle = bundles.make_bundle_dir(out_root, name)  # a name taken in this second is refused by name
+    bundle_lock.hold(bundle)
     site = site_for(plan.inventory)
     manifest = bundles.new_manifest(plan, name, command, source=git_commit(), environment=site.environment())
     bundles.save_manifest(bundle, {**manifest, **site.manifest(plan, bundle), "order": plan.order_record()})
@@ -122,6 +124,7 @@ def start_sweep(plan: SweepPlan, out_root: Path, name: str, command: list[str]) 
 def resume_sweep(bundle: Path) -> Sweep:
     """The plan recorded in ``bundle`` and exactly its cells not finished ok."""
     manifest = bundles.load_manifest(bundle)
+    bundle_lock.hold(bundle)  # refused while another sweep writes it
     plan = bundles.plan_of(manifest, bundle)
     validate_plan(plan)
     preflight_plan(plan)
@@ -152,6 +155,7 @@ def run_sweep(sweep: Sweep, progress: SweepProgress) -> SweepResult:
                            hint=f"resume with: testbed sweep --resume {sweep.bundle}", exit_code=130) from None
     finally:
         BOARDS.close()  # a board's serial port is opened once per sweep
+        bundle_lock.release(sweep.bundle)
 
 
 def check_finished(sweep: Sweep) -> None:

@@ -391,7 +391,8 @@ AXES = AxisTable((
          host=True),
     Axis("baud", int, 115200, "the board's serial baud rate", ge=300, le=4_000_000, host=True),
     Axis("board_host", str | None, None,
-         "esp32: this host's address as the board reaches it (default: the address of its default route)",
+         "esp32: the address of this host's interface the board reaches, never a wildcard such as 0.0.0.0 or :: "
+         "(default: the address of its default route)",
          only=_BOARD_ONLY, host=True),
     Axis("reset_board", bool, False, "esp32: reset the board through DTR/RTS before each cell, as esptool does",
          only=_BOARD_ONLY, host=True),

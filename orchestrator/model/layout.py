@@ -21,7 +21,10 @@ own clock, the clock exchanges).
 Files that can hold a secret (a private key, a password, TLS key-log material) are DECLARED here, once
 (SECRET_FILES): the archive leaves them out (results/archive.py), the manifest lists them
 (``secrets_in_bundle``), they are written 0600 (SECRET_MODE, results/atomic.py), and the text of a
-transcript or of error evidence is redacted where it is written (orchestrator/redact.py).
+transcript or of error evidence is redacted where it is written (orchestrator/redact.py). Files that are
+evidence but can hold a secret value (PRIVATE_FILES: a capture, where a plain CONNECT carries its password in
+clear) are written 0600 as well (the capture image's umask, lab/capture_split.py, protect_secrets) and archived
+with the value overwritten (results/scrub.py).
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ COMPARISONS = "comparisons.csv"
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
 PLOTS = "plots"
+SWEEP_LOCK = ".sweep.lock"  # held (flock) by the sweep writing the bundle: results/bundle_lock.py
 
 
 SECRET_MODE = 0o600  # a declared secret file: its owner only
@@ -98,6 +102,14 @@ SECRET_FILES = (
 )
 
 
+# evidence that can hold a secret VALUE: kept in the archive (the value overwritten, results/scrub.py), but
+# written 0600 like a secret file
+PRIVATE_FILES = (
+    SecretFile("capture/*.pcapng", "captures (a cell's, a kept lab's gaps): a plain CONNECT carries its password "
+               "in clear", re.compile(r"(^|/)capture/[^/]+\.pcapng$")),
+)
+
+
 def secret_kind(path: str | PurePosixPath | Path) -> SecretFile | None:
     """The declared kind of secret file ``path`` is (relative to a run folder or a bundle), or None."""
     rel = path.as_posix() if isinstance(path, PurePosixPath | Path) else path
@@ -108,9 +120,15 @@ def is_secret(path: str | PurePosixPath | Path) -> bool:
     return secret_kind(path) is not None
 
 
+def is_private(path: str | PurePosixPath | Path) -> bool:
+    """Whether ``path`` is written 0600: a declared secret file, or evidence that can hold a secret value."""
+    rel = path.as_posix() if isinstance(path, PurePosixPath | Path) else path
+    return is_secret(rel) or any(s.pattern.search(rel) for s in PRIVATE_FILES)
+
+
 def file_mode(path: str | PurePosixPath | Path) -> int:
-    """The mode a results file is written with: 0600 for a declared secret, else 0644."""
-    return SECRET_MODE if is_secret(path) else PUBLIC_MODE
+    """The mode a results file is written with: 0600 for a declared secret or a private file, else 0644."""
+    return SECRET_MODE if is_private(path) else PUBLIC_MODE
 
 
 def secrets_in_bundle() -> list[str]:
@@ -310,3 +328,8 @@ class BundleLayout:
     @property
     def plots(self) -> Path:
         return self.root / PLOTS
+
+    @property
+    def sweep_lock(self) -> Path:
+        """Locked while a sweep writes the bundle (a new one, or its --resume): results/bundle_lock.py."""
+        return self.root / SWEEP_LOCK

@@ -18,7 +18,7 @@ from orchestrator.backends import compose
 from orchestrator.backends.compose import Topology
 from orchestrator.backends.impairment import resolve_mechanism, router
 from orchestrator.backends.impairment.board import board_mechanism, check_board_profile
-from orchestrator.lab.board_side import Exposure, board_exposure, start_time_echo
+from orchestrator.lab.board_side import Exposure, board_exposure, lab_address, start_time_echo
 from orchestrator.lab.pki import Pki
 from orchestrator.model.impairment import Impairment
 from orchestrator.model.layout import Layout
@@ -141,7 +141,9 @@ class Board:
 
     def check(self, spec: RunSpec) -> None:
         """The serial port opened and the board's BANNER and READY read now, before any container starts: a port
-        that is not there, a board of another protocol or a silent one is refused first. The cells use this link."""
+        that is not there, a board of another protocol or a silent one is refused first. The cells use this link.
+        Before it, the address the board reaches (--board-host: an interface's, never a wildcard)."""
+        lab_address(spec.board_host)
         assert spec.serial_port is not None  # RunSpec requires it for the board
         LINKS.get(spec.serial_port, spec.baud)
 

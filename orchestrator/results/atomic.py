@@ -1,8 +1,9 @@
 """Atomic file writes: a temporary file in the same folder, fsync, then os.replace.
 
 Readers (and a crash) see the old file or the new one, never a part of one; a write that fails (a full disk,
-Ctrl-C) leaves no temporary file. A file is written with the mode the umask gives, except a declared secret file,
-0600 (results/space.py default_mode); a full disk is a DiskFull error naming the file (results/space.py).
+Ctrl-C) leaves no temporary file. A file is written with the mode the umask gives, except a declared secret or
+private file (a capture), 0600 (results/space.py default_mode); a full disk is a DiskFull error naming the file
+(results/space.py).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from orchestrator.errors import TestbedError
-from orchestrator.model.layout import SECRET_MODE, is_secret
+from orchestrator.model.layout import SECRET_MODE, is_private
 from orchestrator.results.space import default_mode, write_failed
 
 
@@ -49,6 +50,25 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes], mode: int | None = 
     return path
 
 
+def make_new_folder(path: Path) -> Path:
+    """A folder no one else has: ``path`` made, or when it exists ``path-2``, ``path-3``, ... (each made with mkdir
+    without exist_ok, so of two processes that want one name at once only one gets it); the folder made."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_failed(path, exc) from None
+    for n in range(1, 10_000):
+        candidate = path if n == 1 else path.with_name(f"{path.name}-{n}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise write_failed(candidate, exc) from None
+        return candidate
+    raise TestbedError(f"{path}: 10000 folders of this name exist already", hint="give --out")
+
+
 def remove_partial_writes(folder: Path) -> list[Path]:
     """Remove the temporary files of atomic writes that never finished in ``folder`` and below: ours clean up after
     themselves, but a program in a container that hit a full disk or was killed mid-write (the subscriber's status,
@@ -76,12 +96,25 @@ def write_json_atomic(path: Path, data: Any) -> Path:
     return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
+def open_with_mode(path: Path, *, append: bool = False) -> BinaryIO:
+    """``path`` open for writing (emptied, or ``append``), with its mode from its creation on (default_mode: 0600
+    for a secret or private file, such as a cut of a capture); a file that was there gets that mode too."""
+    mode = default_mode(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC), mode)
+    try:
+        os.fchmod(fd, mode)
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "ab" if append else "wb")
+
+
 def protect_secrets(root: Path) -> list[Path]:
-    """Every declared secret file under ``root`` made 0600 (whatever wrote it: a container, a copy from a
-    lab host); the files whose mode changed."""
+    """Every declared secret or private file (a capture) under ``root`` made 0600 (whatever wrote it: a container,
+    a copy from a lab host); the files whose mode changed."""
     changed = []
     for p in sorted(root.rglob("*")):
-        if p.is_file() and not p.is_symlink() and is_secret(p.relative_to(root)) \
+        if p.is_file() and not p.is_symlink() and is_private(p.relative_to(root)) \
                 and p.stat().st_mode & 0o777 != SECRET_MODE:
             try:
                 p.chmod(SECRET_MODE)

@@ -37,6 +37,21 @@ def new_bundle_dir(out_root: Path, name: str) -> Path:
     return out_root / f"{utc_stamp()}-{safe}"
 
 
+def make_bundle_dir(out_root: Path, name: str) -> Path:
+    """The new bundle's folder, made: refused by name when a bundle of that name exists (another sweep with this
+    --name started in the same second)."""
+    bundle = new_bundle_dir(out_root, name)
+    try:
+        bundle.mkdir(parents=True)
+    except FileExistsError:
+        raise TestbedError(f"the bundle {bundle} exists already: another sweep named {name!r} started in the same "
+                           "second", hint="give this sweep another --name") from None
+    except OSError as exc:
+        raise TestbedError(f"cannot make the bundle {bundle}: {exc.strerror or exc}",
+                           hint="choose another folder with --out") from None
+    return bundle
+
+
 def check_writable(out_root: Path, min_free: int = MIN_FREE_BYTES) -> None:
     """A clear error before the first cell when --out cannot be written or the disk is (nearly) full."""
     try:

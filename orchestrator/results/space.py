@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 
 from orchestrator.errors import TestbedError
-from orchestrator.model.layout import MANIFEST, SECRET_MODE, is_secret
+from orchestrator.model.layout import MANIFEST, SECRET_MODE, is_private
 from orchestrator.model.run import RunSpec
 
 FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -53,8 +53,9 @@ def current_umask() -> int:
 
 
 def default_mode(path: Path) -> int:
-    """0600 for a declared secret file; else what the umask leaves of 0666 (0644 under the usual 022)."""
-    return SECRET_MODE if is_secret(path) else 0o666 & ~current_umask()
+    """0600 for a declared secret or private file (a capture); else what the umask leaves of 0666 (0644 under the
+    usual 022)."""
+    return SECRET_MODE if is_private(path) else 0o666 & ~current_umask()
 
 
 def bundle_of(path: Path) -> Path | None:

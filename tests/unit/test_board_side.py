@@ -76,3 +76,28 @@ def test_reset_pulls_en_low_through_rts_with_gpio0_released_as_esptool_does() ->
     with pytest.raises(BoardLinkError) as err:
         pty.reset()
     assert "through DTR/RTS" in err.value.message and "--reset-board" in str(err.value.hint)
+
+
+@pytest.mark.parametrize("wildcard", ["0.0.0.0", "::", "::ffff:0.0.0.0", "0.1.2.3", "255.255.255.255", "224.0.0.1",
+                                      "ff02::1"])
+def test_a_wildcard_board_host_is_refused_with_the_hint_to_give_the_interfaces_address(wildcard: str) -> None:
+    with pytest.raises(TestbedError) as err:
+        lab_address(wildcard)
+    assert "no interface's address" in err.value.message and "every interface" in err.value.message
+    assert err.value.hint is not None and "address of the interface the board reaches" in err.value.hint
+
+
+def test_the_board_host_is_refused_before_the_serial_port_is_opened() -> None:
+    from orchestrator.publishers.variants import variant_for
+
+    spec = RunSpec(scenario="plain", publisher="esp32", serial_port="/nonexistent/ttyUSB9", board_host="::")
+    with pytest.raises(TestbedError, match="--board-host :: is no interface's address"):
+        variant_for(spec).check(spec)
+
+
+def test_board_check_refuses_a_wildcard_board_host_before_it_opens_the_port(capsys: pytest.CaptureFixture[str]) -> None:
+    from orchestrator.cli.main import main
+
+    code = main(["board", "check", "--serial-port", "/nonexistent/ttyUSB9", "--board-host", "0.0.0.0"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 1 and "--board-host 0.0.0.0 is no interface's address" in err and "serial port" not in err, err

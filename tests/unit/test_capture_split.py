@@ -118,14 +118,17 @@ def test_a_full_disk_at_the_cut_is_a_disk_full_error_naming_the_file(tmp_path: P
                                                                      frames: list[tuple[float, int]]) -> None:
     """The fault suite's disk-full case: the cell's line said only 'failed CELL' (a bare OSError from the cut)."""
     import errno
+    import io
 
+    from orchestrator.lab import capture_split
     from orchestrator.results.space import DiskFull
 
-    def full(self: Path, data: bytes) -> int:
-        raise OSError(errno.ENOSPC, "No space left on device")
+    class Full(io.BytesIO):  # the cut's file, opened with its mode (0600), on a full disk
+        def write(self, data: object) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
 
     split = CaptureSplitter(FIXTURE, tmp_path / "gaps.pcapng")
-    monkeypatch.setattr(Path, "write_bytes", full)
+    monkeypatch.setattr(capture_split, "open_with_mode", lambda _path, append=False: Full())
     with pytest.raises(DiskFull, match=r"disk full: cannot write .*a\.pcapng"):
         split.cut("a", frames[0][0] - 1, frames[-1][0] + 1, tmp_path / "a.pcapng")
 

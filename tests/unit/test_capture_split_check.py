@@ -5,10 +5,11 @@ cell's end, not only a block-wide ``lossless: 0`` at the lab's teardown that no 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pytest
 
+from orchestrator.lab import capture_split
 from orchestrator.lab.capture_split import CaptureSplitter, count_packets
 from tests.unit.test_capture_split import _pcapng
 
@@ -58,12 +59,25 @@ def test_a_cut_whose_cell_capture_lost_a_packet_on_its_way_to_the_disk_is_marked
     """What a cut read against what its outputs hold, read back: a write that lands one block short (planted) is the
     cell's missing packet, though the capture and the cut's counts agree."""
     split, _ = _split(tmp_path, [*CELL_A, *CELL_B, *AFTER])
-    real, one_packet = Path.write_bytes, len(_pcapng([(1.3, 40000, ACK)])) - len(_pcapng([]))
+    real, one_packet = capture_split.open_with_mode, len(_pcapng([(1.3, 40000, ACK)])) - len(_pcapng([]))
 
-    def short(self: Path, data: bytes) -> int:
-        return real(self, data[:-one_packet] if self.name == "b.pcapng" else data)
+    class Short:  # the cell's file, written one packet short
+        def __init__(self, f: BinaryIO) -> None:
+            self.f = f
 
-    monkeypatch.setattr(Path, "write_bytes", short)
+        def __enter__(self) -> "Short":
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.f.close()
+
+        def write(self, data: bytes) -> int:
+            return self.f.write(data[:-one_packet])
+
+    def short(path: Path, **kw: Any) -> Any:
+        return Short(real(path, **kw)) if path.name == "b.pcapng" else real(path, **kw)
+
+    monkeypatch.setattr(capture_split, "open_with_mode", short)
     split.cut("a", 0.5, 2.0, tmp_path / "a.pcapng")
     b = split.cut("b", 2.0, 3.0, tmp_path / "b.pcapng")
     assert count_packets(tmp_path / "b.pcapng") == 2 and b.packets == 3

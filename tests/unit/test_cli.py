@@ -76,3 +76,49 @@ def test_installed_entry_point_runs():
 def test_commands_have_help(capsys, cmd):
     code, out, _err = _run(capsys, cmd, "--help")
     assert code == 0 and "Usage" in out
+
+
+PLANTED = "PLANTEDs3cretVALUE42"
+
+
+def _raising(exc: BaseException):  # noqa: ANN202 - a command's body
+    def body(*_a, **_k):
+        raise exc
+    return body
+
+
+def _internal() -> RuntimeError:
+    return RuntimeError(f"RUN body {{'username': 'publisher', 'password': '{PLANTED}'}} not sent")
+
+
+def _expected_with_cause() -> Exception:
+    from orchestrator.errors import TestbedError
+
+    try:
+        try:
+            raise ValueError(f"mosquitto_passwd --password {PLANTED} failed")
+        except ValueError as cause:
+            raise TestbedError("the broker's password file could not be made") from cause
+    except TestbedError as exc:
+        return exc
+
+
+@pytest.mark.parametrize("debug", [False, True], ids=["plain", "debug"])
+@pytest.mark.parametrize("make", [_internal, _expected_with_cause], ids=["internal-error", "expected-error"])
+def test_no_error_path_prints_a_planted_password(capsys, monkeypatch, make, debug):
+    from orchestrator.lab import session
+
+    monkeypatch.setattr(session, "status", _raising(make()))
+    code, out, err = _run(capsys, *(["--debug"] if debug else []), "status")
+    assert code in (1, 70)
+    assert PLANTED not in out + err
+    assert "<redacted>" in err or not debug  # the traceback is shown, with the value taken out
+    if debug:
+        assert "Traceback" in err
+
+
+def test_up_expose_says_it_binds_every_interface_on_purpose(capsys):
+    code, out, _err = _run(capsys, "up", "--help")
+    assert code == 0
+    text = " ".join(out.translate({ord(c): " " for c in "│╭╮╰╯─"}).split())  # rich's box, its wrapped lines
+    assert "EVERY interface of this host, on purpose" in text and "--board-host" in text

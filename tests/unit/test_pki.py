@@ -84,3 +84,16 @@ def test_remade_when_the_sans_no_longer_cover_the_host(tmp_path):
     assert ipaddress.ip_address("192.0.2.77") in san.get_values_for_type(x509.IPAddress)
     assert ensure_pki(tmp_path, "ecdsa-p256", extra_sans=["192.0.2.77"]).server_cert.read_bytes() == \
         moved.server_cert.read_bytes()
+
+
+def test_passwords_are_renewed_with_the_pki_and_kept_with_it(tmp_path):
+    pki = ensure_pki(tmp_path, "ecdsa-p256")
+    first = pki.passwords.read_bytes()
+    assert ensure_pki(tmp_path, "ecdsa-p256").passwords.read_bytes() == first  # reused: the same passwords
+    for renew in (lambda: ensure_pki(tmp_path, "rsa2048"),  # another key type
+                  lambda: (_reissue_server_cert(pki, -1), ensure_pki(tmp_path, "rsa2048"))[1]):  # expired
+        before = pki.passwords.read_bytes()
+        renewed = renew()
+        assert renewed.passwords.read_bytes() != before, "the PKI was renewed, its passwords were not"
+        assert stat.S_IMODE(renewed.passwords.stat().st_mode) == 0o600
+        assert renewed.password_for("publisher") != renewed.password_for("subscriber")

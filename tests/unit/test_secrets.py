@@ -35,7 +35,7 @@ PUBLIC = [
     "runs/c/connections.csv", "runs/c/devices.csv", "runs/c/impairment.json", "runs/c/resources.json",
     "pki/ca.crt", "pki/server.crt", "pki/publisher.crt", "pki/pki.json", "config/mosquitto.conf",
     "config/openssl.cnf", "config/scenario.json", "config/acl", "config/mosquitto.native.conf",
-    "capture/capture.pcapng", "logs/subscriber.csv", "logs/subscriber_status.json", "logs/publisher.csv",
+    "logs/subscriber.csv", "logs/subscriber_status.json", "logs/publisher.csv",
     "logs/publisher_summary.json", "logs/publisher_connections.csv", "logs/board_messages.csv",
     "logs/broker.log", "logs/containers.json", "logs/host_clock.json", "logs/fleet/summary.json",
     "logs/hosts/b/broker.log", "logs/hosts/b/broker.rc", "logs/hosts/p/clock_pre.csv", "logs/serial.log.txt.csv",
@@ -50,10 +50,20 @@ def test_every_file_that_can_hold_a_secret_is_declared(rel: str) -> None:
     assert is_secret(Path("/home/u/results/b") / rel)  # also as an absolute path
 
 
+# evidence that can hold a secret value (a plain CONNECT's password): archived (the value overwritten), but 0600
+PRIVATE = ["capture/capture.pcapng", "runs/c/capture/capture.pcapng", "blocks/lab-001/capture/gaps.pcapng"]
+
+
 @pytest.mark.parametrize("rel", PUBLIC)
 def test_nothing_else_is(rel: str) -> None:
     assert secret_kind(rel) is None, (rel, secret_kind(rel))
     assert file_mode(rel) == 0o644
+
+
+@pytest.mark.parametrize("rel", PRIVATE)
+def test_a_capture_is_written_0600_but_archived(rel: str) -> None:
+    assert secret_kind(rel) is None, (rel, secret_kind(rel))  # not left out of the archive (results/scrub.py)
+    assert file_mode(rel) == 0o600
 
 
 def test_the_layouts_own_secret_paths_are_declared(tmp_path: Path) -> None:
