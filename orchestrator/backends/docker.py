@@ -14,7 +14,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from orchestrator.backends.compose_exe import candidates as _compose_candidates
 from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError, ToolError
 from orchestrator.waiting import poll
@@ -75,15 +75,6 @@ def container_user() -> str:
     if not hasattr(os, "getuid") or engine_is_rootless():
         return "0:0"
     return f"{os.getuid()}:{os.getgid()}"
-
-
-def _compose_candidates() -> list[list[str]]:
-    cands: list[list[str]] = [["docker", "compose"]]
-    beside_python = Path(sys.executable).parent / "docker-compose"
-    for exe in (which("docker-compose"), str(beside_python) if beside_python.exists() else None):
-        if exe and [exe] not in cands:
-            cands.append([exe])
-    return cands
 
 
 @lru_cache(maxsize=1)
