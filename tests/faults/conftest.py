@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import shutil
 import subprocess
 from collections.abc import Iterable, Iterator
@@ -39,10 +40,16 @@ def impairment_here() -> list[str]:
 
 
 def _out(argv: list[str]) -> str:
+    """What a leftover probe prints. A probe that cannot answer (the tool missing, failing or hanging) fails the
+    test: its empty output would pass "nothing left" without anything having been looked at."""
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.fail(f"the leftover probe `{shlex.join(argv)}` could not run: {exc}", pytrace=False)
+    if proc.returncode != 0:
+        pytest.fail(f"the leftover probe `{shlex.join(argv)}` failed (exit {proc.returncode}): "
+                    f"{proc.stderr.strip()[:300]}", pytrace=False)
+    return proc.stdout
 
 
 def processes_of(uid: int, spared: Iterable[int] = ()) -> list[str]:
