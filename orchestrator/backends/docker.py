@@ -253,6 +253,9 @@ def first_failure(containers: Sequence[Container]) -> Failure | None:
 
 # ----------------------------------------------------------------------------- engine calls (docker CLI)
 
+ENGINE_GONE = ("Cannot connect to the Docker daemon", "error during connect")  # the CLI's words: no engine answered
+
+
 def _only_missing(stderr: str) -> bool:
     return all("no such" in ln.lower() for ln in stderr.splitlines() if ln.strip())
 
@@ -264,7 +267,10 @@ def inspect_containers(names: Sequence[str]) -> list[Container]:
     argv = ["docker", "inspect", "--type", "container", *names]
     proc = run(argv, check=False, timeout=30)
     if proc.returncode != 0 and not _only_missing(proc.stderr):
-        raise ToolError(argv, proc.returncode, proc.stdout, proc.stderr)
+        gone = any(words in proc.stderr for words in ENGINE_GONE)  # a dockerd stopped or being restarted
+        raise ToolError(argv, proc.returncode, proc.stdout, proc.stderr, hint=ENGINE_HINT if gone else None,
+                        message=f"the Docker engine stopped answering while inspecting {' '.join(names)}" if gone
+                        else None)
     return parse_containers(proc.stdout)
 
 
