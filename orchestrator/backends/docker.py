@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from orchestrator.backends.compose_exe import candidates as _compose_candidates
 from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError, ToolError
 from orchestrator.waiting import poll
@@ -108,15 +108,6 @@ def container_user() -> str:
     if not hasattr(os, "getuid") or engine_is_rootless():
         return "0:0"
     return f"{os.getuid()}:{os.getgid()}"
-
-
-def _compose_candidates() -> list[list[str]]:
-    cands: list[list[str]] = [argv("compose")]
-    beside_python = Path(sys.executable).parent / "docker-compose"
-    for exe in (which("docker-compose"), str(beside_python) if beside_python.exists() else None):
-        if exe and [exe] not in cands:
-            cands.append([exe])
-    return cands
 
 
 @lru_cache(maxsize=1)
@@ -295,6 +286,9 @@ def first_failure(containers: Sequence[Container]) -> Failure | None:
 
 # ----------------------------------------------------------------------------- engine calls (docker CLI)
 
+ENGINE_GONE = ("Cannot connect to the Docker daemon", "error during connect")  # the CLI's words: no engine answered
+
+
 def _only_missing(stderr: str) -> bool:
     return all("no such" in ln.lower() for ln in stderr.splitlines() if ln.strip())
 
@@ -306,7 +300,10 @@ def inspect_containers(names: Sequence[str]) -> list[Container]:
     command = argv("inspect", "--type", "container", *names)
     proc = run(command, check=False, timeout=30)
     if proc.returncode != 0 and not _only_missing(proc.stderr):
-        raise ToolError(command, proc.returncode, proc.stdout, proc.stderr)
+        gone = any(words in proc.stderr for words in ENGINE_GONE)  # a dockerd stopped or being restarted
+        raise ToolError(command, proc.returncode, proc.stdout, proc.stderr, hint=ENGINE_HINT if gone else None,
+                        message=f"the Docker engine stopped answering while inspecting {' '.join(names)}" if gone
+                        else None)
     return parse_containers(proc.stdout)
 
 

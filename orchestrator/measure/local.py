@@ -190,9 +190,10 @@ def stopped_core(containers: list[Container]) -> list[Container]:
 
 
 def verdict(seen: Observed, spec: RunSpec, publisher: Publisher, line_problem: str | None = None) -> str | None:
-    """None for a good run, else the error, naming the service that failed first (or the delay line)."""
+    """None for a good run, else the error, naming first the service that failed first (or the delay line: a
+    line problem starts "the delay line ...")."""
     if line_problem:
-        return f"impairment: {line_problem}"
+        return line_problem
     pub_error = publisher.error() if seen.publisher_exit_code != 0 else None
     failure = docker.first_failure(seen.containers)
     if failure is not None and failure.service == publisher.service:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import shlex
 import shutil
 import subprocess
 from collections.abc import Iterable, Iterator
@@ -39,10 +41,16 @@ def impairment_here() -> list[str]:
 
 
 def _out(argv: list[str]) -> str:
+    """What a leftover probe prints. A probe that cannot answer (the tool missing, failing or hanging) fails the
+    test: its empty output would pass "nothing left" without anything having been looked at."""
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.fail(f"the leftover probe `{shlex.join(argv)}` could not run: {exc}", pytrace=False)
+    if proc.returncode != 0:
+        pytest.fail(f"the leftover probe `{shlex.join(argv)}` failed (exit {proc.returncode}): "
+                    f"{proc.stderr.strip()[:300]}", pytrace=False)
+    return proc.stdout
 
 
 def processes_of(uid: int, spared: Iterable[int] = ()) -> list[str]:
@@ -72,6 +80,27 @@ def ours_left(uid: int, out: Path, *, before: set[str], spared: Iterable[int] = 
     found += impairment_here() + processes_of(uid, spared)
     found += [f"file {p}" for p in out.rglob("*.tmp")] if out.exists() else []
     return [x for x in found if x not in before]
+
+
+# The parts of a cell a fault can hit, as a cell's error names them: the lab's services and the router, the
+# delay line and the impairment, the Docker engine, the disk of the results, the board, a lab host, and the user
+# (a signal to the CLI).
+COMPONENTS = ("broker", "capture", "subscriber", "publisher", "router", "delay line", "impairment", "engine", "disk",
+              "board", "host", "user")
+# A component is named where its word stands on its own (any case): the character before it is none of a letter,
+# a digit, '_', '-', '.' or '/', and the one after it is none of a letter, a digit, '_', '-' or '/', nor a '.'
+# followed by one of them. So a name that only contains the word does not count (a container's
+# testbed-testbed-user-1a2b3c4d-subscriber-1, a lab host's testbed-host-pub, a path's /home/testbed-user/...,
+# a file's capture.pcapng), and a sentence's last word does.
+_NAMED = re.compile(r"(?<![\w./-])(" + "|".join(re.escape(c) for c in COMPONENTS) + r")(?![\w/-]|\.[\w/-])",
+                    re.IGNORECASE)
+
+
+def first_component(error: str) -> str | None:
+    """The component ``error`` names first: of every place where one of COMPONENTS is named (see _NAMED), the
+    earliest; None when it names none."""
+    found = _NAMED.search(error)
+    return found.group(1).lower() if found else None
 
 
 def checksums(run_dir: Path, manifest: Path) -> dict[str, str]:

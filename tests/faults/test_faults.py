@@ -2,10 +2,12 @@
 
 Each case runs a tiny 2-cell sweep as our users run it (the unprivileged docker-group user, from its own clone;
 tests/integration/docker_user.py) and injects its fault as root once the first cell finished and the second is
-busy. Then: the second cell fails (or is interrupted) naming the fault, in its record and in what the user saw; the
-first cell's files and manifest entry are byte-identical (checksums before and after, and after the resume); nothing
-of ours is left (containers, helpers, networks, volumes, nft tables, qdiscs, NFQUEUE rules, the user's processes,
-.tmp files; on the lab's hosts too); `testbed sweep --resume` completes, running exactly the missing cell.
+busy. Then: the second cell fails (or is interrupted) naming the fault, in its record and in what the user saw (its
+`failed CELL: ERROR` line): the first component the error names (tests/faults/conftest.py first_component) is the
+one the fault hit, and the error says what became of it; the first cell's files and manifest entry are
+byte-identical (checksums before and after, and after the resume); nothing of ours is left (containers, helpers,
+networks, volumes, nft tables, qdiscs, NFQUEUE rules, the user's processes, .tmp files; on the lab's hosts too; a
+probe that cannot look fails the case); `testbed sweep --resume` completes, running exactly the missing cell.
 
 The table of what each case saw is printed at the end of the session (tests/faults/conftest.py).
 """
@@ -27,13 +29,15 @@ from typing import Any
 import pytest
 
 from tests.integration.docker_user import DockerUser
+from tests.integration.labhosts import PUBLISHER
 
 from . import injectors as inj
-from .conftest import ROWS, checksums, ours_left
+from .conftest import ROWS, checksums, first_component, ours_left
 from .injectors import SAMPLES
 
 PLAN = ("--scenarios", "plain", "--payloads", "65,100", "--samples", str(SAMPLES), "--interval", "10ms",
         "--order", "as-listed")
+KILLED = r"failed first \(exited with code 137\)"  # docker kill: SIGKILL
 BUSY_WITHIN_S = 240.0
 EXIT_WITHIN_S = 300.0
 DEBUG = ["--debug"] if os.environ.get("TESTBED_FAULTS_DEBUG") else []  # the CLI's tracebacks in the case's log
@@ -94,7 +98,8 @@ class Case:
     fault: str
     how: str
     inject: Callable[[Fault], None]
-    expect: str | None  # a pattern the cell's error and the user's output show; None: the cell is to finish ok
+    component: str | None  # the one the fault hits: the first its error names (conftest.COMPONENTS); None: ok
+    expect: str | None  # what became of it: a pattern the cell's error shows (in its record and its line)
     status: str = "failed"
     exit_code: int = 1
     plan: tuple[str, ...] = PLAN
@@ -108,41 +113,44 @@ class Case:
 
 
 CASES = [
-    Case("broker-killed", "broker killed", "docker kill of the broker container", inj.kill("broker"),
-         r"broker"),
+    Case("broker-killed", "broker killed", "docker kill of the broker container", inj.kill("broker"), "broker",
+         KILLED),
     Case("broker-oom", "broker out of memory", "docker update --memory 32m on the broker, then one 96 MB PUBLISH "
-         "(Mosquitto buffers it whole)", inj.broker_oom, r"broker .*lack of memory \(OOMKilled",
-         plan=PLAN[:-3] + ("60ms", "--order", "as-listed")),  # a cell long enough for the limit and the PUBLISH
-    Case("capture-killed", "capture killed", "docker kill of the capture container", inj.kill("capture"),
-         r"capture"),
+         "(Mosquitto buffers it whole)", inj.broker_oom, "broker", r"failed first \(was killed for lack of memory "
+         r"\(OOMKilled", plan=PLAN[:-3] + ("60ms", "--order", "as-listed")),  # long enough for the limit and PUBLISH
+    Case("capture-killed", "capture killed", "docker kill of the capture container", inj.kill("capture"), "capture",
+         KILLED),
     Case("subscriber-killed", "subscriber killed", "docker kill of the subscriber container",
-         inj.kill("subscriber"), r"subscriber"),
+         inj.kill("subscriber"), "subscriber", KILLED),
     Case("delay-line-killed", "delay line killed", "kill -KILL of the delay line in the router's NET_ADMIN helper "
-         "(wifi-good, --delay-mechanism queue)", inj.kill_delay_line, r"delay line .*not running",
+         "(wifi-good, --delay-mechanism queue)", inj.kill_delay_line, "delay line", r"is not running \(pid \d+\)",
          plan=("--scenarios", "plain", "--payloads", "65", "--impairments", "none,wifi-good", "--delay-mechanism",
                "queue", "--samples", str(SAMPLES), "--interval", "10ms", "--order", "as-listed")),
-    Case("disk-full", "disk full", "a 230 MB tmpfs as --out, filled by root mid-cell", inj.fill_disk,
-         r"disk full", setup=inj.small_disk, repair=inj.free_disk, teardown=inj.unmount_disk, recorded=False),
+    Case("disk-full", "disk full", "a 230 MB tmpfs as --out, filled by root mid-cell", inj.fill_disk, "disk",
+         r"^disk full: cannot write ", setup=inj.small_disk, repair=inj.free_disk, teardown=inj.unmount_disk,
+         recorded=False),
     Case("sigterm", "SIGTERM", "kill -TERM of the CLI (second cell impaired: lossy-5pct's nft table)",
-         inj.signals(signal.SIGTERM), r"interrupted by the user \(SIGTERM\)", status="interrupted", exit_code=130,
-         plan=("--scenarios", "plain", "--payloads", "65", "--impairments", "none,lossy-5pct", "--samples",
-               str(SAMPLES), "--interval", "10ms", "--order", "as-listed"), clean_within_s=20.0),
+         inj.signals(signal.SIGTERM), "user", r"^interrupted by the user \(SIGTERM\)$", status="interrupted",
+         exit_code=130, plan=("--scenarios", "plain", "--payloads", "65", "--impairments", "none,lossy-5pct",
+                              "--samples", str(SAMPLES), "--interval", "10ms", "--order", "as-listed"),
+         clean_within_s=20.0),
     Case("sigint-twice", "SIGINT twice", "kill -INT of the CLI, again 0.3 s later (during its cleanup)",
-         inj.signals(signal.SIGINT, signal.SIGINT), r"interrupted by the user \(SIGINT\)", status="interrupted",
-         exit_code=130, clean_within_s=20.0),
+         inj.signals(signal.SIGINT, signal.SIGINT), "user", r"^interrupted by the user \(SIGINT\)$",
+         status="interrupted", exit_code=130, clean_within_s=20.0),
     Case("dockerd-restarted", "dockerd restarted", "dockerd stopped (SIGTERM, as scripts/stop-dockerd.sh) and started "
-         "again by scripts/ensure-docker.sh", inj.restart_dockerd, r"(?i)broker|capture|subscriber|publisher|engine",
+         "again by scripts/ensure-docker.sh", inj.restart_dockerd, "engine", r"^the Docker engine stopped answering ",
          repair=inj.engine_back, teardown=inj.engine_back, clean_within_s=90.0),
     Case("lab-host-paused", "a lab host paused", "docker pause of the publisher's lab host mid-cell (no answer, not "
          "even a reset) until the SSH keepalives count it lost (6 s) + 2 s, then unpaused", inj.pause_lab_host,
-         r"(?i)publisher|lost|unreachable", plan=PLAN[:-3] + ("50ms", "--order", "as-listed"), setup=inj.lab_sweep,
-         busy=inj.lab_publishing, teardown=inj.unpause_lab_host, left_elsewhere=inj.left_on_lab_hosts,
-         clean_within_s=30.0),
+         "host", rf"host {re.escape(PUBLISHER)} became unreachable", plan=PLAN[:-3] + ("50ms", "--order", "as-listed"),
+         setup=inj.lab_sweep, busy=inj.lab_publishing, teardown=inj.unpause_lab_host,
+         left_elsewhere=inj.left_on_lab_hosts, clean_within_s=30.0),
     Case("board-unplugged", "the board unplugged", "board-emu exits half-way through the second cell (its serial "
-         "port gone, as a board's USB cable pulled)", inj.board_gone, r"(?i)board|serial", setup=inj.board_sweep,
-         repair=inj.board_back, teardown=inj.board_off),
+         "port gone, as a board's USB cable pulled)", inj.board_gone, "board",
+         r"^the board on \S+ \(\d+ Bd\) went away", setup=inj.board_sweep, repair=inj.board_back,
+         teardown=inj.board_off),
     Case("second-user", "a second user's sweep started at the same time", "root's sweep of the same plan started "
-         "with the user's (its own compose project)", inj.second_user_done, None, status="ok", exit_code=0,
+         "with the user's (its own compose project)", inj.second_user_done, None, None, status="ok", exit_code=0,
          setup=inj.second_user_sweep, teardown=inj.second_user_off),
 ]
 
@@ -174,6 +182,15 @@ def _saw(said: str, cell: str) -> str:
     lines = [ln.strip() for ln in said.splitlines() if ln.strip()]
     told = [ln for ln in lines if re.match(rf"(ok|failed|interrupted) {re.escape(cell)}\b", ln)]
     return (told or lines[-1:] or ["(nothing)"])[-1][:240]
+
+
+def check_error(case: Case, error: str, where: str) -> None:
+    """The cell's error (from its record or its line) names the component the fault hit before any other, and says
+    what became of it."""
+    assert case.component is not None and case.expect is not None
+    named = first_component(error)
+    assert named == case.component, f"{where} names {named!r} first, not {case.component!r}: {error!r}"
+    assert re.search(case.expect, error), f"{where} does not say {case.expect!r}: {error!r}"
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -213,11 +230,14 @@ def test_one_fault_mid_cell(case: Case, docker_user: DockerUser, request: pytest
         assert f.proc.returncode == case.exit_code, said[-3000:]
         assert "Traceback" not in said and "internal error" not in said, said[-3000:]
         assert told.startswith(f"{case.status} {second}"), said[-3000:]  # the user is told the cell, by name
-        if case.expect is not None:
-            assert re.search(case.expect, said), said[-3000:]
+        if case.component is not None:
+            line = f"{case.status} {second}: "
+            assert told.startswith(line), said[-3000:]
+            check_error(case, told.removeprefix(line), "the user's line")
         if case.recorded:
             assert record["status"] == case.status, record
-            assert case.expect is None or re.search(case.expect, record["error"] or ""), record["error"]
+            if case.component is not None:
+                check_error(case, record["error"] or "", "cell.json's error")
         else:
             assert record["status"] != "ok", record
         if case.status == "interrupted":

@@ -84,7 +84,9 @@ def test_the_sleep_sets_the_schedule(host_build: HostBuild, pki: Pki, broker_fac
     out = tmp_path / "fleet"
     _run(host_build, pki, broker_factory, out, "resume-ticket")
     by_device = _log(out)
+    assert sorted(by_device) == [f"f{i:04d}" for i in range(DEVICES)]  # every device, each checked below
     for device, rows in by_device.items():
+        assert len(rows) == CONNS, (device, rows)
         with (out / f"{device}.csv").open() as f:
             sends = [{k: int(v) for k, v in r.items()} for r in csv.DictReader(f)]
         assert [s["seq"] for s in sends] == list(range(K * CONNS))
