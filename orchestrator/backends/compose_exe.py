@@ -19,9 +19,10 @@ WRAPPER_MARK = b"from compose import docker_compose"  # the console script's imp
 BINARY = Path("compose") / "docker-compose"  # in the package, under site-packages (dist-packages on Debian)
 
 
-def candidates() -> list[list[str]]:
-    """`docker compose`, then a docker-compose on PATH and one beside this Python, each as the program to run."""
-    cands: list[list[str]] = [["docker", "compose"]]
+def candidates(plugin: list[str]) -> list[list[str]]:
+    """``plugin`` (`docker compose`, as backends/docker.py builds it), then a docker-compose on PATH and one beside
+    this Python, each as the program to run."""
+    cands: list[list[str]] = [plugin]
     beside_python = Path(sys.executable).parent / "docker-compose"
     for exe in (which("docker-compose"), str(beside_python) if beside_python.exists() else None):
         real = unwrapped(exe) if exe else None

@@ -114,7 +114,7 @@ def container_user() -> str:
 def compose_command() -> tuple[str, ...]:
     """`docker compose` (plugin) when it exists, else a standalone `docker-compose` v2."""
     seen = []
-    for cand in _compose_candidates():
+    for cand in _compose_candidates(argv("compose")):
         try:
             proc = run([*cand, "version", "--short"], check=False, timeout=15)
         except TestbedError:

@@ -55,7 +55,7 @@ def check(
     if not values["serial_port"]:
         raise TestbedError("board check needs --serial-port", hint="e.g. --serial-port /dev/ttyUSB0, or the PTY of "
                            "`testbed board emulate`")
-    lab_address(values["board_host"])  # an address that names no interface (0.0.0.0, ::) is refused before the port opens
+    lab_address(values["board_host"])  # no interface's address (0.0.0.0, ::): refused before the port opens
     opts = CheckOptions(**{name: values[name] for name in CHECK_AXES}, ready_timeout_s=ready_timeout, run_dir=out_dir)
     result = check_board(opts, execute_run, status=progress_line)
     skipped = [s for s in result.steps if s.verdict == "not run"]

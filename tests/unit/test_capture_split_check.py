@@ -65,7 +65,7 @@ def test_a_cut_whose_cell_capture_lost_a_packet_on_its_way_to_the_disk_is_marked
         def __init__(self, f: BinaryIO) -> None:
             self.f = f
 
-        def __enter__(self) -> "Short":
+        def __enter__(self) -> Short:
             return self
 
         def __exit__(self, *exc: object) -> None:

@@ -99,7 +99,7 @@ def test_a_script_whose_binary_is_gone_is_no_candidate(tmp_path: Path, monkeypat
     script.write_text(CONSOLE_SCRIPT.format(python=script.parent / "python3"))  # the venv's own interpreter
     assert compose_exe.unwrapped(str(script)) is None
     monkeypatch.setenv("PATH", str(script.parent))
-    assert [str(script)] not in compose_exe.candidates()
+    assert [str(script)] not in compose_exe.candidates(["docker", "compose"])
 
 
 def test_a_user_install_is_found_beside_the_script(tmp_path: Path) -> None:
