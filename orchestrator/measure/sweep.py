@@ -124,10 +124,10 @@ def start_sweep(plan: SweepPlan, out_root: Path, name: str, command: list[str]) 
 def resume_sweep(bundle: Path) -> Sweep:
     """The plan recorded in ``bundle`` and exactly its cells not finished ok."""
     manifest = bundles.load_manifest(bundle)
-    bundle_lock.hold(bundle)  # refused while another sweep writes it
     plan = bundles.plan_of(manifest, bundle)
-    validate_plan(plan)
+    validate_plan(plan)  # read-only: an impossible plan leaves the bundle as it was, lock file included
     preflight_plan(plan)
+    bundle_lock.hold(bundle)  # refused while another sweep writes it
     bundles.check_writable(bundle)
     return Sweep(bundle, plan, bundles.missing_cells(bundle, plan))
 

@@ -44,7 +44,7 @@ def test_docker_daemon_down_is_one_clear_error(capsys, monkeypatch):
 
 def test_compose_missing_is_one_clear_error(capsys, monkeypatch):
     docker.compose_command.cache_clear()
-    monkeypatch.setattr(docker, "_compose_candidates", lambda: [["/nonexistent/docker-compose"]])
+    monkeypatch.setattr(docker, "_compose_candidates", lambda plugin: [["/nonexistent/docker-compose"]])
     monkeypatch.setattr(docker, "engine_version", lambda: "20.10")
     try:
         code, _out, err = _run(capsys, "up", "--scenario", "tls")
