@@ -99,6 +99,6 @@ def refusal(nodeid: str, reason: str, *, xfail: bool = False) -> str | None:
             continue
         if entry.holds is not None and not entry.holds():
             return (f"{what} under CI=true with a listed reason that does not hold on this machine "
-                    f"(tests/skips.py's own check disagrees): {reason}")
+                    f"(tests/skips.py's own check does not confirm it): {reason}")
         return None
     return f"{what} under CI=true that tests/skips.py's ALLOWED does not list: {reason}"
