@@ -291,3 +291,15 @@ def test_no_test_turns_a_failure_into_an_xfail() -> None:
             if isinstance(node, ast.Attribute) and node.attr == "xfail" and path.name != "test_ci_skips.py":
                 found.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert found == []
+
+
+def test_the_impairment_helper_test_runs_on_an_image_make_test_builds() -> None:
+    """testbed-base:bookworm exists only where no registry answered (debootstrap): on a machine that pulled
+    debian:bookworm-slim the test skipped. It runs on an image `testbed images build` makes, which the Docker gate
+    (tests/conftest.py) requires."""
+    from orchestrator.backends.images import IMAGES
+    from tests.integration import test_impairment_docker
+
+    assert test_impairment_docker.IMAGE in {spec.tag for spec in IMAGES}
+    assert test_impairment_docker.IMAGE in ("testbed-broker:latest", "testbed-capture:latest",
+                                            "testbed-subscriber:latest")
