@@ -189,7 +189,8 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Run, Run]
     return root, _run_generated(root, tmp, "tests"), _run_generated(root, tmp, "tests", ci=False)
 
 
-UNIT = "tests/unit/test_skipping.py::"
+GENERATED = "tests/unit/"  # the generated files (only in the tree the fixture writes)
+UNIT = GENERATED + "test_skipping.py::"
 NETNS = "tests/unit/test_impairment_netns.py::"
 
 
@@ -211,7 +212,7 @@ def test_under_ci_an_unlisted_skip_or_xfail_fails_the_run_with_its_reason(genera
 def test_under_ci_a_module_skipped_at_collection_fails_the_run(generated: tuple[Path, Run, Run]) -> None:
     _root, ci, elsewhere = generated
     assert "skipped at collection, which CI=true does not allow (the run fails)" in ci.output
-    assert ("tests/unit/test_module_skip.py: skip under CI=true that tests/skips.py's ALLOWED does not list: "
+    assert (f"{GENERATED}test_module_skip.py: skip under CI=true that tests/skips.py's ALLOWED does not list: "
             "a whole module, at collection") in ci.output
     assert "skipped at collection" not in elsewhere.output and elsewhere.status == 0
 
