@@ -142,13 +142,21 @@ def measure(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Imp
             publisher.stop()
         record.lap("stop")
     record.lap("teardown")
-    record.set(images=ran_images(ran, compose.project()))  # the versions inside them: read once per image
+    record_after_teardown(record, ran, lab)
+    return seen
+
+
+def record_after_teardown(record: CellWriter, ran: list[Container], lab: KeptLab | None) -> None:
+    """What the cell records once it is torn down: the images its containers ran, with the versions inside them
+    (measure/environment.py: read once per image, its own phase ``images`` in the timings), and what of a kept-up lab
+    it had."""
+    record.set(images=ran_images(ran, compose.project()))
+    record.lap("images")
     if lab is not None:
         record.set(lab=lab.facts)
         if lab.facts.get("capture", {}).get("complete") is False:
             record.warn("the capture had no packet from after the cell's end when it was cut: the cell's last packets "
                         "may be missing from its capture (they are in the block's gaps.pcapng)")
-    return seen
 
 
 def count_messages(lay: Layout, spec: RunSpec, progress: Callable[[int, int], None],
