@@ -52,8 +52,10 @@ demo: images
 # their interval) in the foreground, and the rest (unit, firmware-core builds, network namespaces) beside them,
 # niced so that the containers' timing comes first; its output is shown after (build/test-nodocker.log). Each ends
 # with its slowest tests (--durations), where CI's minutes go; the target fails when either fails (5, no tests,
-# is a failure too), and Ctrl-C stops both.
-test: venv system docker images
+# is a failure too), and Ctrl-C stops both. `make lint` (ruff, mypy, the size rule) comes first: a lint or type
+# error fails `make test` before anything is installed or built. Under CI=true a skip that tests/skips.py does not
+# allow fails the run (tests/conftest.py).
+test: lint system docker images
 	@mkdir -p build
 	@echo "pytest -m 'not docker', beside pytest -m docker (log: build/test-nodocker.log)"
 	@nice -n 10 $(BIN)/python scripts/sigint-default.py $(BIN)/pytest --durations=15 -m "not docker" $(PYTEST_ARGS) > build/test-nodocker.log 2>&1 & other=$$!; \

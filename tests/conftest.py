@@ -1,8 +1,9 @@
-"""Test-wide options and markers.
+"""Test-wide options, markers and what CI may skip.
 
 Tests under tests/integration/ and tests/faults/ (the fault suite) are marked `docker` automatically. Without a
 Docker engine (or the testbed images) they skip with the reason; `--require-docker` (set by `make test` when
-CI=true) turns that skip into a failure, so CI never goes green by skipping.
+CI=true) turns that skip into a failure, so CI never goes green by skipping. Under CI=true any other skip or
+xfail fails too, unless tests/skips.py's ALLOWED lists it (the hooks at the end of this file).
 
 The tiers: `make check` runs `-m "not docker and not netns and not slow"` over tests/unit and tests/firmware
 (minutes, no Docker, no root); `make test` runs everything. The tests below are marked `slow` here, in one
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import skips
 from tests.integration import docker_user as docker_user_module
 from tests.integration.docker_user import DockerUser
 
@@ -91,25 +93,27 @@ def docker_user(pytestconfig: pytest.Config) -> DockerUser:
     return docker_user_module.create()
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A netns test needs root: without it, skip, or fail under CI=true (CI runs as root). A hook, not a fixture:
+    it runs before every fixture of the test (a module's included) and after skip marks only."""
+    if item.get_closest_marker("netns") is not None and os.geteuid() != 0:
+        if skips.in_ci():
+            pytest.fail("netns test needs root and CI runs as root")
+        pytest.skip("needs root for network namespaces")
+
+
 @pytest.fixture(autouse=True)
 def _priority_gate(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A netns test needs root; it and a timing test run at niceness -5 when root. `make test` runs the tests without
-    Docker under `nice -n 10` beside the docker tests, and these tests measure time with the processes they start (the
-    delay line, senders, receivers, vdevice, board-emu), which inherit their niceness: in a CI rehearsal a niced delay
-    line under the docker tests' load gave a 5 +/- 2 ms line a 6.7 ms median. Here, with both cores busy at niceness
-    0: niced 10, 9.02 ms; at 0, 5.54 ms; at -5, 5.01 and 5.44 ms (the test's bound is 5.5). In another, a niced
-    vdevice sent one message of a 20-ms schedule 15 ms late, and board-emu's back-to-back sends were spread past its
-    delay line's first release. These tests (about 3 minutes) measure the programs and the kernel's rules, not the
-    machine's load: they go ahead of it. The niceness is restored after the test."""
-    netns = request.node.get_closest_marker("netns") is not None
-    if not netns and request.node.get_closest_marker("timing") is None:
-        yield
-        return
-    if os.geteuid() != 0:
-        if netns and os.environ.get("CI") == "true":
-            pytest.fail("netns test needs root and CI runs as root")
-        if netns:
-            pytest.skip("needs root for network namespaces")
+    """A netns test (root: pytest_runtest_setup) and a timing test run at niceness -5 when root. `make test` runs the
+    tests without Docker under `nice -n 10` beside the docker tests, and these tests measure time with the processes
+    they start (the delay line, senders, receivers, vdevice, board-emu), which inherit their niceness: in a CI
+    rehearsal a niced delay line under the docker tests' load gave a 5 +/- 2 ms line a 6.7 ms median. Here, with both
+    cores busy at niceness 0: niced 10, 9.02 ms; at 0, 5.54 ms; at -5, 5.01 and 5.44 ms (the test's bound is 5.5). In
+    another, a niced vdevice sent one message of a 20-ms schedule 15 ms late, and board-emu's back-to-back sends were
+    spread past its delay line's first release. These tests (about 3 minutes) measure the programs and the kernel's
+    rules, not the machine's load: they go ahead of it. The niceness is restored after the test."""
+    timed = request.node.get_closest_marker("netns") or request.node.get_closest_marker("timing")
+    if timed is None or os.geteuid() != 0:
         yield  # a timing test as a user: at the niceness it was given
         return
     niceness = os.getpriority(os.PRIO_PROCESS, 0)
@@ -118,3 +122,51 @@ def _priority_gate(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
     finally:
         os.setpriority(os.PRIO_PROCESS, 0, niceness)
+
+
+# ---- under CI=true, a skip or xfail that tests/skips.py does not allow fails the run
+
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    wasxfail = getattr(report, "wasxfail", None)
+    if wasxfail is not None:
+        return str(wasxfail)
+    longrepr = report.longrepr
+    message = str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return message.removeprefix("Skipped: ")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """An unlisted skip (setup or call) or xfail of a test becomes a failure that says so, with its reason."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
+    if not report.skipped or not skips.in_ci():
+        return
+    refused = skips.refusal(report.nodeid, _skip_reason(report), xfail=hasattr(report, "wasxfail"))
+    if refused is not None:
+        report.outcome = "failed"
+        report.longrepr = refused
+        if hasattr(report, "wasxfail"):
+            del report.wasxfail
+
+
+_REFUSED_COLLECTIONS: list[str] = []  # a module skipped while it was collected (allow_module_level, importorskip)
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    if report.skipped and skips.in_ci():
+        refused = skips.refusal(report.nodeid, _skip_reason(report))
+        if refused is not None:
+            _REFUSED_COLLECTIONS.append(f"{report.nodeid}: {refused}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _REFUSED_COLLECTIONS and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _REFUSED_COLLECTIONS:
+        terminalreporter.section("skipped at collection, which CI=true does not allow (the run fails)", red=True)
+        for line in _REFUSED_COLLECTIONS:
+            terminalreporter.write_line(line)

@@ -202,7 +202,8 @@ class Container(_Model):
     id: str
     name: str
     service: str | None
-    image: str
+    image: str  # what it was created from (Config.Image: a tag, which may name another image by now)
+    image_id: str = ""  # the image it runs (docker inspect's .Image: that image's id, whatever its tag names now)
     state: ContainerState
     ips: list[str] = Field(default_factory=list)
     addresses: dict[str, str] = Field(default_factory=dict)  # network name -> "ip/prefix length"
@@ -219,10 +220,10 @@ class Container(_Model):
         ports = [f"{b.get('HostIp')}:{b.get('HostPort')}->{cport.split('/')[0]}"
                  for cport, binds in (net.get("Ports") or {}).items() for b in (binds or [])]
         ips = [n["IPAddress"] for n in (net.get("Networks") or {}).values() if n.get("IPAddress")]
-        labels = config.get("Labels") or {}
+        labels, user = config.get("Labels") or {}, config.get("User") or ""
         return cls(id=raw["Id"], name=str(raw["Name"]).lstrip("/"), service=labels.get(SERVICE_LABEL),
                    image=str(config.get("Image", "")), state=ContainerState.model_validate(raw["State"]),
-                   ips=ips, ports=ports, labels=labels, user=str(config.get("User") or ""),
+                   image_id=str(raw.get("Image") or ""), ips=ips, ports=ports, labels=labels, user=str(user),
                    addresses={k: f"{n['IPAddress']}/{n.get('IPPrefixLen') or 32}"
                               for k, n in (net.get("Networks") or {}).items() if n.get("IPAddress")},
                    host_config=HostConfig.model_validate(raw.get("HostConfig") or {}),
@@ -308,8 +309,7 @@ def inspect_containers(names: Sequence[str]) -> list[Container]:
 
 
 def container(name: str) -> Container | None:
-    found = inspect_containers([name])
-    return found[0] if found else None
+    return next(iter(inspect_containers([name])), None)
 
 
 def project_containers(project: str) -> list[Container]:

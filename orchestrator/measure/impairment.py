@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from orchestrator.backends import compose
+from orchestrator.backends import compose, docker
+from orchestrator.backends.docker import Container
 from orchestrator.backends.impairment import (
     ImpairmentRecord,
     ImpairmentTarget,
@@ -19,6 +20,8 @@ from orchestrator.backends.impairment import (
     targets_for_containers,
 )
 from orchestrator.backends.impairment.board import board_targets, where_on_board_path
+from orchestrator.backends.impairment.helpers import containers_of
+from orchestrator.backends.impairment.models import helper_name
 from orchestrator.model.axes import AXES
 from orchestrator.model.impairment import Impairment
 from orchestrator.model.layout import Layout
@@ -57,6 +60,11 @@ class LineWatch:
 
     def broken(self) -> bool:
         return self.problem is not None or self._check()
+
+    def helpers(self) -> list[Container]:
+        """The impairment helpers of the impaired containers as they are now (the delay line runs in the router's):
+        none without an impairment, and no engine call then."""
+        return docker.inspect_containers([helper_name(c) for c in containers_of(self.targets)])
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from orchestrator.lab.keptlab import KeptLab, fresh_cell_lab
 from orchestrator.lab.topology import TOPIC, wait_for_messages
 from orchestrator.measure.analyse import MoreMetrics
 from orchestrator.measure.cell import CellWriter, Observed
-from orchestrator.measure.environment import environment
+from orchestrator.measure.environment import environment, ran_images
 from orchestrator.measure.events import Timeline
 from orchestrator.measure.impairment import LineWatch, impairment_applied
 from orchestrator.model.impairment import Impairment, load_impairment
@@ -132,6 +132,7 @@ def measure(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Imp
                 seen.publisher_exit_code = publisher.wait_exit(
                     timeout_s=15 if seen.received >= spec.messages_expected else 2)
                 seen.containers = compose.containers()
+                ran = [*seen.containers, *watch.helpers()]  # the images it ran, the delay line's too
                 time.sleep(LAST_SEGMENTS_S if lab is None else LAST_SEGMENTS_KEPT_UP_S)
                 seen.resources = sampler.stop()
                 here.end_capture()
@@ -141,9 +142,19 @@ def measure(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Imp
             publisher.stop()
         record.lap("stop")
     record.lap("teardown")
+    record_after_teardown(record, ran, lab, status)
+    return seen
+
+
+def record_after_teardown(record: CellWriter, ran: list[Container], lab: KeptLab | None,
+                          status: Callable[[str], None]) -> None:
+    """What the cell records once it is torn down: the images its containers ran, with the versions inside them
+    (measure/environment.py: read once per image, its own phase ``images`` in the timings), and what of a kept-up lab
+    it had."""
+    record.set(images=ran_images(ran, compose.project()))
+    record.lap("images")
     if lab is not None:
         record_cut(record, lab.facts, status)
-    return seen
 
 
 def record_cut(record: CellWriter, facts: dict[str, Any], status: Callable[[str], None]) -> None:

@@ -275,7 +275,7 @@ def _end_cell(bundle: Path, cell: Cell, run_dir: Path, entry: dict[str, Any], st
     """The cell's manifest entry (its status and the banners its record holds), and its progress line."""
     entry.update(status=status, error=error, finished_utc=_now())
     recorded = cell_record_if_any(Layout(run_dir).cell)
-    for key in ("order", "lab", "impairment_state", "board", "device", "connection", "hosts"):  # banners
+    for key in ("order", "lab", "impairment_state", "board", "device", "connection", "hosts", "images"):  # banners
         if recorded is not None and getattr(recorded, key):
             entry[key] = getattr(recorded, key)
     try:

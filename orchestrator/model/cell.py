@@ -3,8 +3,9 @@
 Versioned like manifest.json and metrics.json (results/schema.py): a cell.json written before it carried a
 ``schema_version`` is version 0 and is read as version 1 (the same keys); version 2 added ``order`` (where the cell
 ran in its sweep and in its block) and ``lab`` (what of the lab the cell had fresh and what it reused from the cell
-before it in its block, and how its packets were cut from the block's one capture). Only the fields a cell actually
-recorded are written (a virtual device's cell has no ``board``, a single-host cell no ``hosts``).
+before it in its block, and how its packets were cut from the block's one capture); later keys of version 2 are
+optional, absent where a cell recorded none (``events``, ``images``: what its containers ran). Only the fields a
+cell actually recorded are written (a virtual device's cell has no ``board``, a single-host cell no ``hosts``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ class CellRecord(BaseModel):
     impairment_state: dict[str, Any] | None = None  # the run's impairment.json, as it was after the cell
     board: dict[str, Any] | None = None  # a board's banner (chip, MAC, firmware, versions, ...)
     device: dict[str, Any] | None = None  # a virtual device: its TLS library as it names it (asked: spec)
+    # the images its containers ran: role (compose service, impairment helper) -> {image: the tag it was created from,
+    # id: the container's image (docker inspect .Image), versions: packages read inside that image}
+    images: dict[str, dict[str, Any]] | None = None
     warnings: list[str] = Field(default_factory=list)
     order: dict[str, Any] | None = None  # a sweep's cell: mode, position/of, block, position/size in the block
     lab: dict[str, Any] | None = None  # kept-up or fresh: what was fresh, what reused, the capture's cut

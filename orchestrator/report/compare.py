@@ -153,7 +153,9 @@ def differences(a: Bundle, b: Bundle) -> list[tuple[str, str, str]]:
 
 # the groups a difference is named by in the first lines, most telling first: (key prefix, name)
 GROUPS = (("tool_version", "tool version"), ("git", "git commit"), ("plan.publisher", "publisher"),
-          ("environment.image_digests.", "images"), ("environment.host.", "host"), ("environment.", ""))
+          ("environment.image_digests.", "images"), ("environment.images_from", "images"),
+          ("environment.versions.", "versions in the images"),
+          ("environment.host.", "host"), ("environment.", ""))
 
 
 def named(keys: Iterable[str]) -> str:

@@ -2,8 +2,8 @@
 
 Versioned (schema_version, checked and migrated in results/schema.py: a newer bundle is refused,
 an older one is migrated), self-describing (tool version, git commit, command line, plan, seed,
-host, tool versions, image digests, impairment state per cell: measured by measure/environment.py,
-recorded here) and written as it goes, atomically,
+host, tool versions, impairment state per cell: measured by measure/environment.py, recorded here; the images every
+cell's containers ran, gathered here from the cells' own records) and written as it goes, atomically,
 so an interrupted sweep loses nothing finished and resumes with exactly its missing cells.
 """
 
@@ -23,7 +23,7 @@ from orchestrator.model.layout import BundleLayout, secrets_in_bundle
 from orchestrator.model.sweep import Cell, SweepPlan
 from orchestrator.model.yamlfile import user_input
 from orchestrator.results.atomic import read_json, write_json_atomic
-from orchestrator.results.schema import SCHEMA_VERSION, read_versioned
+from orchestrator.results.schema import IMAGES_FROM_CELLS, SCHEMA_VERSION, read_versioned
 
 MIN_FREE_BYTES = 200 * 1024 * 1024
 
@@ -77,7 +77,47 @@ def load_manifest(bundle: Path) -> dict[str, Any]:
 
 
 def save_manifest(bundle: Path, manifest: dict[str, Any]) -> None:
-    write_json_atomic(BundleLayout(bundle).manifest, manifest)
+    """Write the manifest, its bundle-wide images gathered from its cells' (with_images)."""
+    write_json_atomic(BundleLayout(bundle).manifest, with_images(manifest))
+
+
+def image_name(tag: str) -> str:
+    """An image as the manifest names it: ``publisher-mbedtls36`` for testbed-publisher-mbedtls36:latest, another
+    tag (or an id) as it is."""
+    found = re.fullmatch(r"testbed-(.+):latest", tag)
+    return found.group(1) if found else tag
+
+
+def images_ran(cells: Any) -> dict[str, dict[str, Any]]:
+    """``image_digests`` (image name -> id) and ``versions`` (image name -> packages read inside it) of every image
+    the cells' containers ran (cell entries' ``images``, as cell.json records them): a union, never one cell's for
+    all. An image name that ran as two ids (rebuilt between a sweep and its --resume) lists both ids, and its
+    versions per id (``name@<12 hex of the id>``)."""
+    seen: dict[str, dict[str, Any]] = {}  # name -> id -> versions
+    for entry in (cells or {}).values() if isinstance(cells, dict) else ():
+        for ran in ((entry or {}).get("images") or {}).values():
+            if isinstance(ran, dict) and ran.get("id"):
+                seen.setdefault(image_name(str(ran.get("image") or ran["id"])), {})[ran["id"]] = ran.get("versions")
+    digests: dict[str, Any] = {}
+    versions: dict[str, Any] = {}
+    for name, ids in sorted(seen.items()):
+        digests[name] = next(iter(ids)) if len(ids) == 1 else sorted(ids)
+        for image, found in sorted(ids.items()):
+            versions[name if len(ids) == 1 else f"{name}@{image.removeprefix('sha256:')[:12]}"] = found
+    return {"image_digests": digests, "versions": versions}
+
+
+def with_images(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest with its environment's images gathered from its cells, when it takes them from its cells (a
+    bundle from before manifest version 2 keeps those it read from the tags, labelled so, schema.manifest_1_to_2);
+    a manifest none of whose cells ran a container (yet, or at a lab's hosts) is left as it is."""
+    env = manifest.get("environment")
+    if not isinstance(env, dict) or env.get("images_from", IMAGES_FROM_CELLS) != IMAGES_FROM_CELLS:
+        return manifest
+    ran = images_ran(manifest.get("cells"))
+    if not ran["image_digests"]:
+        return manifest
+    return {**manifest, "environment": {**env, **ran, "images_from": IMAGES_FROM_CELLS}}
 
 
 def new_manifest(plan: SweepPlan, name: str, command: list[str], *, source: dict[str, Any],

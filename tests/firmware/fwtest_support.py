@@ -25,6 +25,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from tests.skips import skip_or_fail
+
 REPO = Path(__file__).resolve().parents[2]
 HOST_SRC = REPO / "firmware" / "platformio" / "host"
 MOSQUITTO = "/usr/sbin/mosquitto"
@@ -57,10 +59,7 @@ def need_tool(path_or_name: str, package: str) -> str:
     )
     if found:
         return found
-    message = f"{path_or_name} not found: apt-get install -y {package}"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
+    skip_or_fail(f"{path_or_name} not found: apt-get install -y {package}")
 
 
 @dataclass(frozen=True)

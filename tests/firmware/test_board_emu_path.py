@@ -129,6 +129,18 @@ def random_clock() -> tuple[int, int, float]:
 
 # Up 3 ms +- 1 ms (2 ms + uniform [0, 2] ms), down 0.5 ms +- 0.2 ms (0.3 ms + uniform [0, 0.4] ms).
 UP_US, UP_JITTER_US, DOWN_US, DOWN_JITTER_US = 2000, 2000, 300, 400
+# The true uplink median (send to wire) must lie within this of the configured 3 ms under `make test`'s load. The
+# draw's own median is off by ~36 us (1 sigma of 400 uniform draws over 2 ms, so 300 us is ~8 sigma); the rest is
+# how late the holds end. This test is a `timing` test: as root it runs at niceness -5 (tests/conftest.py), ahead
+# of make test's load (the docker half at 0 beside the rest niced 10), where a hold that is due ends on time at the
+# median (late p50 0-1 us in every run measured here that was not swamped); a delay line that releases late (a
+# coarse timer, a release on the next tick, a hold that waits for the next send) moves the median by more. Measured
+# (issue 38) on a 2-core machine shared with other engineers' builds and tests (load average 12-14), beside two busy
+# loops at niceness 0 with the test niced 10 as make test runs it: the true median off by +443, +450, +990, +120 and
+# +1289 us in 5 runs (late p50 1, 1, 1033, 0, 1350 us); without the busy loops +204, +330, +3884, +1276, +3006 us.
+# That load is several times make test's, and it also fails this test's clock-exchange median check above (4 of the
+# 5 runs beside the loops); the bound is not widened for it: a host that busy gives no true figures to check.
+UPLINK_MEDIAN_BOUND_US = 300
 
 
 def test_clock_estimate_and_uplink_delay_are_right_against_the_truth(board_emu, broker_factory, time_echo: int,
@@ -187,13 +199,13 @@ def test_clock_estimate_and_uplink_delay_are_right_against_the_truth(board_emu, 
         worst = max(worst, abs(error) / mapped.bound_us)
 
     # The true uplink delay of the MQTT data. drawn = due - send, the path's model (delay + uniform
-    # jitter, FIFO); true = wire - send = drawn + how late the host let the hold end (its scheduling).
+    # jitter, FIFO); true = wire - send = drawn + how late the hold ended (late = wire - due).
     configured = UP_US + UP_JITTER_US / 2
     dues = truth.by_seq("due")
     drawn = [dues[s].true_us - sends[s].true_us for s in range(samples)]
     delays = [wires[s].true_us - sends[s].true_us for s in range(samples)]
-    late = [wires[s].true_us - dues[s].true_us for s in range(samples)]
-    assert min(drawn) >= UP_US and min(late) >= -2, (why, min(drawn), min(late))
+    late = sorted(wires[s].true_us - dues[s].true_us for s in range(samples))
+    assert min(drawn) >= UP_US and late[0] >= -2, (why, min(drawn), late[0])
     assert all(wires[s].true_us <= wires[s + 1].true_us for s in range(samples - 1)), why  # FIFO
     assert abs(statistics.median(drawn) - configured) <= 300, (why, statistics.median(drawn))
     median = statistics.median(delays)
@@ -201,14 +213,14 @@ def test_clock_estimate_and_uplink_delay_are_right_against_the_truth(board_emu, 
     # What the lab would report: the arrival (the wire time, on loopback) minus the mapped send time.
     measured = statistics.median(wires[m.seq].true_us - est.to_lab(m.t_send_us).lab_us for m in msgs)
     verdict = one_way_delay_available(est.bound_us, measured)
+    evidence = (f"uplink median true {median:.0f} us, drawn {statistics.median(drawn):.0f} us (configured "
+                f"{configured:.0f} +- {UPLINK_MEDIAN_BOUND_US} us); holds ended late by p50 {late[samples // 2]} us, "
+                f"p90 {late[samples * 9 // 10]} us, max {late[-1]} us, {late_share:.1%} > 0.3 ms")
     print(f"\n{why}: offset error / bound worst {max(ratios):.2f} (pre {est.pre.bound_us:.0f} us, post "
-          f"{est.post.bound_us:.0f} us); mapped send worst {worst:.2f} of bound; uplink median true {median:.0f} us, "
-          f"drawn {statistics.median(drawn):.0f} us (configured {configured:.0f}), holds >0.3 ms late "
-          f"{late_share:.1%}; measured one-way median {measured:.0f} us; {verdict.reason}")
-    if abs(median - configured) > 300 and late_share > 0.1:
-        pytest.xfail(f"{why}: the host is too busy: {late_share:.0%} of the holds ended > 0.3 ms late, the true "
-                     f"uplink median is {median:.0f} us (the path drew {statistics.median(drawn):.0f} us)")
-    assert abs(median - configured) <= 300, (why, median, late_share)
+          f"{est.post.bound_us:.0f} us); mapped send worst {worst:.2f} of bound; {evidence}; measured one-way "
+          f"median {measured:.0f} us; {verdict.reason}")
+    # Late holds are what a late delay line produces: they fail the test whatever made them late (no xfail).
+    assert abs(median - configured) <= UPLINK_MEDIAN_BOUND_US, f"{why}: the delay line is late: {evidence}"
 
 
 def test_the_delay_line_does_not_slow_the_board_and_keeps_the_order(board_emu, broker_factory,

@@ -11,7 +11,6 @@ The #error / static_assert guards are compiled against the system's mbedTLS 2.28
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import socket
@@ -27,6 +26,8 @@ from typing import NoReturn
 import pytest
 from fwtest_support import Pki, free_port, need_tool
 
+from tests.skips import skip_or_fail
+
 REPO = Path(__file__).resolve().parents[2]
 FW = REPO / "firmware" / "platformio"
 PROBE_SRC = FW / "host" / "chacha_only"
@@ -40,9 +41,7 @@ AES_GCM = {0xC02B, 0xC02C}  # TLS_ECDHE_ECDSA_WITH_AES_{128,256}_GCM_*
 
 
 def _skip_or_fail(message: str) -> NoReturn:
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
+    skip_or_fail(message)
 
 
 @dataclass(frozen=True)

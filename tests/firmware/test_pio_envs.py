@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from orchestrator.backends import platformio as pio
+from orchestrator.errors import TestbedError
+from tests.skips import skip_or_fail
 
 PROJECT = Path(__file__).resolve().parents[2] / "firmware" / "platformio"
 PIOARDUINO = "https://github.com/pioarduino/platform-espressif32/releases/download/55.03.35/platform-espressif32.zip"
@@ -38,8 +38,8 @@ EXPECTED = {
 def _pio() -> str:
     try:
         return pio.find_pio([Path(sys.executable).parent])
-    except Exception as exc:  # noqa: BLE001 - the reason goes into the skip
-        pytest.skip(f"PlatformIO not installed: {exc}")
+    except TestbedError as exc:  # only "not installed": any other error is the test's failure
+        skip_or_fail(f"PlatformIO not installed: {exc.message} (`make venv` installs it with .[esp32])")
 
 
 def _config(*extra: str) -> subprocess.CompletedProcess[str]:

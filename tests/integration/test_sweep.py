@@ -33,11 +33,14 @@ def finished_bundle(tmp_path_factory) -> Path:
 def test_sweep_writes_a_complete_bundle(finished_bundle):
     b = finished_bundle
     manifest = json.loads((b / "manifest.json").read_text())
-    assert manifest["schema_version"] == 1 and manifest["seed"] == 1
+    assert manifest["schema_version"] == 2 and manifest["seed"] == 1
     env = manifest["environment"]
-    for key in ("docker", "compose", "tshark", "mosquitto", "mbedtls", "image_digests", "host"):
+    for key in ("docker", "compose", "tshark", "image_digests", "versions", "host", "configured"):
         assert env[key], key
-    assert "2.28" in env["mbedtls"] and "mosquitto 2.0" in env["mosquitto"]
+    # the images the cells' containers ran, and the versions read inside them
+    assert set(env["image_digests"]) == {"broker", "capture", "subscriber", "publisher"}
+    assert env["versions"]["publisher"]["libmbedtls14"].startswith("2.28")
+    assert env["versions"]["broker"]["mosquitto"].startswith("2.0")
     cells = ["plain-65B-none-r1", "tls-65B-none-r1", "plain-100B-none-r1", "tls-100B-none-r1"]
     assert sorted(manifest["cells"]) == sorted(cells)
     for c in cells:

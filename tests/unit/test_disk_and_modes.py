@@ -24,6 +24,7 @@ from orchestrator.model.run import RunSpec
 from orchestrator.model.sweep import SweepPlan
 from orchestrator.results import archive, atomic, space
 from orchestrator.results.space import DiskFull, check_cell_space, expected_cell_bytes
+from tests.skips import skip_or_fail
 
 RESUME = "free some space on that disk; finished cells are kept: testbed sweep --resume"
 
@@ -188,9 +189,7 @@ def test_the_cells_count_stops_at_once_when_its_disk_fills(tmp_path: Path, monke
 def full_tmpfs(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs (root only: CI runs as root); unmounted afterwards."""
     if os.geteuid() != 0:
-        if os.environ.get("CI") == "true":
-            pytest.fail("the tmpfs test needs root and CI runs as root")
-        pytest.skip("needs root to mount a tmpfs")
+        skip_or_fail("needs root to mount a tmpfs (CI runs as root)")
     mnt = tmp_path / "small"
     mnt.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", str(mnt)], check=True)

@@ -27,6 +27,8 @@ def test_running_testbed_parsed_into_typed_state():
     assert list(up) == ["broker", "capture", "subscriber"]
     broker = up["broker"]
     assert broker.name == "testbed-broker-1" and broker.image == "testbed-broker:latest"
+    # the image it runs, by id (its tag may name a rebuilt image by now)
+    assert broker.image_id == "sha256:b5f9d1e0c5648ac0b446247b3015b7326e0f0399be82729f1a207ab73cb450af"
     assert broker.state.running and broker.state.pid > 0 and broker.state.exit_code == 0
     assert broker.state.started_at is not None and broker.state.started_at.tzinfo is not None
     assert broker.state.finished_at is None  # the engine's 0001-01-01 "never"

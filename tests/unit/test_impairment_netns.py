@@ -34,6 +34,7 @@ from orchestrator.backends.impairment.driver import run_playbook
 from orchestrator.backends.impairment.plan import build_plan
 from orchestrator.errors import TestbedError
 from orchestrator.model.impairment import Impairment, load_impairment
+from tests.skips import kernel_has_netem, skip_or_fail
 
 pytestmark = pytest.mark.netns
 REPO = Path(__file__).resolve().parents[2]
@@ -42,16 +43,19 @@ _counter = itertools.count()
 
 
 def _problem() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for network namespaces"
     for tool in ("ip", "tc", "nft", "nsenter", "unshare", "dumpcap", "tshark"):
         if shutil.which(tool) is None:
             return f"needs {tool} (apt-get install iproute2 nftables util-linux tshark)"
     return None
 
 
-if _problem():  # evaluated at import so the reason is visible in the skip line
-    pytestmark = [pytest.mark.netns, pytest.mark.skip(reason=str(_problem()))]
+@pytest.fixture(scope="module", autouse=True)
+def _tools() -> None:
+    """Before the module's other fixtures, after root (tests/conftest.py): skip without a tool, or fail under
+    CI=true, where `make test` installs them."""
+    problem = _problem()
+    if problem:
+        skip_or_fail(problem)
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -287,11 +291,8 @@ def test_narrowband_250kbit_never_exceeds_the_rate_by_10_percent(lab: Lab, tmp_p
     assert min(full) >= 250_000 * 0.80  # the link was saturated, so the bound is not vacuous
 
 
-def _netem_missing() -> bool:
-    return os.geteuid() == 0 and not b.netem_available()
-
-
-@pytest.mark.skipif(_netem_missing(), reason="kernel lacks sch_netem")
+# this host's kernel, which the namespaces use (unshare + tc, no helper container: these tests start none)
+@pytest.mark.skipif(kernel_has_netem() is False, reason="kernel lacks sch_netem")
 def test_netem_delay_is_applied_where_the_kernel_has_it(lab: Lab, tmp_path: Path) -> None:
     code = textwrap.dedent(f"""
         import socket, statistics, time
@@ -313,7 +314,7 @@ def test_netem_delay_is_applied_where_the_kernel_has_it(lab: Lab, tmp_path: Path
     assert lab.leftovers() == []
 
 
-@pytest.mark.skipif(not _netem_missing(), reason="kernel has sch_netem")
+@pytest.mark.skipif(kernel_has_netem() is True, reason="kernel has sch_netem")
 def test_delay_profile_without_netem_fails_before_anything_is_applied(lab: Lab) -> None:
     imp = load_impairment("wifi-good")
     before = b.show(lab.targets())
@@ -423,7 +424,9 @@ def test_netem_command_lines_parse_in_iproute2(profile: str) -> None:
     root = apply_argvs(load_impairment(profile), target)[0]
     assert root[:2] == ["nsenter", "--net=/proc/1/ns/net"] and "netem" in root
     proc = sh("unshare", "--net", *root[2:], check=False)  # a throwaway namespace's loopback
-    if _netem_missing():
+    has_netem = kernel_has_netem()
+    assert has_netem is not None, "tests/skips.py could not probe this kernel for sch_netem"
+    if not has_netem:
         assert (proc.returncode, proc.stderr.strip()) == (2, "Error: Specified qdisc kind is unknown.")
     else:
         assert proc.returncode == 0, proc.stderr

@@ -23,6 +23,7 @@ from orchestrator.lab.topology import prepare_run_dir
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario, load_scenario
 from orchestrator.publishers.virtual import publisher_args
+from tests.skips import skip_or_fail
 
 
 def _roles(runtime: str) -> Any:
@@ -159,7 +160,7 @@ def test_our_hash_is_mosquittos_and_mosquitto_passwd_agrees() -> None:
     """The $7$ hash recomputed from the salt mosquitto_passwd chose gives its digest byte for byte."""
     tool = shutil.which("mosquitto_passwd")
     if tool is None:
-        pytest.skip("mosquitto_passwd is not installed (scripts/ensure-system.sh test installs mosquitto)")
+        skip_or_fail("mosquitto_passwd is not installed (scripts/ensure-system.sh test installs mosquitto)")
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:

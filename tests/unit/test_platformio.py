@@ -12,6 +12,7 @@ import pytest
 from orchestrator.backends import platformio as pio
 from orchestrator.errors import TestbedError, ToolError
 from orchestrator.lab.firmware import settings_for_scenario
+from tests.skips import skip_or_fail
 
 PROJECT = Path(__file__).resolve().parents[2] / "firmware" / "platformio"
 INI = (PROJECT / "platformio.ini").read_text()
@@ -84,7 +85,7 @@ def test_payload_minimum_and_settings_validation() -> None:
 def test_generated_header_compiles_to_the_same_bytes(tmp_path: Path) -> None:
     gxx = shutil.which("g++")
     if gxx is None:
-        pytest.skip("g++ not installed (apt-get install -y g++)")
+        skip_or_fail("g++ not installed (apt-get install -y g++)")
     settings = _settings()
     (tmp_path / "testbed_generated.h").write_text(pio.render_header(settings))
     (tmp_path / "main.cpp").write_text(
@@ -158,6 +159,6 @@ def test_pio_project_config_accepts_platformio_ini() -> None:
     try:
         pio.find_pio()
     except TestbedError:
-        pytest.skip("PlatformIO not installed (pip install platformio)")
+        skip_or_fail("PlatformIO not installed (pip install platformio; `make venv` installs it with .[esp32])")
     text = pio.check_config(PROJECT)
     assert "env:esp32dev" in text and "env:native" in text

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import socket
 import subprocess
@@ -29,6 +28,7 @@ import pytest
 from orchestrator.analysis import clock
 from orchestrator.analysis.clock import ClockSyncError, TimeSample, TooFewSamplesError
 from orchestrator.clients import time_echo
+from tests.skips import skip_or_fail
 
 REPO = Path(__file__).resolve().parents[3]
 FW = REPO / "firmware" / "platformio"
@@ -270,9 +270,7 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """time_sync_probe compiled straight from the core's and the host's sources (no mbedTLS needed)."""
     gxx = shutil.which("g++")
     if gxx is None:
-        if os.environ.get("CI"):
-            pytest.fail("g++ not found: apt-get install -y g++")
-        pytest.skip("g++ not found: apt-get install -y g++")
+        skip_or_fail("g++ not found: apt-get install -y g++")
     out = tmp_path_factory.mktemp("probe") / "time_sync_probe"
     core, common = FW / "lib" / "testbed_core" / "src", FW / "host" / "src" / "common"
     argv = [gxx, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Wpedantic", "-Wshadow", "-Werror", f"-I{core}",

@@ -4,7 +4,6 @@ box) and every image loaded; for the demo's bundle (plain and tls x 65 and 100 B
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 from orchestrator.report import build_report
 from orchestrator.report.compare import compare_bundles
 from tests.golden import regenerate
+from tests.skips import skip_or_fail
 from tests.unit.report import browser
 from tests.unit.report.conftest import make_bundle
 from tests.unit.report.test_fleet_report import add_fleet_cell
@@ -25,10 +25,7 @@ RESAMPLES = 1000
 @pytest.fixture(scope="module", autouse=True)
 def _needs_chromium() -> None:
     if browser.chromium() is None:
-        message = "chromium is not installed: `bash scripts/ensure-system.sh test` installs it"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail("chromium is not installed: `bash scripts/ensure-system.sh test` installs it")
 
 
 def _demo(root: Path) -> Path:
