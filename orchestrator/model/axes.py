@@ -320,6 +320,8 @@ RECONNECT_HELP = ("what a device does when its connection is lost or refused: of
 EVENTS_HELP = ("events on the cell's timeline, from the publisher's go, comma-separated: broker-restart@20s (the "
                "broker process ended with SIGTERM and started again in its container), broker-kill@20s (SIGKILL), "
                "link-down@30s:5s (every device's link dropped both ways for 5 s, then restored)")
+_EVENTS_HERE = Only("events-run-on-this-host", "--events {value}: a cell's events are run by this host's lab (its "
+                    "containers): a lab inventory's cell would run without them", sites=frozenset({"local"}))
 
 
 def _backoff(values: Mapping[str, Any]) -> bool:
@@ -376,7 +378,7 @@ AXES = AxisTable((
     Axis("reconnect_cap_ms", float, 8000.0, "backoff: the largest ceiling, e.g. 8s", ge=1, le=3_600_000,
          option="reconnect_cap", cli_type=str, cli_default="8s", from_cli=parse_interval, only=_RECONNECT_ONLY,
          device=Device("reconnect_cap_ms", "lifecycle", run_key=None, when=_backoff)),
-    Axis("events", str, "", EVENTS_HELP, pattern=r"^[a-z0-9@:.,\-]*$", from_cli=check_events),
+    Axis("events", str, "", EVENTS_HELP, pattern=r"^[a-z0-9@:.,\-]*$", from_cli=check_events, only=_EVENTS_HERE),
     Axis("impairment", str, NO_IMPAIRMENT, "impairment profile name or YAML file",
          sweep=Sweep("impairments", (NO_IMPAIRMENT,), "comma list of impairment profiles", nest=1, lab=True),
          cell=stem, names=Names(word=str, order=0, keep_default=True)),
@@ -392,8 +394,7 @@ AXES = AxisTable((
     Axis("baud", int, 115200, "the board's serial baud rate", ge=300, le=4_000_000, host=True),
     Axis("board_host", str | None, None,
          "esp32: the address of this host's interface the board reaches, never a wildcard such as 0.0.0.0 or :: "
-         "(default: the address of its default route)",
-         only=_BOARD_ONLY, host=True),
+         "(default: the address of its default route)", only=_BOARD_ONLY, host=True),
     Axis("reset_board", bool, False, "esp32: reset the board through DTR/RTS before each cell, as esptool does",
          only=_BOARD_ONLY, host=True),
     Axis("seed", int, 1, "seed of the simulated sensors", ge=0, le=MAX_SEED,

@@ -78,6 +78,13 @@ def _esp32_needs_port(v: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _link_down_needs_a_container(v: Mapping[str, Any]) -> str | None:
+    if v.get("publisher") == "esp32" and "link-down" in str(v.get("events") or ""):
+        return ("--events link-down drops the publisher container's link: a board has none (its radio is its own); "
+                "the broker's events (broker-restart, broker-kill) run with a board")
+    return None
+
+
 def _topic_alias_needs_mqtt5(v: Mapping[str, Any]) -> str | None:
     if v.get("topic_alias") == "on" and v.get("mqtt") != "5":
         return "--topic-alias on needs --mqtt 5 (topic aliases are MQTT 5's)"
@@ -102,6 +109,7 @@ RULES: tuple[Rule, ...] = (
     Rule("payload-fits", _payload_fits),
     Rule("esp32-needs-serial-port", _esp32_needs_port),
     Rule("topic-alias-needs-mqtt5", _topic_alias_needs_mqtt5),
+    Rule("link-down-needs-a-container", _link_down_needs_a_container),
     Rule("backoff-base-within-cap", _backoff_base_within_cap),
 )
 SWEEP_RULES: tuple[Rule, ...] = (  # on a sweep's own values, once per plan

@@ -40,6 +40,9 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {  # what is not one axis's value
     "impairment": [{"impairment": name} for name in impairment.builtin_names()],
 }
 RULE = re.compile(r"\(rule ([a-z0-9-]+)\)$")
+EXAMPLES: dict[str, list[Any]] = {  # free-text axes: a value besides the default
+    "events": ["broker-restart@5s,link-down@9s:1s"],
+}
 
 
 def _ends(axis: Axis) -> list[Any]:
@@ -57,7 +60,7 @@ def axis_values(axis: Axis) -> list[Any]:
         return [None, f"/tmp/{axis.name}"]
     if axis.bounds():
         return _ends(axis)
-    return [axis.default] if axis.default is not ... else []
+    return ([axis.default] if axis.default is not ... else []) + EXAMPLES.get(axis.name, [])
 
 
 def variants() -> list[tuple[str, dict[str, Any]]]:
