@@ -51,7 +51,7 @@ def exchange_request(base: ExportRequest) -> ExportRequest:
 
 
 @dataclass(slots=True)
-class Packet:
+class MqttPacket:
     """One MQTT packet of the capture. Slotted: a fleet's capture gives a million of them, each 352 bytes with a
     __dict__ and 120 without."""
 
@@ -78,7 +78,7 @@ def _split(text: str) -> list[str]:
 
 
 def _frame_packets(frame: int, t: float, stream: int, up: bool, ctypes: str, rlens: str, flags: str, lens: str,
-                   ids: str, msgs: str, keep_payload: bool = True) -> list[Packet]:
+                   ids: str, msgs: str, keep_payload: bool = True) -> list[MqttPacket]:
     hdr = [int(f, 16) for f in _split(flags)]
     remaining = [int(n) for n in _split(lens)]
     if not hdr or len(hdr) != len(remaining):
@@ -87,7 +87,7 @@ def _frame_packets(frame: int, t: float, stream: int, up: bool, ctypes: str, rle
     payloads = _split(msgs)
     app = [int(r) for c, r in zip(_split(ctypes), _split(rlens), strict=False) if c == TLS_APPLICATION_DATA]
     tls = bool(ctypes)
-    out: list[Packet] = []
+    out: list[MqttPacket] = []
     for i, (h, rem) in enumerate(zip(hdr, remaining, strict=True)):
         kind = h >> 4
         wants_id = kind in _HAS_ID or (kind == PUBLISH and (h >> 1) & 3 > 0)
@@ -96,16 +96,16 @@ def _frame_packets(frame: int, t: float, stream: int, up: bool, ctypes: str, rle
         wire = (app[i] + TLS_RECORD_HEADER if len(app) == len(hdr) else None) if tls else size
         payload = payloads.pop(0) if kind == PUBLISH and payloads else ""
         if keep_payload or not (up and payload):
-            out.append(Packet(frame, t, stream, up, kind, h, size, pid, wire, payload))
+            out.append(MqttPacket(frame, t, stream, up, kind, h, size, pid, wire, payload))
         else:  # its sequence number and device are all an exchange needs of it
             seq, device = _seq_device(payload)
-            out.append(Packet(frame, t, stream, up, kind, h, size, pid, wire, "", seq, device))
+            out.append(MqttPacket(frame, t, stream, up, kind, h, size, pid, wire, "", seq, device))
     return out
 
 
-def parse_packets(text: str, broker_port: int) -> list[Packet]:
+def parse_packets(text: str, broker_port: int) -> list[MqttPacket]:
     """The exported text of :data:`EXCHANGE_FIELDS` -> its MQTT packets, in capture order."""
-    packets: list[Packet] = []
+    packets: list[MqttPacket] = []
     for line in text.splitlines():
         cols = line.split("\t")
         if len(cols) == len(EXCHANGE_FIELDS) and cols[7]:
@@ -115,12 +115,12 @@ def parse_packets(text: str, broker_port: int) -> list[Packet]:
     return packets
 
 
-def packets_of_table(part: pd.DataFrame, broker_port: int) -> list[Packet]:
+def packets_of_table(part: pd.DataFrame, broker_port: int) -> list[MqttPacket]:
     """A chunk of the run's export (analysis/fields.py parse_fields) -> its MQTT packets, in capture order: the
     exchanges' share of the run's one export pass. Only the sequence number of a PUBLISH is kept, not its payload
     (a fleet's capture holds hundreds of thousands)."""
     m = part[part["mqtt_hdrflags"] != ""]
-    packets: list[Packet] = []
+    packets: list[MqttPacket] = []
     for frame, t, stream, dport, ctypes, rlens, flags, lens, ids, msgs in zip(
             m["frame"], m["time"], m["stream"], m["dst_port"], m["tls_ctype"], m["tls_rec_len"], m["mqtt_hdrflags"],
             m["mqtt_len"], m["mqtt_msgid"], m["mqtt_msg"], strict=True):
@@ -149,7 +149,7 @@ class _Exchange:
     wire_down: int | None = 0
     streams: tuple[int, ...] = ()
 
-    def add(self, p: Packet) -> None:
+    def add(self, p: MqttPacket) -> None:
         if p.up:
             self.packets_up += 1
             self.mqtt_up += p.mqtt_len
@@ -201,14 +201,14 @@ class ExchangePackets:
     subscribers, CONNECT, PINGREQ ...) is never part of an exchange and is not kept.
     """
 
-    def __init__(self, packets: Iterable[Packet] = ()) -> None:
+    def __init__(self, packets: Iterable[MqttPacket] = ()) -> None:
         self.alone: dict[str, array[Any]] = {k: array("d" if k == "time" else "q") for k in _ALONE}
-        self.paired: list[Packet] = []
+        self.paired: list[MqttPacket] = []
         self.publisher_streams: set[int] = set()  # the streams with a PUBLISH to the broker
         self.devices: set[str] = set()
         self.add(packets)
 
-    def add(self, packets: Iterable[Packet]) -> None:
+    def add(self, packets: Iterable[MqttPacket]) -> None:
         alone = self.alone
         for p in packets:
             if p.type == PUBLISH and p.up:
@@ -286,7 +286,7 @@ def _as_list(name: str, values: np.ndarray) -> list[object]:
     return [None if v < 0 else v for v in out] if name in _SENTINEL else out
 
 
-def exchanges(packets: list[Packet] | ExchangePackets) -> pd.DataFrame:
+def exchanges(packets: list[MqttPacket] | ExchangePackets) -> pd.DataFrame:
     """One row per message (:data:`EXCHANGE_COLUMNS`), in the order the messages were first published (a
     message's time, then its sequence number). A table of QoS 0 PUBLISH alone is made of arrays (a fleet's has
     hundreds of thousands of rows), typed as pandas types the lists it is otherwise made of."""

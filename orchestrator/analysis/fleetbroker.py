@@ -109,11 +109,11 @@ def cpu_limit(series: Series, steady_from_s: float | None, host_cpus: int | None
                            "steady_mean_cores": round(float(cores.mean()), 4) if cores.size else None,
                            "steady_peak_cores": round(float(cores.max()), 4) if cores.size else None}
     out["broker_ceiling"] = bool(cores.size and cores.mean() >= CEILING_CORES)
-    out["verdict"] = verdict(out)
+    out["verdict"] = ceiling_verdict(out)
     return out
 
 
-def verdict(limit: dict[str, Any]) -> str:
+def ceiling_verdict(limit: dict[str, Any]) -> str:
     """Only a broker at >= 90 % of a core over the steady windows is called the ceiling."""
     cpus = limit.get("host_cpus")
     shared = (f"on this machine the loader shares the {cpus} CPUs with the broker" if cpus else

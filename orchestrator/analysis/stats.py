@@ -171,7 +171,7 @@ def _interval(draws: np.ndarray, level: float) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def compare(baseline: Sample, scenario: Sample, *,
+def compare_samples(baseline: Sample, scenario: Sample, *,
             resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Comparison:
     """Compare ``scenario`` against ``baseline`` (NaN/inf values are dropped first).
 

@@ -122,7 +122,7 @@ def _span(broker_in_us: pd.Series) -> list[float] | None:
     return [round(float(v.min()), 6), round(float(v.max()), 6)] if len(v) else None
 
 
-def message_fates(pm: pd.DataFrame) -> dict[str, Any]:
+def reading_fates(pm: pd.DataFrame) -> dict[str, Any]:
     """Readings sent: delivered on time, late (PUBLISH at the broker > LATE_MS after the device sent it), lost (where
     the capture last saw them); per device the most lost and late."""
     sent = pm[pm["t_send_us"].notna()]
@@ -223,8 +223,8 @@ def storm(events: list[dict[str, Any]], conns: pd.DataFrame, pm: pd.DataFrame,
         per_event.append({"kind": ev["kind"], "at_s": ev["at_s"], "duration_s": ev.get("duration_s", 0.0),
                           "start": round(t, 6), "over": round(event_over(ev), 6), "error": ev.get("error"),
                           **_recovery(ev, conns, pm, devices), **_handshakes(t, event_over(ev), prev, nxt, conns),
-                          "messages": message_fates(window),
+                          "messages": reading_fates(window),
                           **_subscriber(ev, subscribed if subscribed is not None else np.array([]), window)})
-    return {"devices": len(devices), "events": per_event, "messages": message_fates(pm),
+    return {"devices": len(devices), "events": per_event, "messages": reading_fates(pm),
             "broker_dropped_outgoing": broker_drops(broker_log)[:20],
             "timeline": timeline(conns, pm, cpu_series, first_syn, last)}

@@ -41,7 +41,7 @@ VERSIONS = {0x0301: "TLS 1.0", 0x0302: "TLS 1.1", 0x0303: "TLS 1.2", 0x0304: "TL
 
 
 @dataclass(frozen=True)
-class Packet:
+class CapturedFrame:
     time: float
     orig_len: int
     linktype: int
@@ -64,7 +64,7 @@ class Segment:
 
 # ---- capture files -------------------------------------------------------------------------------
 
-def read_packets(path: Path) -> Iterator[Packet]:
+def read_packets(path: Path) -> Iterator[CapturedFrame]:
     """Every packet record of a pcap or pcapng file, in file order."""
     data = path.read_bytes()
     magic = data[:4]
@@ -76,7 +76,7 @@ def read_packets(path: Path) -> Iterator[Packet]:
         raise TestbedError(f"{path} is not a pcap or pcapng file (magic {magic.hex()})")
 
 
-def _pcap_packets(data: bytes) -> Iterator[Packet]:
+def _pcap_packets(data: bytes) -> Iterator[CapturedFrame]:
     endian = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
     scale = 1e-9 if data[:4] in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d") else 1e-6
     linktype = struct.unpack_from(endian + "I", data, 20)[0] & 0x0FFFFFFF
@@ -85,7 +85,7 @@ def _pcap_packets(data: bytes) -> Iterator[Packet]:
         sec, frac, incl, orig = struct.unpack_from(endian + "IIII", data, off)
         if off + 16 + incl > len(data):
             return
-        yield Packet(sec + frac * scale, orig, linktype, data[off + 16:off + 16 + incl])
+        yield CapturedFrame(sec + frac * scale, orig, linktype, data[off + 16:off + 16 + incl])
         off += 16 + incl
 
 
@@ -102,7 +102,7 @@ def _tsresol(options: bytes, endian: str) -> float:
     return 1e-6
 
 
-def _pcapng_packets(data: bytes) -> Iterator[Packet]:
+def _pcapng_packets(data: bytes) -> Iterator[CapturedFrame]:
     endian, off = "<", 0
     interfaces: list[tuple[int, float]] = []  # (linktype, seconds per tick), per section
     while off + 12 <= len(data):
@@ -119,16 +119,16 @@ def _pcapng_packets(data: bytes) -> Iterator[Packet]:
             if_id = struct.unpack_from(endian + ("HH" if btype == 2 else "I"), body, 0)[0]
             hi, lo, incl, orig = struct.unpack_from(endian + "IIII", body, 4)
             link, tick = interfaces[if_id]
-            yield Packet(((hi << 32) | lo) * tick, orig, link, body[20:20 + incl])
+            yield CapturedFrame(((hi << 32) | lo) * tick, orig, link, body[20:20 + incl])
         elif btype == 3:  # simple packet block: no timestamp, interface 0
             orig = struct.unpack_from(endian + "I", body, 0)[0]
-            yield Packet(0.0, orig, interfaces[0][0], body[4:4 + orig])
+            yield CapturedFrame(0.0, orig, interfaces[0][0], body[4:4 + orig])
         off += blen
 
 
 # ---- link, IP, TCP -------------------------------------------------------------------------------
 
-def _network(p: Packet) -> tuple[int, bytes] | None:
+def _network(p: CapturedFrame) -> tuple[int, bytes] | None:
     """(ethertype, network-layer bytes) of a packet, or None for a link type or protocol we skip."""
     d, lt = p.data, p.linktype
     if lt == LINK_ETHERNET and len(d) >= 14:
@@ -171,7 +171,7 @@ def _transport(etype: int, ip: bytes) -> tuple[str, str, int, bytes] | None:
     return None
 
 
-def segment(p: Packet) -> Segment | None:
+def segment(p: CapturedFrame) -> Segment | None:
     """The TCP segment of a packet, or None."""
     net = _network(p)
     tr = _transport(*net) if net else None
@@ -186,7 +186,7 @@ def segment(p: Packet) -> Segment | None:
 # ---- connections and streams ---------------------------------------------------------------------
 
 @dataclass
-class Direction:
+class StreamDirection:
     """One direction of a connection: its segments, reassembled on demand."""
 
     isn: int | None = None
@@ -229,8 +229,8 @@ class Connection:
     client: tuple[str, int]
     syn_time: float | None
     first_time: float
-    up: Direction = field(default_factory=Direction)
-    down: Direction = field(default_factory=Direction)
+    up: StreamDirection = field(default_factory=StreamDirection)
+    down: StreamDirection = field(default_factory=StreamDirection)
     tcp_end: str = "capture end"
 
 
@@ -339,7 +339,7 @@ def tls_side(stream: bytes) -> TlsSide:
     return side
 
 
-def classify(client: TlsSide, server: TlsSide) -> tuple[str | None, int | None, str, str]:
+def classify_connection(client: TlsSide, server: TlsSide) -> tuple[str | None, int | None, str, str]:
     """(version, cipher suite, kind, evidence) of a TLS connection's two plaintext sides."""
     if not client.hellos or not server.hellos:
         missing = "ClientHello" if not client.hellos else "ServerHello"
@@ -393,7 +393,7 @@ def wire_connections(path: Path, broker_port: int, tls: bool) -> list[WireConnec
         up, down = conn.up.counts(), conn.down.counts()
         if tls:
             cs, ss = tls_side(conn.up.stream()), tls_side(conn.down.stream())
-            version, cipher, kind, evidence = classify(cs, ss)
+            version, cipher, kind, evidence = classify_connection(cs, ss)
         else:
             cs = ss = TlsSide()
             version, cipher, kind, evidence = None, None, "none", "plain MQTT port"

@@ -17,7 +17,7 @@ PACKAGES = "apt-get install -y g++ cmake make libmbedtls-dev"
 GENERATED = ("Makefile", "build.ninja")  # what a finished configure step leaves for the build step
 
 
-def cache_dir() -> Path:
+def firmware_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "testbed" / "fw-host"
 
@@ -30,7 +30,7 @@ def build_target(target: str, build_dir: Path | None = None) -> Path:
     if not (HOST_SOURCE / "CMakeLists.txt").is_file():
         raise TestbedError(f"firmware host sources not found at {HOST_SOURCE}",
                            hint="run the testbed from its source checkout")
-    out = build_dir or cache_dir()
+    out = build_dir or firmware_cache_dir()
     configured = (out / "CMakeCache.txt").is_file() and any((out / f).is_file() for f in GENERATED)
     if not configured:
         proc = run(["cmake", "-S", str(HOST_SOURCE), "-B", str(out)], check=False, timeout=300)

@@ -102,7 +102,7 @@ def image_digest(tag: str) -> str | None:
     return image.id if image is not None else None
 
 
-def build_argv(s: ImageSpec, base_image: str, chash: str, root: Path) -> list[str]:
+def image_build_argv(s: ImageSpec, base_image: str, chash: str, root: Path) -> list[str]:
     return docker.build_argv(root / s.dockerfile, s.tag, root, build_args={"BASE_IMAGE": base_image},
                              labels={HASH_LABEL: chash, "io.testbed.owned": "true"})
 
@@ -224,7 +224,7 @@ def build_images(names: Iterable[str] | None = None, *, rebuild: bool = False,
             build_wheelhouse(root)
         progress(f"building {s.tag} on {base}")
         try:
-            run(build_argv(s, base, chash, root), timeout=1800, env={"DOCKER_BUILDKIT": buildkit})
+            run(image_build_argv(s, base, chash, root), timeout=1800, env={"DOCKER_BUILDKIT": buildkit})
         except ToolError as exc:
             raise TestbedError(f"building {s.tag} failed", evidence=exc.evidence,
                                hint="`testbed images build --rebuild` retries from scratch") from exc

@@ -102,7 +102,7 @@ class BoardEnv:
     measures: str  # the env's `custom_measures`: what a cell built with it can and cannot measure
 
 
-def board_envs(config_json: str) -> list[BoardEnv]:
+def parse_board_envs(config_json: str) -> list[BoardEnv]:
     """The board envs (not `native`) of `pio project config --json-output`."""
     envs = []
     for section, options in json.loads(config_json):
@@ -119,10 +119,10 @@ def board_envs(config_json: str) -> list[BoardEnv]:
 def list_board_envs(project: Path | None = None, timeout: float = 120) -> list[BoardEnv]:
     """`pio project config --json-output`, offline: every board env with its platform and framework."""
     argv = [*config_argv(find_pio(), project or project_dir()), "--json-output"]
-    return board_envs(_run_pio(argv, timeout=timeout))
+    return parse_board_envs(_run_pio(argv, timeout=timeout))
 
 
-def check_board(board: str, ini_text: str) -> str:
+def known_board_env(board: str, ini_text: str) -> str:
     envs = [e for e in project_envs(ini_text) if e != "native"]
     if board not in envs:
         raise TestbedError(f"unknown board environment {board!r} in firmware/platformio/platformio.ini; "
@@ -146,7 +146,7 @@ def find_pio(search: Sequence[Path] | None = None) -> str:
                             "toolchain from its registry on first build)")
 
 
-def build_argv(pio: str, project: Path, board: str) -> list[str]:
+def pio_build_argv(pio: str, project: Path, board: str) -> list[str]:
     return [pio, "run", "--project-dir", str(project), "--environment", board]
 
 
@@ -266,7 +266,7 @@ def build(settings: FirmwareSettings, *, board: str, project: Path | None = None
           env: Mapping[str, str] | None = None, timeout: float | None = 3600) -> Path:
     """Writes the generated header and runs `pio run -e BOARD`; returns the header path."""
     project = project or project_dir()
-    check_board(board, (project / "platformio.ini").read_text())
+    known_board_env(board, (project / "platformio.ini").read_text())
     missing = missing_secrets(env if env is not None else os.environ)
     if missing:
         raise TestbedError(f"set {', '.join(missing)} in the environment before building the firmware",
@@ -275,13 +275,13 @@ def build(settings: FirmwareSettings, *, board: str, project: Path | None = None
                                 "and are never written to files")
     pio = find_pio()
     header = write_header(settings, project)
-    _run_pio(build_argv(pio, project, board), timeout=timeout)
+    _run_pio(pio_build_argv(pio, project, board), timeout=timeout)
     return header
 
 
 def upload(*, board: str, port: str, project: Path | None = None, timeout: float | None = 1800) -> None:
     project = project or project_dir()
-    check_board(board, (project / "platformio.ini").read_text())
+    known_board_env(board, (project / "platformio.ini").read_text())
     if not (project / GENERATED_HEADER).exists():
         raise TestbedError("no firmware configured yet",
                            hint="run `testbed firmware build --scenario tls` first")
@@ -292,7 +292,7 @@ def monitor_command(*, board: str, port: str | None, baud: int = DEFAULT_BAUD,
                     project: Path | None = None) -> list[str]:
     """The argv of an interactive serial monitor (the CLI runs it attached to the terminal)."""
     project = project or project_dir()
-    check_board(board, (project / "platformio.ini").read_text())
+    known_board_env(board, (project / "platformio.ini").read_text())
     return monitor_argv(find_pio(), project, board, port, baud)
 
 

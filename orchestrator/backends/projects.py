@@ -101,7 +101,7 @@ def _holder(project: str, text: str) -> Holder:
 
 
 def claim(project: str) -> None:
-    """Hold ``project``'s lock for the rest of this process (or until release()); TestbedError naming the
+    """Hold ``project``'s lock for the rest of this process (or until release_project()); TestbedError naming the
     invocation that holds it already."""
     if project in _held or fcntl is None:
         return
@@ -120,10 +120,10 @@ def claim(project: str) -> None:
     os.ftruncate(fd, 0)
     os.write(fd, json.dumps(record).encode())
     _held[project] = fd
-    atexit.register(release, project)  # held to the end; the kernel frees it however the process ends
+    atexit.register(release_project, project)  # held to the end; the kernel frees it however the process ends
 
 
-def release(project: str) -> None:
+def release_project(project: str) -> None:
     """Give up ``project``'s lock and delete its file (at exit; what it left is found by its owner label)."""
     fd = _held.pop(project, None)
     if fd is not None:

@@ -50,14 +50,14 @@ def check(
     named (docs/board-check.md: what good looks like). Its 20-message run is of --scenario."""
     from orchestrator.lab.board_side import lab_address
     from orchestrator.measure.run import execute_run
-    from orchestrator.publishers.board.check import CheckOptions, check_board
+    from orchestrator.publishers.board.check import CheckOptions, run_board_check
 
     if not values["serial_port"]:
         raise TestbedError("board check needs --serial-port", hint="e.g. --serial-port /dev/ttyUSB0, or the PTY of "
                            "`testbed board emulate`")
     lab_address(values["board_host"])  # no interface's address (0.0.0.0, ::): refused before the port opens
     opts = CheckOptions(**{name: values[name] for name in CHECK_AXES}, ready_timeout_s=ready_timeout, run_dir=out_dir)
-    result = check_board(opts, execute_run, status=progress_line)
+    result = run_board_check(opts, execute_run, status=progress_line)
     skipped = [s for s in result.steps if s.verdict == "not run"]
     for step in (s for s in result.steps if s.verdict != "not run"):
         out.print(f"{step.verdict:<8} {step.name:<7} {step.seen}", markup=False, highlight=False)

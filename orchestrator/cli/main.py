@@ -160,7 +160,7 @@ def _sweep(
     if plan_file is not None:
         from orchestrator.cli import replay
 
-        job = replay.start(ctx, models.table, models.plan, given, plan_file, out_root, name,
+        job = replay.start_rerun(ctx, models.table, models.plan, given, plan_file, out_root, name,
                            argv_for_display())
     elif resume is not None:
         job = sw.resume_sweep(resume)

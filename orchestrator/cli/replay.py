@@ -16,7 +16,7 @@ from orchestrator.cli.axis_options import command_axes, to_model
 from orchestrator.cli.console import err, escape
 from orchestrator.errors import TestbedError
 from orchestrator.measure.replay import Replay, replay_plan, start_replay
-from orchestrator.measure.sweep import Sweep
+from orchestrator.measure.sweep import SweepJob
 from orchestrator.model.axes import AxisTable
 from orchestrator.model.sweep import SweepPlan
 
@@ -47,20 +47,20 @@ def host_overrides(ctx: typer.Context, table: AxisTable, given: dict[str, Any]) 
     return host
 
 
-def start(ctx: typer.Context, table: AxisTable, plan_model: Callable[..., SweepPlan], given: dict[str, Any],
-          plan_file: Path, out_root: Path, name: str, command: list[str]) -> Sweep:
+def start_rerun(ctx: typer.Context, table: AxisTable, plan_model: Callable[..., SweepPlan], given: dict[str, Any],
+          plan_file: Path, out_root: Path, name: str, command: list[str]) -> SweepJob:
     """The new bundle of the rerun, after saying what it reruns."""
     if given_on_command_line(ctx, "resume"):
         raise TestbedError("--plan and --resume cannot go together: --plan starts a new bundle, --resume completes "
                            "one")
     replay = replay_plan(plan_file, host_overrides(ctx, table, given), table, plan_model)
-    err.print(escape(describe(replay)), highlight=False)
+    err.print(escape(describe_replay(replay)), highlight=False)
     job = start_replay(replay, out_root, name if given_on_command_line(ctx, "name") else replay.name, command)
     err.print(f"bundle: {escape(str(job.bundle))}  ({len(job.cells)} cells, seed {job.plan.seed})", highlight=False)
     return job
 
 
-def describe(replay: Replay) -> str:
+def describe_replay(replay: Replay) -> str:
     """'reproducing B (tool 0.x, commit c): 4 cells in its recorded order, seed 1; --serial-port x -> y'."""
     r = replay.reproduces
     text = (f"reproducing {r['name']} (tool {r['tool_version']}, commit {str(r['git_commit'])[:12]}): "

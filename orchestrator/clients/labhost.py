@@ -100,7 +100,7 @@ def redacted(argv: list[str]) -> list[str]:
     return [("***" if i and argv[i - 1] == "--password" else a) for i, a in enumerate(argv)]
 
 
-def start(folder: Path, name: str, argv: list[str], env: dict[str, str], timeout_s: float = 10.0) -> int:
+def start_supervised(folder: Path, name: str, argv: list[str], env: dict[str, str], timeout_s: float = 10.0) -> int:
     """Start ``argv`` under a supervisor in a session of its own; return once it runs (its pid printed)."""
     d = procs(folder)
     d.mkdir(parents=True, exist_ok=True)
@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "supervise":
         return supervise(folder, args.name, args.argv, dict(e.split("=", 1) for e in args.env))
     if args.command == "start":
-        rc = start(folder, args.name, args.argv, dict(e.split("=", 1) for e in args.env))
+        rc = start_supervised(folder, args.name, args.argv, dict(e.split("=", 1) for e in args.env))
         return rc if rc or args.wait is None else wait(folder, args.name, args.wait)
     if args.command == "finish":
         return finish(folder, args.stop, args.pack, args.paths)

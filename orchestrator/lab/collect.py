@@ -75,7 +75,7 @@ def read_samples(path: Path) -> list[clock.TimeSample]:
     return [clock.TimeSample(int(r["t1_us"]), int(r["t2_us"]), int(r["t3_us"]), int(r["t4_us"])) for r in rows]
 
 
-def estimate(folder: Path, publisher: str, broker: str) -> tuple[clock.ClockEstimate | None, dict[str, Any]]:
+def host_clock_estimate(folder: Path, publisher: str, broker: str) -> tuple[clock.ClockEstimate | None, dict[str, Any]]:
     """The publisher host's clock against the broker host's, from the exchanges in ``folder``; its record."""
     where = {"host": publisher, "reference": broker, "method": "NTP-style exchanges with the broker host's time "
              "echo before and after the cell (orchestrator/clients/clock_probe.py)"}
@@ -165,7 +165,7 @@ def collect_publisher(archive: Path, lay: Layout, roles: LabRoles) -> dict[str, 
             return None
         got = Path(tmp)
         folder = _host_files(got, lay, host)
-        est, record = estimate(folder, host, roles.broker.name)
+        est, record = host_clock_estimate(folder, host, roles.broker.name)
         _copy_tree(got / "run" / "keylogs", lay.keylogs)
         logs = got / "run" / "logs"
         _copy_tree(logs, folder)  # as the publisher host wrote them, on its own clock

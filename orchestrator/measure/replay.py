@@ -36,7 +36,7 @@ class Replay:
     name: str  # the source's bundle name suffix, the rerun's unless --name is given
 
 
-def bundle_of(path: Path) -> Path:
+def bundle_folder_of(path: Path) -> Path:
     """The bundle folder of ``path``: a bundle's manifest.json, or the folder itself."""
     if path.is_dir():
         return path
@@ -71,7 +71,7 @@ def replay_plan(path: Path, host: dict[str, Any], table: AxisTable = AXES,
         raise TestbedError(f"--plan reruns the recorded plan exactly; {', '.join(unknown)} cannot be changed",
                            hint="only the host's options may be given: "
                                 + ", ".join(table[n].flag for n in host_axes))
-    bundle = bundle_of(path)
+    bundle = bundle_folder_of(path)
     manifest = bundles.load_manifest(bundle)
     recorded = manifest.get("plan")
     if not isinstance(recorded, dict):
@@ -87,7 +87,7 @@ def replay_plan(path: Path, host: dict[str, Any], table: AxisTable = AXES,
     return Replay(bundle, plan, cells, reproduces, str(manifest.get("name") or "sweep"))
 
 
-def start_replay(replay: Replay, out_root: Path, name: str, command: list[str]) -> sw.Sweep:
+def start_replay(replay: Replay, out_root: Path, name: str, command: list[str]) -> sw.SweepJob:
     """The new bundle (validated and made as every sweep's is), recording the source and the order it runs."""
     job = sw.start_sweep(replay.plan, out_root, name, command)
     manifest = bundles.load_manifest(job.bundle)

@@ -68,7 +68,7 @@ class SweepResult:
 
 
 @dataclass(frozen=True)
-class Sweep:
+class SweepJob:
     """A bundle and the cells of its plan still to run."""
 
     bundle: Path
@@ -108,7 +108,7 @@ def check_grading(tables: Sequence[Path]) -> None:
         load_table(path)
 
 
-def start_sweep(plan: SweepPlan, out_root: Path, name: str, command: list[str]) -> Sweep:
+def start_sweep(plan: SweepPlan, out_root: Path, name: str, command: list[str]) -> SweepJob:
     """Validate ``plan`` and the machine, then make the bundle with its manifest under ``out_root``."""
     validate_plan(plan)
     preflight_plan(plan)
@@ -118,10 +118,10 @@ def start_sweep(plan: SweepPlan, out_root: Path, name: str, command: list[str]) 
     site = site_for(plan.inventory)
     manifest = bundles.new_manifest(plan, name, command, source=git_commit(), environment=site.environment())
     bundles.save_manifest(bundle, {**manifest, **site.manifest(plan, bundle), "order": plan.order_record()})
-    return Sweep(bundle, plan, plan.cells())
+    return SweepJob(bundle, plan, plan.cells())
 
 
-def resume_sweep(bundle: Path) -> Sweep:
+def resume_sweep(bundle: Path) -> SweepJob:
     """The plan recorded in ``bundle`` and exactly its cells not finished ok."""
     manifest = bundles.load_manifest(bundle)
     plan = bundles.plan_of(manifest, bundle)
@@ -129,7 +129,7 @@ def resume_sweep(bundle: Path) -> Sweep:
     preflight_plan(plan)
     bundle_lock.hold(bundle)  # refused while another sweep writes it
     bundles.check_writable(bundle)
-    return Sweep(bundle, plan, bundles.missing_cells(bundle, plan))
+    return SweepJob(bundle, plan, bundles.missing_cells(bundle, plan))
 
 
 @contextmanager
@@ -145,7 +145,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def run_sweep(sweep: Sweep, progress: SweepProgress) -> SweepResult:
+def run_sweep(sweep: SweepJob, progress: SweepProgress) -> SweepResult:
     """Run the sweep's cells; an interruption keeps every finished cell and says how to resume."""
     try:
         with _sigterm_as_interrupt():
@@ -155,10 +155,10 @@ def run_sweep(sweep: Sweep, progress: SweepProgress) -> SweepResult:
                            hint=f"resume with: testbed sweep --resume {sweep.bundle}", exit_code=130) from None
     finally:
         BOARDS.close()  # a board's serial port is opened once per sweep
-        bundle_lock.release(sweep.bundle)
+        bundle_lock.release_bundle(sweep.bundle)
 
 
-def check_finished(sweep: Sweep) -> None:
+def check_finished(sweep: SweepJob) -> None:
     """TestbedError naming the cells of the plan that ran and did not finish ok."""
     failed = [c.cell_id for c in bundles.failed_cells(sweep.bundle, sweep.plan)]
     if failed:

@@ -94,7 +94,7 @@ class Device:
 
 
 @dataclass(frozen=True)
-class Sweep:
+class SweepOption:
     """How `testbed sweep` lists an axis: the plural option and SweepPlan field, its default list; ``nest``
     orders the cells (lower nests further out, after the repeats)."""
 
@@ -160,7 +160,7 @@ class Axis:
     cli_default: Any = REQUIRED  # when it differs from ``default``
     from_cli: Callable[[Any], Any] | None = None
     sweep_help: str | None = None  # `sweep --help` when it differs from ``help``
-    sweep: Sweep | None = None  # `testbed sweep` can list it
+    sweep: SweepOption | None = None  # `testbed sweep` can list it
     only: Only | None = None
     cell: Callable[[Any], str] | None = None  # its part of the cell id ("" leaves it out); sweep axes only
     device: Device | None = None
@@ -333,11 +333,11 @@ _BOARD_ONLY = Only("board-options-need-esp32", "--serial-port, --board-host and 
 
 AXES = AxisTable((
     Axis("scenario", str, REQUIRED, "built-in scenario name or a YAML file", cli_default="tls",
-         sweep=Sweep("scenarios", ("plain", "tls"), "comma list of scenarios (names or YAML files)", nest=5,
+         sweep=SweepOption("scenarios", ("plain", "tls"), "comma list of scenarios (names or YAML files)", nest=5,
                      lab=True),
          cell=stem, names=AS_KEY),
     Axis("payload", int, 65, "application payload bytes (exact)", ge=1, le=MAX_PAYLOAD, unit="B",
-         sweep=Sweep("payloads", (65, 100), "comma list of payload sizes in bytes", nest=4),
+         sweep=SweepOption("payloads", (65, 100), "comma list of payload sizes in bytes", nest=4),
          cell=lambda v: f"{v}B", device=Device("payload"), names=AS_KEY),
     Axis("samples", int, 200, "messages to publish", ge=1, le=1_000_000, sweep_help="messages per cell",
          device=Device("samples")),
@@ -346,11 +346,11 @@ AXES = AxisTable((
          option="interval", cli_type=str, cli_default="250ms", from_cli=parse_interval,
          device=Device("interval_ms", run_key="interval_us", run_value=lambda ms: round(ms * 1000))),
     Axis("qos", Literal[0, 1, 2], 0, "MQTT QoS 0, 1 or 2 (the publisher's and the subscriber's)",
-         sweep=Sweep("qos", (0,), "comma list of MQTT QoS levels (0,1,2)", nest=6),
+         sweep=SweepOption("qos", (0,), "comma list of MQTT QoS levels (0,1,2)", nest=6),
          cell=lambda v: f"qos{v}" if v else "", device=Device("qos"),
          names=Names("protocol", lambda v: f"qos{v}", 1)),
     Axis("mqtt", Literal["3.1.1", "5"], "3.1.1", "MQTT version of the publisher and the subscriber",
-         sweep=Sweep("mqtt", ("3.1.1",), "comma list of MQTT versions (3.1.1,5)", nest=7),
+         sweep=SweepOption("mqtt", ("3.1.1",), "comma list of MQTT versions (3.1.1,5)", nest=7),
          cell=lambda v: "" if v == "3.1.1" else f"mqtt{v}", names=Names("protocol", lambda v: f"mqtt{v}", 2),
          device=Device("mqtt", "lifecycle", when=given("mqtt"))),
     Axis("session", Literal["clean", "persistent"], "clean", SESSION_HELP,
@@ -380,7 +380,7 @@ AXES = AxisTable((
          device=Device("reconnect_cap_ms", "lifecycle", run_key=None, when=_backoff)),
     Axis("events", str, "", EVENTS_HELP, pattern=r"^[a-z0-9@:.,\-]*$", from_cli=check_events, only=_EVENTS_HERE),
     Axis("impairment", str, NO_IMPAIRMENT, "impairment profile name or YAML file",
-         sweep=Sweep("impairments", (NO_IMPAIRMENT,), "comma list of impairment profiles", nest=1, lab=True),
+         sweep=SweepOption("impairments", (NO_IMPAIRMENT,), "comma list of impairment profiles", nest=1, lab=True),
          cell=stem, names=Names(word=str, order=0, keep_default=True)),
     Axis("delay_mechanism", Literal["auto", "netem", "queue"], "auto",
          "how delay/jitter are made: auto (netem where the kernel has it, else the userspace queue), netem, queue",
@@ -409,7 +409,7 @@ AXES = AxisTable((
          scope="sweep"),
     Axis("connection", Literal["persistent", "reconnect", "resume-id", "resume-ticket"], PERSISTENT,
          CONNECTION_HELP,
-         sweep=Sweep("connections", (PERSISTENT,), "comma list of connection modes: " + CONNECTION_HELP, nest=2),
+         sweep=SweepOption("connections", (PERSISTENT,), "comma list of connection modes: " + CONNECTION_HELP, nest=2),
          cell=lambda v: "" if v == PERSISTENT else v, names=Names(word=str, order=1),
          device=Device("connection", "connection", run_key="mode", when=_not_persistent)),
     Axis("per_connection", int, 1, "readings per connection (K) when the connection is not persistent",
@@ -426,14 +426,14 @@ AXES = AxisTable((
          device=Device("sleep_ms", "connection", run_key=None,
                        when=lambda v: _not_persistent(v) and given("sleep_ms")(v))),
     Axis("devices", int, 1, DEVICES_HELP, ge=1, le=MAX_DEVICES,
-         sweep=Sweep("devices", (1,), "comma list of fleet sizes (a sweep axis): " + DEVICES_HELP, nest=3,
+         sweep=SweepOption("devices", (1,), "comma list of fleet sizes (a sweep axis): " + DEVICES_HELP, nest=3,
                      lab=True),  # the broker's open-file limit is the container's
          cell=lambda v: f"{v}dev" if v > 1 else "", names=Names(word=lambda v: f"{v} devices", order=2),
          only=Only("fleet-is-virtual", "--devices N > 1 runs N virtual devices (the fleet): use it with "
                    "--publisher virtual", publishers=frozenset({"virtual", "fleet"})),
          device=Device("devices", "fleet", run_key=None)),
     Axis("device_stack", Literal["mbedtls-2.28", "mbedtls-3.6"], "mbedtls-2.28", DEVICE_STACK_HELP,
-         sweep=Sweep("device_stacks", ("mbedtls-2.28",), "comma list of device TLS stacks: " + DEVICE_STACK_HELP,
+         sweep=SweepOption("device_stacks", ("mbedtls-2.28",), "comma list of device TLS stacks: " + DEVICE_STACK_HELP,
                      nest=2),
          cell=lambda v: "" if v == "mbedtls-2.28" else v.replace(".", "").replace("-", ""),
          names=Names("protocol", str, 6),

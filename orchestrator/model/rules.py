@@ -201,7 +201,7 @@ def check_sweep(values: Mapping[str, Any]) -> None:
     _first(SWEEP_RULES, values)
 
 
-def check(table: AxisTable, values: Mapping[str, Any]) -> None:
+def check_rules(table: AxisTable, values: Mapping[str, Any]) -> None:
     """Refuse the first rule one run's values break (RuleViolation)."""
     _first(RULES, values)
     given = [(a, a.only) for a in table
@@ -225,7 +225,7 @@ def cell_violations(table: AxisTable, scenario: Scenario, impairment: Impairment
     orchestrator/model/plancheck.py): the first of the axes' rules, then each scenario and profile rule."""
     found: list[RuleViolation] = []
     try:
-        check(table, values)
+        check_rules(table, values)
     except RuleViolation as exc:
         found.append(exc)
     found += [RuleViolation(r.name, text) for r in SCENARIO_RULES if (text := r.check(scenario, values)) is not None]

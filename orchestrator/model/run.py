@@ -76,7 +76,7 @@ class RunSpecBase(OneValueAxes):
 
     @model_validator(mode="after")
     def _rules(self) -> RunSpecBase:
-        rules.check(self.axes, self.values())
+        rules.check_rules(self.axes, self.values())
         return self
 
     @property

@@ -79,7 +79,7 @@ class SweepPlanBase(OneValueAxes):
     def _rules(self) -> SweepPlanBase:
         rules.check_sweep({"seed": self.seed, "repeat": self.repeat})
         for values in self._combinations():
-            rules.check(self.axes, values)
+            rules.check_rules(self.axes, values)
         twice = sorted(i for i, n in collections.Counter(c.cell_id for c in self.cells()).items() if n > 1)
         if twice:  # e.g. `tls,./x/tls.yaml`: one run folder for two cells, the second deleting the first
             raise rules.RuleViolation(

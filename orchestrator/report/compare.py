@@ -121,7 +121,7 @@ def match(a: Bundle, b: Bundle, mapping: dict[str, str] | None = None, source: s
                     sorted(set(cb) - used_b, key=lambda c: c.order))
 
 
-def comparison_rows(a: Bundle, b: Bundle, matching: Matching, *, seed: int, resamples: int) -> list[Row]:
+def bundle_comparison_rows(a: Bundle, b: Bundle, matching: Matching, *, seed: int, resamples: int) -> list[Row]:
     """Every metric of every matched configuration, B - A, with the in-bundle comparisons' statistics."""
     ca, cb = configurations(a), configurations(b)
     rows: list[Row] = []
@@ -236,7 +236,7 @@ def _only(matching: Matching, a: Bundle, b: Bundle) -> list[Block]:
     return blocks
 
 
-def build_document(a: Bundle, b: Bundle, matching: Matching, rows: Sequence[Row]) -> list[Block]:
+def build_comparison_document(a: Bundle, b: Bundle, matching: Matching, rows: Sequence[Row]) -> list[Block]:
     diffs = differences(a, b)
     matched = tuple((ca.label, cb.label, str(len(configurations(a)[ca])), str(len(configurations(b)[cb])))
                     for ca, cb in matching.pairs)
@@ -261,8 +261,8 @@ def compare_bundles(a_dir: Path, b_dir: Path, out: Path, *, mapping: Path | None
     """Compare bundle B with bundle A into ``out``; returns the files written."""
     a, b = load_bundle(Path(a_dir)), load_bundle(Path(b_dir))
     matching = match(a, b, read_mapping(mapping) if mapping else None, str(mapping))
-    rows = comparison_rows(a, b, matching, seed=bootstrap_seed(a.manifest), resamples=resamples)
-    blocks = build_document(a, b, matching, rows)
+    rows = bundle_comparison_rows(a, b, matching, seed=bootstrap_seed(a.manifest), resamples=resamples)
+    blocks = build_comparison_document(a, b, matching, rows)
     out.mkdir(parents=True, exist_ok=True)
     return [write_text_atomic(out / COMPARISONS, to_csv(rows, COLUMNS)),
             write_text_atomic(out / REPORT_MD, render_markdown(blocks)),

@@ -45,7 +45,7 @@ def _b(value: Any) -> str:
     return NA if value is None else f"{value:.0f}"
 
 
-def cell_rows(cells: Sequence[Cell]) -> list[tuple[str, ...]]:
+def exchange_cell_rows(cells: Sequence[Cell]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for c in cells:
         b = _block(c)
@@ -91,7 +91,7 @@ def exchanges_section(cells: Sequence[Cell]) -> list[Block]:
     cell has exchanges), so a study at QoS 0 alone keeps its report as it was."""
     if not any(_beyond_qos0(c) for c in cells):
         return []
-    rows = cell_rows(cells)
+    rows = exchange_cell_rows(cells)
     out: list[Block] = [
         Heading(2, TITLE),
         Paragraph("Per message, its whole exchange from the capture, paired by packet id: PUBLISH (and DUP resends), "

@@ -139,7 +139,7 @@ def make_figures(bundle: Bundle, order: Sequence[str]) -> list[Figure]:
         (
             "handshake.png",
             "Connection set-up: time per phase and bytes each way (mean of repeats).",
-            plots.handshake(hand),
+            plots.handshake_bars(hand),
         ),
     ]
     return [Figure(f"{PLOTS}/{name}", caption, png) for name, caption, png in made if png is not None]

@@ -47,21 +47,22 @@ ABOUT = (
 )
 
 
-def fleet_block(cell: Cell) -> dict[str, Any] | None:
+def cell_fleet_block(cell: Cell) -> dict[str, Any] | None:
     block = (cell.metrics or {}).get("fleet")
     return block if isinstance(block, dict) else None
 
 
-def fmt(value: Any, digits: int = 2, scale: float = 1.0) -> str:
+def fmt_scaled(value: Any, digits: int = 2, scale: float = 1.0) -> str:
     return NA if value is None else f"{float(value) * scale:.{digits}f}"
 
 
 def _ci(figure: dict[str, Any] | None, scale: float, digits: int) -> str:
     if not figure or figure.get("cpu_ms_per_event") is None:
         return NA
-    text = fmt(figure["cpu_ms_per_event"], digits, scale)
+    text = fmt_scaled(figure["cpu_ms_per_event"], digits, scale)
     if figure.get("ci95_low") is not None:
-        text += f" ({fmt(figure['ci95_low'], digits, scale)} .. {fmt(figure['ci95_high'], digits, scale)})"
+        low, high = fmt_scaled(figure["ci95_low"], digits, scale), fmt_scaled(figure["ci95_high"], digits, scale)
+        text += f" ({low} .. {high})"
     return text
 
 
@@ -75,10 +76,10 @@ def _lost_where(msgs: dict[str, Any]) -> str:
 
 def _pair(block: dict[str, Any] | None, a: str, b: str, scale: float = 1.0, digits: int = 2) -> str:
     block = block or {}
-    return f"{fmt(block.get(a), digits, scale)} / {fmt(block.get(b), digits, scale)}"
+    return f"{fmt_scaled(block.get(a), digits, scale)} / {fmt_scaled(block.get(b), digits, scale)}"
 
 
-def cell_row(cell: Cell, block: dict[str, Any]) -> tuple[str, ...]:
+def fleet_cell_row(cell: Cell, block: dict[str, Any]) -> tuple[str, ...]:
     msgs = block.get("messages") or {}
     broker = block.get("broker") or {}
     lag = block.get("schedule_lag_us") or {}
@@ -89,9 +90,9 @@ def cell_row(cell: Cell, block: dict[str, Any]) -> tuple[str, ...]:
             f"{msgs.get('delivered')} / {msgs.get('lost')} of {msgs.get('sent')}", _lost_where(msgs),
             _pair(block.get("one_way_delay_ms"), "median", "p99", digits=3),
             _pair((block.get("connection_setup_ms") or {}).get("handshake_ms"), "p50", "p99"),
-            f"{fmt(steady_p99, 2, 1e-3)} / {fmt(all_p99, 1, 1e-3)}",
+            f"{fmt_scaled(steady_p99, 2, 1e-3)} / {fmt_scaled(all_p99, 1, 1e-3)}",
             _ci(broker.get("per_message"), 1000.0, 1), _ci(broker.get("per_handshake"), 1.0, 2),
-            fmt(memory, 1, 1 / 1024), fmt((block.get("cpu") or {}).get("loader_us_per_message"), 1))
+            fmt_scaled(memory, 1, 1 / 1024), fmt_scaled((block.get("cpu") or {}).get("loader_us_per_message"), 1))
 
 
 def _per_kind(cell: Cell) -> dict[str, Any] | None:
@@ -134,8 +135,8 @@ def pooled_rows(groups: dict[tuple[int, str, str], list[Cell]]) -> list[tuple[st
     """Cells repeated: one-way delay quantiles from the repeats' histograms added up (a bin's upper edge)."""
     rows: list[tuple[str, ...]] = []
     for (payload, cond, scenario), cells in sorted(groups.items()):
-        hists = [h for h in (((fleet_block(c) or {}).get("one_way_delay_ms") or {}).get("histogram") for c in cells)
-                 if h]
+        hists = [h for h in (((cell_fleet_block(c) or {}).get("one_way_delay_ms") or {}).get("histogram")
+                             for c in cells) if h]
         if len(hists) < 2:
             continue
         try:
@@ -143,23 +144,23 @@ def pooled_rows(groups: dict[tuple[int, str, str], list[Cell]]) -> list[tuple[st
         except ValueError:
             continue
         rows.append((str(payload), cond, scenario, str(len(hists)), str(pooled["n"]),
-                     fmt(histogram_quantile(pooled, 0.5), 3), fmt(histogram_quantile(pooled, 0.99), 3)))
+                     fmt_scaled(histogram_quantile(pooled, 0.5), 3), fmt_scaled(histogram_quantile(pooled, 0.99), 3)))
     return rows
 
 
 def fleet_section(cells: Sequence[Cell], groups: dict[tuple[int, str, str], list[Cell]]) -> list[Block]:
     """The section, or nothing when no cell is a fleet (a bundle without one reports as before)."""
-    fleet_cells = [(c, b) for c in cells if c.ok and (b := fleet_block(c)) is not None]
+    fleet_cells = [(c, b) for c in cells if c.ok and (b := cell_fleet_block(c)) is not None]
     if not fleet_cells:
         return []
     blocks: list[Block] = [Heading(2, TITLE), Paragraph(ABOUT),
-                           Table(COLUMNS, tuple(cell_row(c, b) for c, b in fleet_cells), "Fleet cells"),
+                           Table(COLUMNS, tuple(fleet_cell_row(c, b) for c, b in fleet_cells), "Fleet cells"),
                            Bullets(tuple(verdicts(c, b) for c, b in fleet_cells))]
     kinds = kind_rows(fleet_cells)
     if kinds:
         blocks += [Paragraph(KIND_ABOUT), Table(KIND_COLUMNS, tuple(kinds), "A fleet that reconnects: handshakes by "
                                                                             "kind and the broker's CPU per kind")]
-    fleet_groups = {k: [c for c in v if fleet_block(c) is not None] for k, v in groups.items()}
+    fleet_groups = {k: [c for c in v if cell_fleet_block(c) is not None] for k, v in groups.items()}
     pooled = pooled_rows(fleet_groups)
     if pooled:
         blocks.append(Table(POOLED_COLUMNS, tuple(pooled), "One-way delay pooled over repeats (fixed-edge "

@@ -136,8 +136,8 @@ def handshake(pair: Pair, baseline: str) -> Value:
 def _fleet_cpu(cells: Sequence[Cell], which: str) -> float | None:
     """Mean over the cells of the fleet block's broker CPU per event (ms), None when no cell has it."""
     values = [v for c in cells
-              if (v := (((fleet.fleet_block(c) or {}).get("broker") or {}).get(which) or {}).get("cpu_ms_per_event"))
-              is not None]
+              if (v := (((fleet.cell_fleet_block(c) or {}).get("broker") or {}).get(which) or {})
+                  .get("cpu_ms_per_event")) is not None]
     return sum(values) / len(values) if values else None
 
 
@@ -148,11 +148,11 @@ def _run_cpu_per_message(cells: Sequence[Cell]) -> float | None:
     return sum(p[0] for p in pairs_) / sum(p[1] for p in pairs_) if pairs_ else None
 
 
-def broker_cpu(pair: Pair, baseline: str) -> tuple[Value, Value]:
+def broker_cpu_row(pair: Pair, baseline: str) -> tuple[Value, Value]:
     """(per message, per handshake): a fleet's measured windows where the cells are a fleet's, else the run's
     broker CPU divided by its messages (the one handshake and the idle time included)."""
     fleet_src = fleet.TITLE
-    if any(fleet.fleet_block(c) for c in pair.scen_cells):
+    if any(fleet.cell_fleet_block(c) for c in pair.scen_cells):
         per_msg, per_hs = _fleet_cpu(pair.scen_cells, "per_message"), _fleet_cpu(pair.scen_cells, "per_handshake")
         base_msg = _fleet_cpu(pair.base_cells, "per_message")
         msg = (Value(f"{num((per_msg - base_msg) * 1000, 1, True)} us", fleet_src) if per_msg is not None
@@ -180,7 +180,7 @@ def published(pair: Pair, study: StudyReference) -> str:
 # ---------------------------------------------------------------- the section
 def _figures(pair: Pair, baseline: str) -> tuple[Value, ...]:
     return (wire_bytes(pair, baseline), *delay(pair, baseline), handshake(pair, baseline),
-            *broker_cpu(pair, baseline))
+            *broker_cpu_row(pair, baseline))
 
 
 def _sentence(pair: Pair, baseline: str, figs: Sequence[CellText], study: StudyReference) -> Inline:
@@ -198,7 +198,7 @@ def _sentence(pair: Pair, baseline: str, figs: Sequence[CellText], study: StudyR
 def _lifecycle_blocks(groups: dict[GroupKey, list[Cell]]) -> list[Block]:
     costs = lifecycle.costs(groups)
     if not costs:
-        if any(lifecycle.cell_rows(cells) for cells in groups.values()):
+        if any(lifecycle.lifecycle_cell_rows(cells) for cells in groups.values()):
             return [Paragraph(("Cost per reading: n/a (the model needs a persistent and a reconnect cell of the "
                                "same scenario and payload; see ", Link(lifecycle.TITLE, lifecycle.TITLE), ")."))]
         return []
@@ -214,17 +214,19 @@ def _lifecycle_blocks(groups: dict[GroupKey, list[Cell]]) -> list[Block]:
 def _fleet_blocks(cells: Sequence[Cell]) -> list[Block]:
     rows = []
     for cell in cells:
-        block = fleet.fleet_block(cell)
+        block = fleet.cell_fleet_block(cell)
         if block is None:
             continue
         msgs = block.get("messages") or {}
         delays = block.get("one_way_delay_ms") or {}
         broker = block.get("broker") or {}
-        cpu = (f"broker CPU {fleet.fmt((broker.get('per_message') or {}).get('cpu_ms_per_event'), 1, 1000.0)} us per "
-               f"message, {fleet.fmt((broker.get('per_handshake') or {}).get('cpu_ms_per_event'), 2)} ms per handshake")
+        per_msg = fleet.fmt_scaled((broker.get("per_message") or {}).get("cpu_ms_per_event"), 1, 1000.0)
+        per_hs = fleet.fmt_scaled((broker.get("per_handshake") or {}).get("cpu_ms_per_event"), 2)
+        cpu = f"broker CPU {per_msg} us per message, {per_hs} ms per handshake"
+        p50, p99 = fleet.fmt_scaled(delays.get("median"), 2), fleet.fmt_scaled(delays.get("p99"), 2)
         rows.append((cell.record.cell_id, Link(
             f"{block.get('devices')} devices, {msgs.get('delivered')} of {msgs.get('sent')} delivered, one-way delay "
-            f"p50 {fleet.fmt(delays.get('median'), 2)} / p99 {fleet.fmt(delays.get('p99'), 2)} ms; {cpu}; "
+            f"p50 {p50} / p99 {p99} ms; {cpu}; "
             f"{fleet.verdict_text(block)}", fleet.TITLE)))
     return [Table(("fleet cell", "result"), tuple(rows), "Fleet cells, one line each")] if rows else []
 

@@ -67,7 +67,7 @@ def _wire_by_kind(block: dict[str, Any]) -> str:
     return " / ".join(f"{k}: {v['wire_bytes_median']:.0f}" for k, v in kinds.items()) or NA
 
 
-def cell_rows(cells: Sequence[Cell]) -> list[tuple[str, ...]]:
+def lifecycle_cell_rows(cells: Sequence[Cell]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for c in cells:
         b = _lifecycle(c)
@@ -240,7 +240,7 @@ MODEL = (
 
 
 def lifecycle_section(cells: Sequence[Cell], groups: dict[tuple[int, str, str], list[Cell]]) -> list[Block]:
-    rows = cell_rows(cells)
+    rows = lifecycle_cell_rows(cells)
     if not rows:
         return []
     blocks: list[Block] = [Heading(2, TITLE), Paragraph(ABOUT),

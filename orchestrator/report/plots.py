@@ -212,7 +212,7 @@ class HandshakeBar:
     bytes_s2c: float | None
 
 
-def handshake(bars: Sequence[HandshakeBar]) -> bytes | None:
+def handshake_bars(bars: Sequence[HandshakeBar]) -> bytes | None:
     if not bars or all(
         b.tcp_ms is None
         and b.tls_ms is None

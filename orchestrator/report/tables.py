@@ -296,7 +296,7 @@ def _comparison_row(pair: _Pair, spec: MetricSpec, *, seed: int, resamples: int)
     base, scen = _pooled(pair.base_cells, spec), _pooled(pair.scen_cells, spec)
     if base.size == 0 and scen.size == 0:
         return None
-    result = stats.compare(base, scen, resamples=resamples, seed=seed)
+    result = stats.compare_samples(base, scen, resamples=resamples, seed=seed)
     spread_b = stats.repeat_spread(_per_repeat(pair.base_cells, spec))
     spread_s = stats.repeat_spread(_per_repeat(pair.scen_cells, spec))
     return {

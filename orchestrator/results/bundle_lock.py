@@ -46,7 +46,7 @@ def hold(bundle: Path) -> None:
     _HELD[key] = fd
 
 
-def release(bundle: Path) -> None:
+def release_bundle(bundle: Path) -> None:
     """Let ``bundle`` go (the sweep of this process has ended); nothing when it is not held here."""
     fd = _HELD.pop(bundle.resolve(), None)
     if fd is not None:

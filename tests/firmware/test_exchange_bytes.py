@@ -105,7 +105,7 @@ def _one_pass_agrees(pcap: Path, broker: Broker, tmp_path: Path) -> None:
         alone = exchange.parse_packets(export_fields(exchange.exchange_request(request)), port)
         one_pass = exchange.packets_of_table(parse_fields(export_fields(request)), port)
 
-        def key(p: exchange.Packet) -> tuple[object, ...]:
+        def key(p: exchange.MqttPacket) -> tuple[object, ...]:
             return (p.frame, p.time, p.stream, p.up, p.type, p.flags, p.mqtt_len, p.packet_id, p.wire_len,
                     exchange._seq_device(p.payload_hex) if p.payload_hex else (p.seq, p.device))
 

@@ -59,7 +59,7 @@ def test_platformio_lints_the_project_clean() -> None:
 def test_each_env_has_its_platform_framework_and_flags() -> None:
     proc = _config("--json-output")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    envs = {e.name: e for e in pio.board_envs(proc.stdout)}
+    envs = {e.name: e for e in pio.parse_board_envs(proc.stdout)}
     assert list(envs) == list(EXPECTED)
     for name, (platform, framework, present, absent) in EXPECTED.items():
         env = envs[name]

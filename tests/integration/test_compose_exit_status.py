@@ -19,7 +19,7 @@ def own_project() -> Iterator[str]:
     name = compose.use_project(projects.new_name())
     yield name
     compose.down(name)
-    projects.release(name)
+    projects.release_project(name)
 
 
 def test_starting_an_unknown_service_raises_naming_it(own_project: str, tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from orchestrator.cli.main import Models, add_run_commands
 from orchestrator.cli.main import app as main_app
 from orchestrator.lab.pki import Pki
-from orchestrator.model.axes import AXES, Axis, Device, Sweep
+from orchestrator.model.axes import AXES, Axis, Device, SweepOption
 from orchestrator.model.layout import Layout
 from orchestrator.model.scenario import load_scenario
 from orchestrator.model.sweep import sweep_models
@@ -33,7 +33,7 @@ from orchestrator.report.build import build_report
 from tests.unit.report.conftest import make_bundle
 
 THROWAWAY = Axis("tw_level", int, 3, "the throwaway knob", ge=0, le=9,
-                 sweep=Sweep("tw_levels", (3,), "comma list of throwaway knobs"),
+                 sweep=SweepOption("tw_levels", (3,), "comma list of throwaway knobs"),
                  cell=lambda v: f"tw{v}", device=Device("tw_level"))
 runner = CliRunner()
 

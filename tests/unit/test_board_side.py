@@ -32,7 +32,7 @@ def test_a_board_spec_needs_its_port_and_the_virtual_one_refuses_board_options()
 
 
 def test_without_clock_exchanges_the_send_times_stay_the_boards_and_say_why() -> None:
-    est, why = records.estimate([Msg(0, 1_000_000, 65, 78, 200_000, -50)])
+    est, why = records.board_clock_estimate([Msg(0, 1_000_000, 65, 78, 200_000, -50)])
     assert est is None and "no clock exchange" in str(why)
 
 

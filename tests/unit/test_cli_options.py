@@ -163,23 +163,23 @@ class _SweepCalls:
         self.bundle = tmp_path / "bundle"
         self.started: list[tuple[SweepPlan, Path, str, list[str]]] = []
         self.resumed: list[Path] = []
-        self.ran: list[sw.Sweep] = []
+        self.ran: list[sw.SweepJob] = []
         self.derived: list[tuple[Path, str | None, list[Path]]] = []
         monkeypatch.setattr(sw, "start_sweep", self.start)
         monkeypatch.setattr(sw, "resume_sweep", self.resume)
         monkeypatch.setattr(sw, "run_sweep", self.run)
         monkeypatch.setattr(rebuild, "build_derived", self.build)
 
-    def start(self, plan: SweepPlan, out_root: Path, name: str, command: list[str]) -> sw.Sweep:
+    def start(self, plan: SweepPlan, out_root: Path, name: str, command: list[str]) -> sw.SweepJob:
         self.started.append((plan, out_root, name, command))
-        return sw.Sweep(self.bundle, plan, plan.cells())
+        return sw.SweepJob(self.bundle, plan, plan.cells())
 
-    def resume(self, bundle: Path) -> sw.Sweep:
+    def resume(self, bundle: Path) -> sw.SweepJob:
         self.resumed.append(bundle)
         plan = SweepPlan(payloads=[80], baseline="plain")
-        return sw.Sweep(bundle, plan, plan.cells()[1:])
+        return sw.SweepJob(bundle, plan, plan.cells()[1:])
 
-    def run(self, job: sw.Sweep, progress: Any) -> sw.SweepResult:
+    def run(self, job: sw.SweepJob, progress: Any) -> sw.SweepResult:
         self.ran.append(job)
         return sw.SweepResult(job.bundle)
 
@@ -211,7 +211,7 @@ def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest
                          per_connection=5, close="drop", order="random", fresh_lab_per_cell=True)
     [(plan, out_root, name, command)] = calls.started
     assert (plan, out_root, name, command[0]) == (expected, tmp_path / "out", "mine", "testbed")
-    assert calls.ran == [sw.Sweep(calls.bundle, expected, expected.cells())]
+    assert calls.ran == [sw.SweepJob(calls.bundle, expected, expected.cells())]
     assert {expected.run_spec(c).delay_mechanism for c in expected.cells()} == {"netem"}
     assert {expected.run_spec(c).serial_port for c in expected.cells()} == {"/dev/ttyACM0"}
     assert {(expected.run_spec(c).connection, expected.run_spec(c).per_connection, expected.run_spec(c).close)
@@ -273,7 +273,7 @@ def test_sweep_resume_reaches_resume_and_runs_its_cells(tmp_path: Path, monkeypa
 
     plan = SweepPlan(payloads=[80], baseline="plain")
     assert calls.resumed == [old] and calls.started == []
-    assert calls.ran == [sw.Sweep(old, plan, plan.cells()[1:])]
+    assert calls.ran == [sw.SweepJob(old, plan, plan.cells()[1:])]
     assert calls.derived == [(old, "plain", tables[:1])]
 
 

@@ -124,7 +124,7 @@ def test_resume_of_a_bundle_whose_sweep_runs_is_refused_naming_it_and_a_dead_one
     assert (bundle / ".sweep.lock").exists()
     job = sweep.resume_sweep(bundle)  # the dead sweep's lock blocks nothing
     assert [c.cell_id for c in job.cells] == [c.cell_id for c in job.plan.cells()]
-    bundle_lock.release(bundle)
+    bundle_lock.release_bundle(bundle)
 
 
 def test_a_sweep_ended_by_ctrl_c_lets_its_bundle_go(this_host: Path) -> None:
@@ -139,4 +139,4 @@ def test_a_sweep_ended_by_ctrl_c_lets_its_bundle_go(this_host: Path) -> None:
     from orchestrator.results import bundle_lock
 
     sweep.resume_sweep(bundle)
-    bundle_lock.release(bundle)
+    bundle_lock.release_bundle(bundle)

@@ -111,7 +111,7 @@ def test_a_live_invocations_lock_is_seen_and_a_dead_ones_is_not(tmp_path, monkey
     assert projects.locked_projects() == []
     projects.claim(name)  # free again: this process takes it
     assert projects.holder(name) is not None and (tmp_path / "testbed" / "projects" / f"{name}.lock").exists()
-    projects.release(name)
+    projects.release_project(name)
     assert projects.locked_projects() == []
 
 

@@ -35,7 +35,7 @@ def test_debootstrap_argv():
 
 def test_build_argv_labels_hash_and_base(tmp_path):
     s = images.spec("broker")
-    argv = images.build_argv(s, "testbed-base:bookworm", "abc", tmp_path)
+    argv = images.image_build_argv(s, "testbed-base:bookworm", "abc", tmp_path)
     assert argv[:5] == ["docker", "build", "-f", str(tmp_path / "images/broker/Dockerfile"), "-t"]
     assert "BASE_IMAGE=testbed-base:bookworm" in argv and f"{images.HASH_LABEL}=abc" in argv
     assert argv[-1] == str(tmp_path)

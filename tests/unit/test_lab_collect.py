@@ -67,12 +67,12 @@ def _exchanges(offset_us: int, start_us: int, n: int = 8, rtt_us: int = 200) -> 
 def test_the_estimate_maps_the_publishers_times_to_the_broker_hosts_clock(tmp_path: Path) -> None:
     (tmp_path / "clock_pre.csv").write_text(_exchanges(1500, 1_000_000_000))
     (tmp_path / "clock_post.csv").write_text(_exchanges(1500, 1_060_000_000))
-    est, record = collect.estimate(tmp_path, "p1", "b1")
+    est, record = collect.host_clock_estimate(tmp_path, "p1", "b1")
     assert est is not None and record["available"] and record["reference"] == "b1"
     assert record["pre"]["offset_us"] == pytest.approx(1500) and record["bound_us"] == pytest.approx(102, abs=1)
     mapped = collect.map_times("seq,t_send_us,bytes\n0,1030000000,65\n1,,65\n", est)
     assert mapped == "seq,t_send_us,bytes\n0,1030001500,65\n1,,65\n"  # bytes untouched, an empty time kept
-    _none, missing = collect.estimate(tmp_path / "nowhere", "p1", "b1")
+    _none, missing = collect.host_clock_estimate(tmp_path / "nowhere", "p1", "b1")
     assert missing["available"] is False and "0 valid sample(s)" in missing["reason"]
 
 

@@ -32,7 +32,7 @@ def _settings(**overrides) -> pio.FirmwareSettings:
 
 def test_argv_builders_are_exact() -> None:
     project = Path("/fw")
-    assert pio.build_argv("pio", project, "esp32dev") == [
+    assert pio.pio_build_argv("pio", project, "esp32dev") == [
         "pio", "run", "--project-dir", "/fw", "--environment", "esp32dev"]
     assert pio.upload_argv("pio", project, "esp32dev", "/dev/ttyUSB0") == [
         "pio", "run", "--project-dir", "/fw", "--environment", "esp32dev", "--target", "upload",
@@ -47,13 +47,13 @@ def test_argv_builders_are_exact() -> None:
 def test_board_environments_come_from_platformio_ini() -> None:
     assert pio.project_envs(INI) == ["esp32dev", "esp32dev-chacha-only", "esp32dev-arduino3", "esp32dev-idf5-tls13",
                                      "esp32dev-wificlientsecure", "native"]
-    assert pio.check_board("esp32dev", INI) == "esp32dev"
-    assert pio.check_board("esp32dev-chacha-only", INI) == "esp32dev-chacha-only"
+    assert pio.known_board_env("esp32dev", INI) == "esp32dev"
+    assert pio.known_board_env("esp32dev-chacha-only", INI) == "esp32dev-chacha-only"
     with pytest.raises(TestbedError, match="unknown board environment 'native'.*known: esp32dev, esp32dev-chacha-only, "
                                            "esp32dev-arduino3, esp32dev-idf5-tls13, esp32dev-wificlientsecure"):
-        pio.check_board("native", INI)
+        pio.known_board_env("native", INI)
     with pytest.raises(TestbedError, match="'esp32s3'"):
-        pio.check_board("esp32s3", INI)
+        pio.known_board_env("esp32s3", INI)
 
 
 def test_esp32_env_takes_secrets_from_environment_only() -> None:

@@ -61,7 +61,7 @@ def test_mannwhitney_exact_small_case() -> None:
 
 def test_identical_samples_give_zero_delta_and_p_one() -> None:
     x = np.arange(1.0, 31.0)
-    result = stats.compare(x, x.copy(), resamples=2000, seed=3)
+    result = stats.compare_samples(x, x.copy(), resamples=2000, seed=3)
     assert result.delta_mean == 0.0
     assert result.delta_median == 0.0
     assert result.delta_mean_pct == 0.0
@@ -77,7 +77,7 @@ def test_bootstrap_ci_covers_true_delta_on_normal_data() -> None:
     rng = np.random.default_rng(2026)
     base = rng.normal(0.60, 0.05, 200)
     scen = rng.normal(0.75, 0.05, 200)  # true delta of means and medians: +0.15
-    result = stats.compare(base, scen, resamples=4000, seed=1)
+    result = stats.compare_samples(base, scen, resamples=4000, seed=1)
     assert result.ci_mean_low < 0.15 < result.ci_mean_high
     assert result.ci_median_low < 0.15 < result.ci_median_high
     assert result.ci_mean_low < result.delta_mean < result.ci_mean_high
@@ -91,26 +91,26 @@ def test_bootstrap_ci_covers_true_delta_on_normal_data() -> None:
 def test_bootstrap_is_seeded_and_records_seed() -> None:
     rng = np.random.default_rng(5)
     x, y = rng.normal(size=50), rng.normal(0.3, size=50)
-    a = stats.compare(x, y, resamples=1000, seed=42)
-    b = stats.compare(x, y, resamples=1000, seed=42)
-    c = stats.compare(x, y, resamples=1000, seed=43)
+    a = stats.compare_samples(x, y, resamples=1000, seed=42)
+    b = stats.compare_samples(x, y, resamples=1000, seed=42)
+    c = stats.compare_samples(x, y, resamples=1000, seed=43)
     assert a == b
     assert a.seed == 42 and a.resamples == 1000
     assert (a.ci_mean_low, a.ci_mean_high) != (c.ci_mean_low, c.ci_mean_high)
 
 
 def test_too_few_values_give_none_not_numbers() -> None:
-    result = stats.compare([5.0], [7.0], resamples=100)
+    result = stats.compare_samples([5.0], [7.0], resamples=100)
     assert result.delta_mean == 2.0
     assert result.delta_mean_pct == pytest.approx(40.0)
     assert result.ci_mean_low is None and result.welch_p is None and result.cliffs_delta is None
-    empty = stats.compare([], [1.0, 2.0], resamples=100)
+    empty = stats.compare_samples([], [1.0, 2.0], resamples=100)
     assert empty.mean_baseline is None and empty.delta_mean is None and empty.delta_mean_pct is None
 
 
 def test_constant_samples_have_delta_but_no_t_test() -> None:
     # per-message frame sizes are constant: 142 B plain vs 163 B TLS 1.2 ChaCha20
-    result = stats.compare([142.0] * 10, [163.0] * 10, resamples=200)
+    result = stats.compare_samples([142.0] * 10, [163.0] * 10, resamples=200)
     assert result.delta_mean == 21.0 and result.delta_median == 21.0
     assert result.ci_mean_low == 21.0 and result.ci_mean_high == 21.0
     assert result.welch_p is None
@@ -118,7 +118,7 @@ def test_constant_samples_have_delta_but_no_t_test() -> None:
 
 
 def test_nan_values_are_dropped() -> None:
-    result = stats.compare([1.0, np.nan, 3.0], [2.0, 4.0, np.inf], resamples=100)
+    result = stats.compare_samples([1.0, np.nan, 3.0], [2.0, 4.0, np.inf], resamples=100)
     assert result.n_baseline == 2 and result.n_scenario == 2
     assert result.delta_mean == 1.0
 
@@ -134,4 +134,4 @@ def test_repeat_spread_hand_computed() -> None:
 
 def test_bad_resamples_rejected() -> None:
     with pytest.raises(ValueError, match="resamples"):
-        stats.compare([1.0, 2.0], [1.0, 2.0], resamples=0)
+        stats.compare_samples([1.0, 2.0], [1.0, 2.0], resamples=0)

@@ -47,14 +47,14 @@ class _Sweep:
         monkeypatch.setattr(sw, "check_finished", lambda job: None)
         monkeypatch.setattr(rebuild, "build_derived", lambda bundle, baseline=None, grading=(): [])
 
-    def start(self, plan: SweepPlan, out_root: Path, name: str, command: list[str]) -> sw.Sweep:
+    def start(self, plan: SweepPlan, out_root: Path, name: str, command: list[str]) -> sw.SweepJob:
         self.started.append((plan, name))
         bundle = bundles.new_bundle_dir(out_root, name)
         bundle.mkdir(parents=True)
         bundles.save_manifest(bundle, bundles.new_manifest(plan, name, command, source={}, environment={}))
-        return sw.Sweep(bundle, plan, plan.cells())
+        return sw.SweepJob(bundle, plan, plan.cells())
 
-    def run(self, job: sw.Sweep, progress: Any) -> sw.SweepResult:
+    def run(self, job: sw.SweepJob, progress: Any) -> sw.SweepResult:
         self.ran.append([c.cell_id for c in job.cells])
         return sw.SweepResult(job.bundle)
 

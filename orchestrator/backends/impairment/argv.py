@@ -172,7 +172,7 @@ def ingress_argvs(imp: Impairment, target: ImpairmentTarget, mechanism: str = "n
     ``queue`` mechanism correlated loss is the delay line's Gilbert model at that same place."""
     if uses_netem(imp) and mechanism == "netem":
         return []
-    line = queue.apply_argvs(imp, target, seed) if queue.runs_line(imp, target) else []
+    line = queue.delay_line_argvs(imp, target, seed) if queue.runs_line(imp, target) else []
     if not imp.loss_pct or (line and imp.loss_correlation_pct):
         return line
     pre = enter_argv(target)
@@ -199,7 +199,7 @@ def apply_argvs(imp: Impairment, target: ImpairmentTarget, mechanism: str = "net
     if not applies_to(imp, target):
         return []
     if target.hook is Hook.FORWARD:
-        return queue.apply_argvs(imp, target, seed) if mechanism == "queue" and (imp.delay_ms or imp.jitter_ms) \
+        return queue.delay_line_argvs(imp, target, seed) if mechanism == "queue" and (imp.delay_ms or imp.jitter_ms) \
             else []
     if target.hook is Hook.EGRESS:
         return egress_argvs(imp, target, mechanism)

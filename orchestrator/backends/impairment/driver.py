@@ -223,7 +223,7 @@ def apply(
         check_supported(impairment, in_containers=bool(containers))
     build_plan(impairment, targets)  # bad targets fail before anything is touched
     try:
-        helpers.start(containers)
+        helpers.start_helpers(containers)
         return _apply_run(impairment, targets, inventory)[1]
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the playbook was stopped midway, what it applied cleared
         with sigint_deferred():
@@ -231,7 +231,7 @@ def apply(
         raise
     except BaseException:
         with sigint_deferred():
-            helpers.remove(containers)  # the playbook cleared what it applied
+            helpers.remove_helpers(containers)  # the playbook cleared what it applied
         raise
 
 
@@ -261,7 +261,7 @@ def _clear_run(targets: Sequence[ImpairmentTarget], inventory: Path | None) -> t
         result = run_playbook("clear.yml", build_plan(_NONE, live), inventory=inventory, cancellable=False)
         _raise_failed(result, "clearing impairment")
     finally:
-        helpers.remove(containers)
+        helpers.remove_helpers(containers)
     state = _render_state(result, "show state after clear")
     if state_has_ours(state):
         raise TestbedError("impairment still present after clear", evidence=state)
@@ -279,7 +279,7 @@ def show(targets: Sequence[ImpairmentTarget], *, inventory: Path | None = None) 
         live = [t for t in targets if t.container not in gone]
         result = run_playbook("show.yml", build_plan(_NONE, live), inventory=inventory)
     finally:
-        helpers.remove([c for c in started if c not in gone])  # only those started for this show
+        helpers.remove_helpers([c for c in started if c not in gone])  # only those started for this show
     _raise_failed(result, "showing impairment state")
     return _render_state(result, "show state")
 
@@ -318,7 +318,7 @@ def impaired(
     died: list[str] = []
     broken: str | None = None
     try:
-        helpers.start(containers)
+        helpers.start_helpers(containers)
         before, after = _apply_run(impairment, targets, inventory, **how)
         record = ImpairmentRecord(impairment=impairment, targets=list(targets), before=before, after=after,
                                   delay_mechanism=mechanism if impairment.needs_netem else None)

@@ -43,7 +43,7 @@ def _running(name: str) -> bool:
     return c is not None and c.state.running
 
 
-def start(containers: Sequence[str]) -> None:
+def start_helpers(containers: Sequence[str]) -> None:
     """A fresh helper for each container (an old one of the same name is replaced)."""
     if containers and docker.inspect_image(HELPER_IMAGE) is None:
         raise TestbedError(f"the impairment helper image {HELPER_IMAGE} is not built", hint="testbed images build")
@@ -72,14 +72,14 @@ def revive(containers: Sequence[str]) -> list[str]:
     gone = []
     for target in dead(containers):
         if _running(target):
-            start([target])
+            start_helpers([target])
         else:
             docker.remove([helper_name(target)])
             gone.append(target)
     return gone
 
 
-def remove(containers: Sequence[str]) -> None:
+def remove_helpers(containers: Sequence[str]) -> None:
     docker.remove([helper_name(c) for c in containers])
 
 

@@ -24,7 +24,7 @@ def down_script() -> str:
             "}\n")
 
 
-def up_argv() -> list[str]:
+def link_up_argv() -> list[str]:
     return ["nft", "delete", "table", *TABLE]
 
 
@@ -44,7 +44,7 @@ class LinkDown:
 
     def prepare(self) -> None:
         if self._own_helper:
-            helpers.start([self.container])
+            helpers.start_helpers([self.container])
 
     def down(self) -> None:
         self.is_down = True
@@ -56,7 +56,7 @@ class LinkDown:
 
     def up(self) -> None:
         try:
-            self._exec(up_argv())
+            self._exec(link_up_argv())
         except ToolError:
             if "testbed_linkdown" in self.dropped():
                 raise
@@ -66,4 +66,4 @@ class LinkDown:
         if self.is_down:
             self.up()
         if self._own_helper:
-            helpers.remove([self.container])
+            helpers.remove_helpers([self.container])

@@ -84,7 +84,7 @@ def _wait_for_stats(helper: str, queue: int) -> list[str]:
                      f"echo '{LINE} did not bind queue {queue}' >&2; exit 1")
 
 
-def apply_argvs(imp: Impairment, target: ImpairmentTarget, seed: int) -> list[list[str]]:
+def delay_line_argvs(imp: Impairment, target: ImpairmentTarget, seed: int) -> list[list[str]]:
     """Start the line, wait until it has bound its queue, then send the matched packets to it."""
     helper, queue = str(target.helper), queue_of(target)
     hook = HOOK_CHAIN[target.hook]

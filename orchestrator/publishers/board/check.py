@@ -96,7 +96,7 @@ class CheckOptions:
     run_dir: Path | None = None
 
 
-def default_run_dir(port: str) -> Path:
+def default_check_dir(port: str) -> Path:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     return Path("results") / "board-check" / f"{stamp}-{Path(port).name or 'board'}"
 
@@ -125,7 +125,7 @@ def describe_banner(b: Banner) -> str:
             f"{', '.join(b.hw_crypto)}")
 
 
-def connect(check: BoardCheck, opts: CheckOptions) -> BoardLink | None:
+def open_link(check: BoardCheck, opts: CheckOptions) -> BoardLink | None:
     """The port and banner steps; the link, READY, when both passed."""
     link = BoardLink(opts.serial_port, baud=opts.baud)
     try:
@@ -233,7 +233,7 @@ def run_step(check: BoardCheck, opts: CheckOptions, run: RunCell, status: Callab
     """The 20-message cell through the board's open link; its run folder when it ran at all."""
     spec = RunSpec.model_validate({"scenario": opts.scenario, "samples": SAMPLES, "publisher": "esp32",
                                    "serial_port": opts.serial_port, "baud": opts.baud, "board_host": opts.board_host})
-    run_dir = opts.run_dir or default_run_dir(opts.serial_port)
+    run_dir = opts.run_dir or default_check_dir(opts.serial_port)
     check.run_dir = run_dir
     try:
         outcome = run(spec, run_dir, status=status)
@@ -247,12 +247,12 @@ def run_step(check: BoardCheck, opts: CheckOptions, run: RunCell, status: Callab
     return Layout(run_dir)
 
 
-def check_board(opts: CheckOptions, run: RunCell, status: Callable[[str], None] = lambda _m: None) -> BoardCheck:
+def run_board_check(opts: CheckOptions, run: RunCell, status: Callable[[str], None] = lambda _m: None) -> BoardCheck:
     """Every step against the board on ``opts.serial_port``; the port is closed at the end."""
     check = BoardCheck()
     scenario = load_scenario(opts.scenario)  # a bad scenario is refused before the port opens
     try:
-        link = connect(check, opts)
+        link = open_link(check, opts)
         if link is None:
             return check
         LINKS.adopt(link)

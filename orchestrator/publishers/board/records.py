@@ -96,7 +96,7 @@ def append_send(lay: Layout, msg: Msg) -> None:
         f.write(f"{msg.seq},{msg.t_send_us},{msg.bytes},{msg.mqtt},{msg.heap},{msg.rssi},{puback}\n")
 
 
-def estimate(lines: list[BoardLine]) -> tuple[clock.ClockEstimate | None, str | None]:
+def board_clock_estimate(lines: list[BoardLine]) -> tuple[clock.ClockEstimate | None, str | None]:
     """The clock estimate of the cell's exchanges, or None and why not."""
     phases: dict[str, list[clock.TimeSample]] = {"pre": [], "post": []}
     for x in lines:
@@ -145,7 +145,7 @@ def _summary(lines: list[BoardLine], failure: str | None, banner: Banner | None,
 
 def write_outputs(lay: Layout, lines: list[BoardLine], failure: str | None, banner: Banner | None) -> None:
     """publisher.csv on the lab's clock, the summary, the key log; after the run, also a failed one."""
-    est, why = estimate(lines)
+    est, why = board_clock_estimate(lines)
     msgs = [x for x in lines if isinstance(x, Msg)]
     acks = any(m.puback_us is not None for m in msgs)  # QoS 1/2: vdevice's columns, for exchanges.csv's ack_ms_device
     rows = ["seq,t_send_us,bytes" + (",ack_us,mqtt_bytes" if acks else "")]

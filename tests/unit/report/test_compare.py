@@ -85,7 +85,7 @@ def test_the_known_changes_are_the_deltas(compared: Path, bundles: tuple[Path, P
     assert delay["cliffs_magnitude"] == "large" and float(delay["cliffs_delta"]) == 1.0
     a_cells = {c.record.cell_id: c for c in load_bundle(bundles[0]).cells}
     base = delay_samples(a_cells["tls-65B-none-r1"])
-    expected = stats.compare(base, base + SHIFT_MS, resamples=RESAMPLES, seed=1234)
+    expected = stats.compare_samples(base, base + SHIFT_MS, resamples=RESAMPLES, seed=1234)
     assert float(delay["mannwhitney_p"]) == pytest.approx(expected.mannwhitney_p, rel=1e-6)
     assert delay["bootstrap_seed"] == "1234"  # A's sweep seed
     frames = _row(compared, "plain 100 B none qos 0", "frame_len_bytes")

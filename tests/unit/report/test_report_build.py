@@ -126,7 +126,7 @@ def test_delay_comparison_matches_stats_on_the_generated_samples(built: Built) -
     rows = {(r["payload"], r["metric"]): r for r in _rows(root / "comparisons.csv")}
     row = rows[("65", "delay_ms")]
     base, scen = generated["plain-65B-none-r1"]["delay"], generated["tls-65B-none-r1"]["delay"]
-    expected = stats.compare(base, scen, resamples=RESAMPLES, seed=1234)
+    expected = stats.compare_samples(base, scen, resamples=RESAMPLES, seed=1234)
     assert row["baseline"] == "plain" and row["scenario"] == "tls"
     assert float(row["delta_mean"]) == pytest.approx(scen.mean() - base.mean(), rel=1e-9)
     assert float(row["delta_median"]) == pytest.approx(np.median(scen) - np.median(base), rel=1e-9)
