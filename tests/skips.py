@@ -38,6 +38,20 @@ def skip_or_fail(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
+def tools_gate(problem: Callable[[], str | None]) -> Callable[[], None]:
+    """A module's autouse fixture that runs before the module's other fixtures (after the root gate of
+    tests/conftest.py): ``problem()`` names a missing tool, which skips the module, or fails it under CI=true,
+    where `make test` installs them. Assign it to a module-level name: ``_tools = tools_gate(_problem)``."""
+
+    @pytest.fixture(scope="module", autouse=True)
+    def _tools() -> None:
+        found = problem()
+        if found:
+            skip_or_fail(found)
+
+    return _tools
+
+
 @lru_cache(maxsize=1)
 def kernel_has_netem() -> bool | None:
     """Can tc add a netem qdisc on this kernel? Tried on the loopback of a network namespace that vanishes

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.skips import skip_or_fail
+from tests.skips import tools_gate
 
 pytestmark = pytest.mark.netns
 REPO = Path(__file__).resolve().parents[2]
@@ -44,13 +44,7 @@ def _problem() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _tools() -> None:
-    """Before the module's other fixtures, after root (tests/conftest.py): skip without a tool, or fail under
-    CI=true, where `make test` installs them."""
-    problem = _problem()
-    if problem:
-        skip_or_fail(problem)
+_tools = tools_gate(_problem)  # before the module's other fixtures: skip, or fail under CI=true
 
 
 def sh(*argv: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:

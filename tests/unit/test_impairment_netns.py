@@ -34,7 +34,7 @@ from orchestrator.backends.impairment.driver import run_playbook
 from orchestrator.backends.impairment.plan import build_plan
 from orchestrator.errors import TestbedError
 from orchestrator.model.impairment import Impairment, load_impairment
-from tests.skips import kernel_has_netem, skip_or_fail
+from tests.skips import kernel_has_netem, tools_gate
 
 pytestmark = pytest.mark.netns
 REPO = Path(__file__).resolve().parents[2]
@@ -49,13 +49,7 @@ def _problem() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _tools() -> None:
-    """Before the module's other fixtures, after root (tests/conftest.py): skip without a tool, or fail under
-    CI=true, where `make test` installs them."""
-    problem = _problem()
-    if problem:
-        skip_or_fail(problem)
+_tools = tools_gate(_problem)  # before the module's other fixtures: skip, or fail under CI=true
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:

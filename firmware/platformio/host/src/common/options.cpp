@@ -265,12 +265,7 @@ std::string config_json(const tb::DeviceConfig& c) {
 #define TB_OPT_TEXT(n, d) json_field(c, Id::n, json_string(c.n), &out);
 #define TB_OPT_FLAG(n) json_field(c, Id::n, c.n ? "true" : "false", &out);
 #include "device_options.def"
-#undef TB_OPT_UINT
-#undef TB_OPT_MS
-#undef TB_OPT_ENUM
-#undef TB_OPT_TEXT
-#undef TB_OPT_FLAG
-#undef TB_PROGRAMS
+#include "device_options_end.h"
   return out + "}\n";
 }
 

@@ -9,12 +9,7 @@ DeviceConfig::DeviceConfig(const opt::Values& v, uint8_t program_) : program(pro
 #define TB_OPT_TEXT(n, d) n = v.text(opt::Id::n);
 #define TB_OPT_FLAG(n) n = v.uint(opt::Id::n) != 0;
 #include "device_options.def"
-#undef TB_OPT_UINT
-#undef TB_OPT_MS
-#undef TB_OPT_ENUM
-#undef TB_OPT_TEXT
-#undef TB_OPT_FLAG
-#undef TB_PROGRAMS
+#include "device_options_end.h"
 }
 
 }  // namespace tb

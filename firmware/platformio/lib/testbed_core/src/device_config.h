@@ -23,12 +23,7 @@ struct DeviceConfig {
 #define TB_OPT_TEXT(n, d) const char* n;
 #define TB_OPT_FLAG(n) bool n;
 #include "device_options.def"
-#undef TB_OPT_UINT
-#undef TB_OPT_MS
-#undef TB_OPT_ENUM
-#undef TB_OPT_TEXT
-#undef TB_OPT_FLAG
-#undef TB_PROGRAMS
+#include "device_options_end.h"
 
   uint8_t program;    // whose options these are: TB_VDEVICE, TB_FLEET or TB_BOARD
   opt::Values values; // as given (the texts point into the program's argv, environment or RUN body)

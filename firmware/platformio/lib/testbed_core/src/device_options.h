@@ -37,11 +37,7 @@ enum class Id : uint16_t {
 #define TB_OPT_TEXT(n, d) n,
 #define TB_OPT_FLAG(n) n,
 #include "device_options.def"
-#undef TB_OPT_UINT
-#undef TB_OPT_MS
-#undef TB_OPT_ENUM
-#undef TB_OPT_TEXT
-#undef TB_OPT_FLAG
+#include "device_options_end.h"
 };
 
 inline constexpr Spec kSpecs[] = {
@@ -57,13 +53,8 @@ inline constexpr Spec kSpecs[] = {
 #define TB_OPT_FLAG(n) \
   {#n, Kind::Flag, static_cast<uint8_t>(TB_PROGRAMS), 0, 1, 0, 0.0, 0.0, 0.0, nullptr, nullptr, nullptr, nullptr},
 #include "device_options.def"
-#undef TB_OPT_UINT
-#undef TB_OPT_MS
-#undef TB_OPT_ENUM
-#undef TB_OPT_TEXT
-#undef TB_OPT_FLAG
+#include "device_options_end.h"
 };
-#undef TB_PROGRAMS
 
 constexpr size_t kCount = sizeof(kSpecs) / sizeof(kSpecs[0]);
 constexpr const Spec& spec(Id id) { return kSpecs[static_cast<size_t>(id)]; }
