@@ -7,7 +7,8 @@ import json
 import stat
 from pathlib import Path
 
-from .conftest import Poller, owned, run_testbed
+from .conftest import Poller, owned
+from .docker_user import DockerUser
 
 
 class CaptureModes(Poller):
@@ -26,14 +27,16 @@ class CaptureModes(Poller):
             pass
 
 
-def test_a_runs_capture_is_0600_while_it_is_written_and_after(tmp_path: Path) -> None:
-    out = tmp_path / "plain"
+def test_a_runs_capture_is_0600_while_it_is_written_and_after(docker_user: DockerUser) -> None:
+    """As our users run it: an unprivileged user in the docker group; the capture is that user's and 0600."""
+    out = docker_user.mkdir(docker_user.work / "capture-mode") / "plain"
     with CaptureModes(out / "capture" / "capture.pcapng") as modes:
-        proc = run_testbed("run", "--scenario", "plain", "--payload", "65", "--samples", "20", "--interval", "20ms",
-                           "--out", str(out))
+        proc = docker_user.testbed("run", "--scenario", "plain", "--payload", "65", "--samples", "20",
+                                   "--interval", "20ms", "--out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads((out / "cell.json").read_text())["received"] == 20
     assert modes.seen, "the capture file was never seen while the run went on"
     assert {oct(m) for m in modes.seen} == {"0o600"}  # while dumpcap wrote it
-    assert oct(stat.S_IMODE((out / "capture" / "capture.pcapng").stat().st_mode)) == "0o600"
+    final = (out / "capture" / "capture.pcapng").stat()
+    assert oct(stat.S_IMODE(final.st_mode)) == "0o600" and final.st_uid == docker_user.uid
     assert owned("container") == []
