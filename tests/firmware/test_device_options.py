@@ -1,7 +1,7 @@
 """The device programs' one option table (firmware/platformio/lib/testbed_core/src/device_options.def): the
 binaries describe exactly what the .def says, their check modes accept and refuse by it without a network,
-a new line in the .def alone reaches vdevice, fleet and the board's RUN parser, and --password-file keeps
-the MQTT password off the command line."""
+and --password-file keeps the MQTT password off the command line. (A new line in the .def alone reaching vdevice,
+the fleet and the board's RUN parser: tests/firmware/test_throwaway_device_axis.py.)"""
 
 from __future__ import annotations
 
@@ -16,18 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from device_options_def import DEF, read_def
+from device_options_def import read_def
 from fwtest_support import (
     MOSQUITTO,
-    REPO,
-    DefLinesBuild,
     HostBuild,
     Pki,
-    build_with_def_lines,
     free_port,
     mosquitto_running,
     need_tool,
-    tree_files,
 )
 
 PLAIN_BODY = "id=c1\nhost=127.0.0.1\nport=1883\ntransport=plain\npayload=65\nsamples=3\ninterval_us=1000\nqos=0\n"
@@ -147,72 +143,12 @@ def test_board_check_run_refuses_what_the_board_refuses_before_ack(host_build: H
     assert proc.returncode == 2 and proc.stderr.startswith("board-emu: error UnknownCipher: "), proc.stderr
 
 
-# ------------------------------------------------------------------ a new option = one .def line
-THROWAWAY = "TB_OPT_UINT(throwaway_knob, 1, 9, 3)\n"
-
-
-@pytest.fixture(scope="module")
-def throwaway(tmp_path_factory: pytest.TempPathFactory) -> DefLinesBuild:
-    """firmware/platformio copied, ONE line appended to its device_options.def, and vdevice, fleet and
-    board-emu built from the copy."""
-    return build_with_def_lines(tmp_path_factory.mktemp("throwaway"), THROWAWAY)
-
-
-def test_throwaway_option_touches_only_the_def(throwaway: DefLinesBuild) -> None:
-    changed = tree_files(throwaway.copy)
-    rel = str(DEF.relative_to(REPO / "firmware" / "platformio"))
-    assert changed.keys() == throwaway.original.keys()
-    assert [name for name, data in throwaway.original.items() if changed[name] != data] == [rel]
-    assert changed[rel] == throwaway.original[rel] + THROWAWAY.encode()
-
-
-def test_throwaway_option_reaches_vdevice_fleet_and_the_board(throwaway: DefLinesBuild, tmp_path: Path) -> None:
-    build = throwaway.build
-    fleet = [build / "fleet", "--devices", "2", "--out-dir", tmp_path / "o"]
-    for argv, name in (([build / "vdevice"], "vdevice"), (fleet, "fleet")):
-        ok = _run([*argv, "--check", "--throwaway-knob", "5"])
-        assert (ok.returncode, ok.stdout, ok.stderr) == (0, "ok\n", ""), name
-        assert _run([*argv, "--check"], {"TESTBED_THROWAWAY_KNOB": "9"}).returncode == 0
-        bad = _run([*argv, "--check", "--throwaway-knob", "10"])
-        assert (bad.returncode, bad.stderr) == (
-            2, f'{name}: error InvalidArgument: --throwaway-knob: expected an integer 1..9, got "10"\n')
-        described = json.loads(_run([*argv, "--describe-options"]).stdout)
-        assert described[-1] == {"name": "throwaway_knob", "kind": "uint", "min": 1, "max": 9, "default": 3,
-                                 "choices": None, "programs": ["vdevice", "fleet", "board"]}
-        assert "--throwaway-knob 1..9" in _run([*argv, "--help"]).stdout
-    body = tmp_path / "run.txt"
-    body.write_text(PLAIN_BODY + "throwaway_knob=5\n")
-    ok = _run([build / "board-emu", "--check-run", body])
-    assert (ok.returncode, ok.stdout, ok.stderr) == (0, "ok\n", "")
-    body.write_text(PLAIN_BODY + "throwaway_knob=10\n")
-    bad = _run([build / "board-emu", "--check-run", body])
-    assert (bad.returncode, bad.stderr) == (
-        2, 'board-emu: error InvalidArgument: RUN body key "throwaway_knob": "10" is not an integer 1..9\n')
-
-
 def _shown(argv: list[str | Path], env: dict[str, str] | None = None) -> dict[str, object]:
     proc = _run(argv, env)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     shown = json.loads(proc.stdout)
     assert isinstance(shown, dict)
     return shown
-
-
-def test_throwaway_option_reaches_the_device_config(throwaway: DefLinesBuild, tmp_path: Path) -> None:
-    """The .def line alone makes a field of the core's one DeviceConfig (device_config.h), filled by its one
-    constructor in vdevice (--throwaway-knob), the fleet (TESTBED_THROWAWAY_KNOB) and board-emu (its RUN key),
-    with the .def's default when not given: --show-config / --show-run print the configuration the program made."""
-    build = throwaway.build
-    fleet = [build / "fleet", "--devices", "2", "--out-dir", tmp_path / "o"]
-    assert _shown([build / "vdevice", "--show-config", "--throwaway-knob", "5"])["throwaway_knob"] == 5
-    assert _shown([build / "vdevice", "--show-config"])["throwaway_knob"] == 3  # the .def's default
-    assert _shown([*fleet, "--show-config"], {"TESTBED_THROWAWAY_KNOB": "7"})["throwaway_knob"] == 7
-    assert _shown([*fleet, "--show-config"])["throwaway_knob"] == 3
-    body = tmp_path / "run.txt"
-    body.write_text(PLAIN_BODY + "throwaway_knob=9\n")
-    assert _shown([build / "board-emu", "--show-run", body])["throwaway_knob"] == 9
-    body.write_text(PLAIN_BODY)
-    assert _shown([build / "board-emu", "--show-run", body])["throwaway_knob"] == 3
 
 
 def test_show_config_is_the_configuration_made(host_build: HostBuild, tmp_path: Path) -> None:

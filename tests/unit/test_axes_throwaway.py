@@ -10,11 +10,9 @@ board-emu accept such an option once it is a line of device_options.def is the f
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -29,8 +27,6 @@ from orchestrator.model.sweep import sweep_models
 from orchestrator.publishers.board import protocol as p
 from orchestrator.publishers.board import records
 from orchestrator.publishers.virtual import publisher_args
-from orchestrator.report.build import build_report
-from tests.unit.report.conftest import make_bundle
 
 THROWAWAY = Axis("tw_level", int, 3, "the throwaway knob", ge=0, le=9,
                  sweep=SweepOption("tw_levels", (3,), "comma list of throwaway knobs"),
@@ -43,8 +39,10 @@ class Built(Exception):
 
 
 class Throwaway:
-    def __init__(self) -> None:
-        self.table = AXES.with_axis(THROWAWAY)
+    """The axis table with one row appended (``axis``), and the `run` and `sweep` commands made from it."""
+
+    def __init__(self, axis: Axis = THROWAWAY) -> None:
+        self.table = AXES.with_axis(axis)
         models: tuple[Any, Any, Any] = sweep_models(self.table)  # their fields are the table's, not the type's
         self.RunSpec, self.Cell, self.SweepPlan = models
         self.built: list[Any] = []
@@ -123,32 +121,3 @@ def test_in_the_board_run_body(tw: Throwaway, lay: Layout) -> None:
     body = p.encode_body(records.run_cell(scenario, lay, Pki(lay.pki, "ecdsa-p256"), spec, "192.0.2.1", 1883, None))
     assert body.decode().splitlines()[-1] == "tw_level=4"  # after the protocol's own keys
     assert "payload=65" in body.decode().splitlines()
-
-
-def _as_throwaway_cells(root: Path, levels: dict[int, int]) -> None:
-    """The bundle's cells as a sweep of ``--tw-levels`` ran them: repeat r had the throwaway knob at levels[r]
-    (its spec and cell id say so, as `testbed sweep --tw-levels 2,5` writes them)."""
-    for folder in sorted((root / "runs").iterdir()):
-        cell = json.loads((folder / "cell.json").read_text())
-        level = levels[cell["repeat"]]
-        cell["cell_id"] = cell["cell_id"].replace("-r", f"-tw{level}-r1").rsplit("-r1", 1)[0] + "-r1"
-        cell["repeat"], cell["spec"] = 1, {"scenario": cell["scenario"], "payload": 65, "tw_level": level}
-        (folder / "cell.json").write_text(json.dumps(cell))
-        folder.rename(folder.with_name(cell["cell_id"]))
-
-
-def test_two_values_are_two_conditions_in_the_report(tw: Throwaway, tmp_path: Path) -> None:
-    """Cells that differ only in the throwaway knob are two conditions, never two repeats of one: the table
-    names the condition (results/bundle.py condition_of), no hand list of axes."""
-    root = tmp_path / "bundle"
-    make_bundle(root, scenarios=("plain", "tls"), payloads=(65,), repeats=2, samples=60)
-    _as_throwaway_cells(root, {1: 2, 2: 5})
-    assert sorted(p.name for p in (root / "runs").iterdir()) == [
-        "plain-65B-none-tw2-r1", "plain-65B-none-tw5-r1", "tls-65B-none-tw2-r1", "tls-65B-none-tw5-r1"]
-    build_report(root, table=tw.table)
-    rows = pd.read_csv(root / "comparisons.csv")
-    delay = rows[rows["metric"] == "delay_ms"]
-    assert sorted(delay["connection"]) == ["tw2", "tw5"], delay[["impairment", "connection"]]
-    assert list(delay["repeats_scenario"]) == [1, 1] and list(delay["n_scenario"]) == [60, 60]
-    report = (root / "report.md").read_text()
-    assert "none + tw2" in report and "none + tw5" in report

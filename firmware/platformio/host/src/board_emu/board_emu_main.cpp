@@ -52,37 +52,6 @@ void install_signal_handlers() {
   signal(SIGPIPE, SIG_IGN);
 }
 
-const char kUsage[] =
-    "usage: board-emu [options]\n"
-    "  --pty-link PATH            also make PATH a symlink to the pty's slave\n"
-    "  --rx-buffer N              serial receive buffer in bytes (256, like Arduino); overflow is dropped\n"
-    "  --clock-offset-us N        the board's wall clock runs N us ahead of the host's\n"
-    "  --drift-ppm X              the board's clock runs X ppm fast (negative: slow)\n"
-    "  --send-jitter-us N         random extra delay 0..N us before each write to the broker\n"
-    "  --path-up-us D             emulated path board -> lab: hold every clock request and every write\n"
-    "                             to the broker D us (userspace delay line, FIFO)\n"
-    "  --path-up-jitter-us J      ... plus a delay drawn uniformly from [0, J] us per packet\n"
-    "  --path-down-us D           emulated path lab -> board: hold every clock reply and every read\n"
-    "                             from the broker D us\n"
-    "  --path-down-jitter-us J    ... plus a delay drawn uniformly from [0, J] us per packet\n"
-    "  --truth-log PATH           ground truth CSV (mode 0600): kind,seq,true_us,board_us per PUBLISH\n"
-    "                             (send, due, wire) and per clock exchange (t1, t4)\n"
-    "  --seed N                   seed of the simulated sensors, the send jitter and the path (1)\n"
-    "  --boot-ms N                delay from reset to BANNER (200)\n"
-    "  --no-reset-on-open         the board does not reset when the host opens the port (send HELLO)\n"
-    "  --no-clock-replies         the clock requests go out, no reply comes back (a firewall on the time-echo port)\n"
-    "  --reboot-after-messages N  reset after the N-th MSG line (the BANNER comes again)\n"
-    "  --exit-after-messages N    close the port after the N-th MSG line, as if unplugged\n"
-    "  --network-drop-after-messages N  the board's network (WiFi) goes down after the N-th MSG line: the\n"
-    "                             path drops everything both ways for good (reads, connects time out)\n"
-    "  --network-down-ms D        ... for D ms only: then new connections go through (the old one is dead)\n"
-    "  --banner-KEY VALUE         BANNER override, KEY one of proto board chip mac fw arduino idf mbedtls\n"
-    "                             cpu-mhz wifi-ps hw-crypto sw-crypto rx-buf device\n"
-    "  --check-run FILE           check a RUN body (key=value lines, escaped as on the wire) with the\n"
-    "                             board's own parser and checks before `ACK run`; print ok (exit 0) or the\n"
-    "                             error (exit 2); no pty, nothing sent\n"
-    "  --show-run FILE            as --check-run, printing the RUN's configuration (JSON) instead of ok\n";
-
 struct EmuOptions {
   std::string pty_link;
   size_t rx_buffer = 256;
@@ -108,6 +77,41 @@ struct EmuOptions {
   std::string banner_strings[12];  // storage behind info's pointers
   bool rx_buf_overridden = false;
 };
+
+std::string usage() {  // the defaults are EmuOptions' (tests/firmware/test_usage_defaults.py finds one written here)
+  const EmuOptions d;
+  return "usage: board-emu [options]\n"
+    "  --pty-link PATH            also make PATH a symlink to the pty's slave\n"
+    "  --rx-buffer N              serial receive buffer in bytes (" + std::to_string(d.rx_buffer) +
+    ", like Arduino); overflow is dropped\n"
+    "  --clock-offset-us N        the board's wall clock runs N us ahead of the host's\n"
+    "  --drift-ppm X              the board's clock runs X ppm fast (negative: slow)\n"
+    "  --send-jitter-us N         random extra delay 0..N us before each write to the broker\n"
+    "  --path-up-us D             emulated path board -> lab: hold every clock request and every write\n"
+    "                             to the broker D us (userspace delay line, FIFO)\n"
+    "  --path-up-jitter-us J      ... plus a delay drawn uniformly from [0, J] us per packet\n"
+    "  --path-down-us D           emulated path lab -> board: hold every clock reply and every read\n"
+    "                             from the broker D us\n"
+    "  --path-down-jitter-us J    ... plus a delay drawn uniformly from [0, J] us per packet\n"
+    "  --truth-log PATH           ground truth CSV (mode 0600): kind,seq,true_us,board_us per PUBLISH\n"
+    "                             (send, due, wire) and per clock exchange (t1, t4)\n"
+    "  --seed N                   seed of the simulated sensors, the send jitter and the path (" +
+    std::to_string(d.seed) + ")\n"
+    "  --boot-ms N                delay from reset to BANNER (" + std::to_string(d.boot_ms) + ")\n"
+    "  --no-reset-on-open         the board does not reset when the host opens the port (send HELLO)\n"
+    "  --no-clock-replies         the clock requests go out, no reply comes back (a firewall on the time-echo port)\n"
+    "  --reboot-after-messages N  reset after the N-th MSG line (the BANNER comes again)\n"
+    "  --exit-after-messages N    close the port after the N-th MSG line, as if unplugged\n"
+    "  --network-drop-after-messages N  the board's network (WiFi) goes down after the N-th MSG line: the\n"
+    "                             path drops everything both ways for good (reads, connects time out)\n"
+    "  --network-down-ms D        ... for D ms only: then new connections go through (the old one is dead)\n"
+    "  --banner-KEY VALUE         BANNER override, KEY one of proto board chip mac fw arduino idf mbedtls\n"
+    "                             cpu-mhz wifi-ps hw-crypto sw-crypto rx-buf device\n"
+    "  --check-run FILE           check a RUN body (key=value lines, escaped as on the wire) with the\n"
+    "                             board's own parser and checks before `ACK run`; print ok (exit 0) or the\n"
+    "                             error (exit 2); no pty, nothing sent\n"
+    "  --show-run FILE            as --check-run, printing the RUN's configuration (JSON) instead of ok\n";
+}
 
 bool parse_int(const char* s, long long min, long long max, long long* out) {
   char* end = nullptr;
@@ -393,7 +397,7 @@ int run(int argc, char** argv) {
   std::string error;
   int parsed = parse(argc, argv, &o, &error);
   if (parsed == 1) {
-    fputs(kUsage, stdout);
+    fputs(usage().c_str(), stdout);
     return 0;
   }
   if (parsed == 2) {

@@ -182,15 +182,29 @@ bool parse_options(int argc, char** argv, Options* out, std::string* error, Mode
   return options_from(values, TB_VDEVICE, out, error);
 }
 
+namespace {
+
+// An option's range or choices and its default, as --help lists it: " 1..4096 (65)", " plain|tls (plain)",
+// " (127.0.0.1)"; nothing for a default outside the range or "" (the program decides, or none).
+std::string range_and_default(const Spec& s) {
+  std::string out;
+  if (s.kind == Kind::Uint) out = " " + std::to_string(s.min) + ".." + std::to_string(s.max);
+  if (s.kind == Kind::Ms) out = std::string(" ") + s.min_text + ".." + s.max_text;
+  if (s.kind == Kind::Enum) out = std::string(" ") + s.choices;
+  if (s.kind == Kind::Uint && s.def >= s.min && s.def <= s.max) return out + " (" + std::to_string(s.def) + ")";
+  if (s.kind == Kind::Ms && s.ddef >= s.dmin && s.ddef <= s.dmax) return out + " (" + s.def_text + ")";
+  if ((s.kind == Kind::Enum || s.kind == Kind::Text) && *s.def_text != '\0') return out + " (" + s.def_text + ")";
+  return out;
+}
+
+}  // namespace
+
 std::string options_help(uint8_t program) {
-  std::string out = "All options (lib/testbed_core/src/device_options.def):\n ";
+  std::string out = "All options: range or choices, (default) (lib/testbed_core/src/device_options.def):\n ";
   size_t line = 1;
   for (const Spec& s : tb::opt::kSpecs) {
     if ((s.programs & program) == 0) continue;
-    std::string item = " " + flag_name(s);
-    if (s.kind == Kind::Uint) item += " " + std::to_string(s.min) + ".." + std::to_string(s.max);
-    if (s.kind == Kind::Ms) item += std::string(" ") + s.min_text + ".." + s.max_text;
-    if (s.kind == Kind::Enum) item += std::string(" ") + s.choices;
+    const std::string item = " " + flag_name(s) + range_and_default(s);
     if (line + item.size() > 110) {
       out += "\n ";
       line = 1;
@@ -201,26 +215,28 @@ std::string options_help(uint8_t program) {
   return out + "\n";
 }
 
+// What each option means; its range or choices and its default only in options_help's list, from the .def
+// (tests/firmware/test_usage_defaults.py finds a default, range or choice list written here).
 std::string usage() {
   return "usage: vdevice [options]   (virtual ESP32: SIMULATED flame + MQ-2 sensors, same core as the firmware)\n"
-         "  --host H (127.0.0.1) --port P (1883 plain / 8883 tls) --transport plain|tls\n"
-         "  --ciphers LIST (IANA names, comma-separated; default TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256)\n"
+         "  --host H --port P (when not given: 1883 plain, 8883 tls) --transport T\n"
+         "  --ciphers LIST (IANA names, comma-separated)\n"
          "  --ca FILE --server-name NAME --cert FILE --key FILE (mutual TLS) --username U --password P\n"
          "  --password-file FILE (the password is its first line: keeps it off the command line)\n"
-         "  --payload BYTES (65) --samples N (200) --interval-ms MS (250) --qos 0|1|2 --device-id ID (v1)\n"
-         "  --topic T (testbed/sensors) --client-id ID --keylog FILE --send-log FILE.csv --summary FILE.json\n"
-         "  --seed S (1) --connect-timeout-ms MS (10000)\n"
-         "  --connection persistent|reconnect|resume-id|resume-ticket (persistent: one connection for the run;\n"
-         "      else a connection per K messages, opened at its first message's scheduled time: full TLS\n"
-         "      handshakes, or TLS 1.2 resumption by session ID / by session ticket; plain: all as reconnect)\n"
-         "  --per-connection K (1; messages per connection, ignored for persistent) --sleep-ms MS (0 = one\n"
-         "      interval: from a connection's last message to the next one's first)\n"
-         "  --close disconnect|drop (disconnect: MQTT DISCONNECT + close_notify; drop: the socket just closed)\n"
+         "  --payload BYTES --samples N --interval-ms MS --qos Q --device-id ID\n"
+         "  --topic T --client-id ID --keylog FILE --send-log FILE.csv --summary FILE.json\n"
+         "  --seed S --connect-timeout-ms MS\n"
+         "  --connection MODE (persistent: one connection for the run; else a connection per K messages, opened at\n"
+         "      its first message's scheduled time: full TLS handshakes, or TLS 1.2 resumption by session ID / by\n"
+         "      session ticket; plain: all as reconnect)\n"
+         "  --per-connection K (messages per connection, ignored for persistent) --sleep-ms MS (from a connection's\n"
+         "      last message to the next one's first; 0: one interval)\n"
+         "  --close HOW (disconnect: MQTT DISCONNECT + close_notify; drop: the socket just closed)\n"
          "  --connections-log FILE.csv (conn,t_open_us,tcp_connect_ms,handshake_ms,connack_ms,resumed,messages,\n"
          "      close,error: one row per connection)\n"
-         "  --mqtt 3.1.1|5 --session clean|persistent (persistent: a lost connection is opened again and the\n"
-         "      unacknowledged messages sent again with DUP) --session-expiry-s S (3600; MQTT 5)\n"
-         "  --topic-alias off|on (MQTT 5) --inflight N (1; QoS 1/2 messages awaiting their ack) --ack-timeout-ms MS\n"
+         "  --mqtt VERSION --session KIND (persistent: a lost connection is opened again and the unacknowledged\n"
+         "      messages sent again with DUP) --session-expiry-s S (MQTT 5)\n"
+         "  --topic-alias A (MQTT 5) --inflight N (QoS 1/2 messages awaiting their ack) --ack-timeout-ms MS\n"
          "  --check: check the options (files read, nothing sent), print ok; --describe-options: the table as JSON;\n"
          "  --show-config: the configuration these options make, as JSON (every option, given or its default)\n"
          "Every option X-Y can also be given as environment variable TESTBED_X_Y; flags win.\n" +
