@@ -208,3 +208,17 @@ def test_the_fleet_waits_for_its_start(host_build: HostBuild, pki: Pki, broker_f
     assert abs(int(rows[0]["t_start_us"]) - start) < 1000 and abs(int(rows[1]["t_start_us"]) - start - 100_000) < 1000
     assert int(_rows(out / "f0000.csv")[0]["t_send_us"]) >= start
     assert took >= 1.1, f"returned after {took:.2f} s: it did not wait for its start"
+
+
+def test_a_share_without_devices_runs_none(host_build: HostBuild, tmp_path: Path) -> None:
+    """Fewer devices than shares: the last share has none; it connects nowhere, writes its empty logs, exits 0."""
+    assert shares.share_sizes(2, [1, 1, 1]) == [1, 1, 0]
+    out = tmp_path / "o"
+    proc = _fleet(host_build, "--devices", "2", "--share-weights", "1,1,1", "--share-index", "2", "--out-dir", str(out),
+                  "--port", "1")
+    assert proc.returncode == 0, proc.stderr
+    header = "device,t_start_us,tcp_connect_ms,handshake_ms,connack_ms,messages,error\n"
+    assert (out / "connections.csv").read_text() == header, "no device's row"
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["devices"], summary["fleet_devices"], summary["share"], summary["messages_expected"]) == (
+        0, 2, {"index": 2, "weights": [1, 1, 1], "devices": 0}, 0)
