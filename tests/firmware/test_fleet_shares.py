@@ -222,3 +222,16 @@ def test_a_share_without_devices_runs_none(host_build: HostBuild, tmp_path: Path
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["devices"], summary["fleet_devices"], summary["share"], summary["messages_expected"]) == (
         0, 2, {"index": 2, "weights": [1, 1, 1], "devices": 0}, 0)
+
+
+@pytest.mark.parametrize("weights", ["1," * shares.MAX_SHARES + "1", str(shares.MAX_SHARE_WEIGHT + 1), "1,0", "1,,2",
+                                     " 1", "2;3"])
+def test_weights_the_model_refuses_the_program_refuses(host_build: HostBuild, weights: str) -> None:
+    """The program's bounds on the weights are the model's (shares.MAX_SHARES, MAX_SHARE_WEIGHT)."""
+    proc = _fleet(host_build, "--devices", "10", "--share-weights", weights, "--describe-share")
+    assert (proc.returncode, proc.stderr.strip()) == (2, (
+        f"fleet: error InvalidArgument: --share-weights: expected 1..{shares.MAX_SHARES} comma-separated whole numbers "
+        f"1..{shares.MAX_SHARE_WEIGHT} (one per publisher host), got \"{weights}\""))
+    if all(w.isdigit() for w in weights.split(",")):  # a list of numbers out of bounds: the model refuses it too
+        with pytest.raises(ValueError, match="share weights: expected"):
+            shares.check_weights([int(w) for w in weights.split(",")])
