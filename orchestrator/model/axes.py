@@ -23,7 +23,7 @@ from typing import Any, Literal
 from orchestrator.model.events import check_events
 
 MAX_PAYLOAD = 4096  # the firmware core's fixed buffer (payload.h kMaxPayload)
-MAX_DEVICES = 5000  # the fleet binary's kMaxDevices
+MAX_DEVICES, MAX_DEVICES_PER_HOST = 1_000_000, 10_000  # the fleet binary's kMaxDevices, kMaxDevicesPerHost
 MAX_SEED = 2**64 - 1  # the device's sensors are seeded with a uint64
 REQUIRED: Any = ...  # an axis every RunSpec must be given (pydantic's "no default")
 NO_IMPAIRMENT = "none"  # the impairment profile that impairs nothing (the axis's default)

@@ -12,13 +12,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.model.axes import AXES, MAX_SEED, AxisTable
+from orchestrator.model.axes import AXES, MAX_DEVICES_PER_HOST, MAX_SEED, AxisTable
 from orchestrator.model.impairment import Direction, Impairment
 from orchestrator.model.scenario import Scenario
 
 TIMESTAMP_DIGITS = 16
 DEVICE_ID = "v1"
-FLEET_PREFIX = "f"  # a fleet's devices are f0000, f0001, ... (the fleet binary's ids: prefix + 4 digits)
+FLEET_PREFIX = "f"  # a fleet's devices are f0000, f0001, ... (the fleet binary's ids: prefix + index_digits)
+MIN_INDEX_DIGITS = 4  # f0000..f9999 up to 10,000 devices; wider only when the fleet's last index needs it
 
 
 class RuleViolation(ValueError):
@@ -53,14 +54,21 @@ def payload_min_size(samples: int, device_id: str = DEVICE_ID) -> int:
     return len(worst)
 
 
-def fleet_device_id(index: int) -> str:
-    return f"{FLEET_PREFIX}{index:04d}"
+def index_digits(devices: int) -> int:
+    """Digits of a fleet's device indices (the fleet binary's index_digits): 4, or as many as its last index has
+    (5 for 10,001..100,000 devices, 6 up to 1,000,000)."""
+    return max(MIN_INDEX_DIGITS, len(str(max(devices - 1, 0))))
+
+
+def fleet_device_id(index: int, devices: int) -> str:
+    """Device ``index``'s id (its MQTT client id and the payload's ``d``) in a fleet of ``devices``."""
+    return f"{FLEET_PREFIX}{index:0{index_digits(devices)}d}"
 
 
 def id_for_payload(values: Mapping[str, Any]) -> str:
     """The longest device id the payload must hold."""
     devices = AXES.value(values, "devices")
-    return fleet_device_id(devices - 1) if devices > 1 else str(values.get("device_id", DEVICE_ID))
+    return fleet_device_id(devices - 1, devices) if devices > 1 else str(values.get("device_id", DEVICE_ID))
 
 
 def _payload_fits(v: Mapping[str, Any]) -> str | None:
@@ -70,6 +78,15 @@ def _payload_fits(v: Mapping[str, Any]) -> str | None:
         return None
     return (f"payload {v['payload']} B is below the minimum of {minimum} B for {v['samples']} samples "
             f"(device id {device_id!r}): the sample JSON needs {minimum} B")
+
+
+def _fleet_fits_one_host(v: Mapping[str, Any]) -> str | None:
+    devices = AXES.value(v, "devices")
+    if site(v) == "local" and devices > MAX_DEVICES_PER_HOST:
+        return (f"--devices {devices}: one host runs at most {MAX_DEVICES_PER_HOST} devices of a fleet (the fleet "
+                "program's per-host limit); a bigger fleet runs across the publisher hosts of a lab inventory "
+                "(--inventory, docs/multi-host.md), each its share")
+    return None
 
 
 def _esp32_needs_port(v: Mapping[str, Any]) -> str | None:
@@ -107,6 +124,7 @@ def _repeat_seeds_fit(v: Mapping[str, Any]) -> str | None:
 
 RULES: tuple[Rule, ...] = (
     Rule("payload-fits", _payload_fits),
+    Rule("fleet-fits-one-host", _fleet_fits_one_host),
     Rule("esp32-needs-serial-port", _esp32_needs_port),
     Rule("topic-alias-needs-mqtt5", _topic_alias_needs_mqtt5),
     Rule("link-down-needs-a-container", _link_down_needs_a_container),

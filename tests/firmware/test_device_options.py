@@ -89,7 +89,7 @@ def test_check_modes_accept_without_a_network(host_build: HostBuild, pki: Pki) -
 
 
 @pytest.mark.parametrize("argv,error", [
-    (["--devices", "5001"], 'InvalidArgument: --devices: expected an integer 1..5000, got "5001"'),
+    (["--devices", "1000001"], 'InvalidArgument: --devices: expected an integer 1..1000000, got "1000001"'),
     (["--devices", "2", "--connect-rate", "10001"],
      'InvalidArgument: --connect-rate: expected a number 0.01..10000 (decimals allowed), got "10001"'),
     (["--devices", "2", "--send-log", "x.csv"],
@@ -97,7 +97,7 @@ def test_check_modes_accept_without_a_network(host_build: HostBuild, pki: Pki) -
     (["--devices", "2", "--connection", "reconnect", "--sleep-ms", "86400001"],
      'InvalidArgument: --sleep-ms: expected milliseconds 0..86400000 (decimals allowed), got "86400001"'),
     (["--devices", "2", "--payload", "4097"], 'InvalidArgument: --payload: expected an integer 1..4096, got "4097"'),
-    ([], "InvalidArgument: --devices N is required (1..5000)"),
+    ([], "InvalidArgument: --devices N is required (1..1000000)"),
 ])
 def test_fleet_check_refuses_naming_the_error(host_build: HostBuild, tmp_path: Path, argv: list[str],
                                               error: str) -> None:

@@ -116,7 +116,7 @@ struct EmuOptions {
 };
 const char kOld[] = "usage: old [options]\n"
     "  --payload BYTES (65) --qos 0|1|2 --close disconnect|drop (disconnect: MQTT DISCONNECT)\n"
-    "  --devices N (1..5000) --device-prefix P (f: device i's id) --boot-ms N (200)\n"
+    "  --devices N (1..1000000) --device-prefix P (f: device i's id) --boot-ms N (200)\n"
     "  --ciphers LIST (IANA names; default TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256)\n";
 std::string usage() {
   const EmuOptions d;
@@ -137,7 +137,7 @@ def test_the_scan_finds_a_restated_default(tmp_path: Path) -> None:
     (tmp_path / HOST_SOURCES / "x.cpp").write_text(PLANTED)
     assert restated_in_usage(tmp_path) == [
         ("host/src/x.cpp", "--payload", "default 65"), ("host/src/x.cpp", "--qos", "values 0|1|2"),
-        ("host/src/x.cpp", "--close", "choices disconnect|drop"), ("host/src/x.cpp", "--devices", "range 1..5000"),
+        ("host/src/x.cpp", "--close", "choices disconnect|drop"), ("host/src/x.cpp", "--devices", "range 1..1000000"),
         ("host/src/x.cpp", "--device-prefix", "default f"), ("host/src/x.cpp", "--boot-ms", "default 200"),
         ("host/src/x.cpp", "--ciphers", "default TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256")]
 

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from orchestrator.lab.pki import Pki
 from orchestrator.model import impairment, rules
-from orchestrator.model.axes import AXES, Axis
+from orchestrator.model.axes import AXES, MAX_DEVICES_PER_HOST, Axis
 from orchestrator.model.layout import Layout
 from orchestrator.model.rules import rule_names
 from orchestrator.model.run import RunSpec
@@ -40,8 +40,9 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {  # what is not one axis's value
     "impairment": [{"impairment": name} for name in impairment.builtin_names()],
 }
 RULE = re.compile(r"\(rule ([a-z0-9-]+)\)$")
-EXAMPLES: dict[str, list[Any]] = {  # free-text axes: a value besides the default
+EXAMPLES: dict[str, list[Any]] = {  # free-text axes: a value besides the default; a ranged axis's value within
     "events": ["broker-restart@5s,link-down@9s:1s"],
+    "devices": [MAX_DEVICES_PER_HOST],  # the largest fleet one host runs (the range's end needs a lab and a payload)
 }
 
 
@@ -59,7 +60,7 @@ def axis_values(axis: Axis) -> list[Any]:
     if axis.default is None:
         return [None, f"/tmp/{axis.name}"]
     if axis.bounds():
-        return _ends(axis)
+        return _ends(axis) + EXAMPLES.get(axis.name, [])
     return ([axis.default] if axis.default is not ... else []) + EXAMPLES.get(axis.name, [])
 
 

@@ -89,7 +89,7 @@ void run_device(const FleetPlan& p, uint32_t index, DeviceResult* r) {
   const int64_t to_wall = clock.wall_us() - clock.mono_us();  // this device's mono -> wall mapping
   r->index = index;
   r->t_start_us = slot + to_wall;
-  const std::string id = device_id(o.prefix(), index);
+  const std::string id = o.id(index);
   DeviceLog log(*p.logs, o.out_dir() + "/" + id + ".csv", slot + offset + to_wall, device_schedule(o), id,
                 o.conn.config.connections_log);
   if (p.stop->requested()) {
@@ -142,7 +142,7 @@ int run_devices(const FleetPlan& p, const std::vector<uint32_t>& indices, std::v
     (*out)[k].index = indices[k];
     (*out)[k].error = tb::err_name(tb::Err::Interrupted);
     (*out)[k].message = "stopped by a signal before it was started";
-    const std::string id = device_id(p.options->prefix(), indices[k]);
+    const std::string id = p.options->id(indices[k]);
     // the header: every device has its log
     DeviceLog(*p.logs, p.options->out_dir() + "/" + id + ".csv", 0, Schedule()).flush();
   }

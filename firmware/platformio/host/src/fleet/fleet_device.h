@@ -18,7 +18,8 @@ struct FleetPlan {
   const FleetOptions* options = nullptr;
   std::string host;        // the broker's address, resolved once (or as given when that failed)
   tb::TlsOptions tls;      // PEM strings owned by the caller; keylog = the shared key log or nullptr
-  int64_t mono_base_us = 0;  // device i is started at mono_base + i / connect rate (CLOCK_MONOTONIC)
+  int64_t mono_base_us = 0;  // device i is started at mono_base + i / connect rate (CLOCK_MONOTONIC), whether or
+                             // not device i is in this share: the fleet's common timeline
   StopSignal* stop = nullptr;
   LogWriter* logs = nullptr;
   SharedKeylog* keylog = nullptr;  // the same object as tls.keylog, or nullptr

@@ -62,7 +62,7 @@ struct Schedule {  // the run's (device_schedule: its PublishConfig's); Schedule
 // with the send log's flushes: one write each, O_APPEND, so the worker processes' rows never interleave).
 class DeviceLog : public tb::SendObserver {
  public:
-  static constexpr size_t kFlushBytes = 16 * 1024;  // x 5000 devices: 80 MB at most
+  static constexpr size_t kFlushBytes = 16 * 1024;  // x 10,000 devices (one host's most): 160 MB at most
   DeviceLog(LogWriter& writer, std::string path, int64_t intended0_us, const Schedule& schedule,
             std::string device = "", std::string connections_path = "");
   bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes, int64_t puback_us) override;

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "fleet_device.h"
+#include "fleet_share.h"
 #include "host_util.h"
 #include "fleet_shard.h"
 #include "fleet_summary.h"
@@ -63,7 +64,7 @@ tb::Err check_config(const FleetOptions& o, const Pem& pem, std::string* error) 
   vdev::SimulatedSensors sensors(1);
   NoObserver none;
   std::unique_ptr<tb::Publisher> pub(new tb::Publisher(tcp, clock, sensors, none));
-  const std::string id = device_id(o.prefix(), o.devices() - 1);
+  const std::string id = o.id(o.devices() - 1);  // the fleet's longest (its ids are all as wide)
   tb::PublishConfig cfg = o.conn.publish;  // what each device runs (fleet_device.cpp), with the longest id
   cfg.device_id = cfg.client_id = id.c_str();
   tb::Err e = pub->validate(cfg);
@@ -117,16 +118,23 @@ void setup_process() {
   }
 }
 
-void print_start(const FleetOptions& o, const std::string& host, uint32_t processes) {
+void print_start(const FleetOptions& o, const std::string& host, uint32_t processes, const StartAt& start) {
   const tb::PublishConfig& c = o.conn.publish;
   if (c.mode != tb::ConnectionMode::Persistent) {
     fprintf(stdout, "fleet: connection %s every %u message(s), close %s, asleep %.3f ms between connections%s\n",
             tb::connection_mode_name(c.mode), c.per_connection, tb::close_mode_name(c.close),
             static_cast<double>(c.sleep_us ? c.sleep_us : c.interval_us) / 1000.0, c.sleep_us ? "" : " (one interval)");
   }
+  if (o.weights.size() > 1) {
+    fprintf(stdout, "fleet: share %u of weights %s: %u of the fleet's %u devices (%s..%s)\n", o.share_index(),
+            weights_text(o.weights).c_str(), o.share_size(), o.devices(),
+            o.share.empty() ? "-" : o.id(o.share.front()).c_str(), o.share.empty() ? "-" : o.id(o.share.back()).c_str());
+  }
+  fprintf(stdout, "fleet: device 0's slot at %" PRId64 " us (this host's clock, %s, in %.3f ms)\n", start.at_us,
+          start.given ? "--start-at-us" : "now + 10 ms", static_cast<double>(start.lead_us) / 1000.0);
   fprintf(stdout, "fleet: %u devices %s..%s (SIMULATED sensors, seed %" PRIu64 ") -> %s:%u %s, %u x %u B every "
           "%.3f ms, qos %u, connect rate %g/s, %u process(es), logs in %s\n",
-          o.devices(), device_id(o.prefix(), 0).c_str(), device_id(o.prefix(), o.devices() - 1).c_str(),
+          o.devices(), o.id(0).c_str(), o.id(o.devices() - 1).c_str(),
           o.conn.config.seed, host.c_str(), static_cast<unsigned>(c.port), o.conn.config.transport, c.samples,
           static_cast<unsigned>(c.payload_size), static_cast<double>(c.interval_us) / 1000.0,
           static_cast<unsigned>(c.qos), o.connect_rate(), processes, o.out_dir().c_str());
@@ -146,7 +154,7 @@ int report(const FleetOptions& o, const FleetOutcome& r, const std::string& writ
   const double cpu = r.cpu.user_s + r.cpu.sys_s;
   fprintf(stdout, "fleet: %u of %u devices connected, %u failed, %" PRIu64 " messages; schedule lag p50 %" PRId64
           " us p99 %" PRId64 " us max %" PRId64 " us; CPU %.3f s (%.1f us/message), max RSS %ld kB\n",
-          connected, o.devices(), failed, messages, r.lag.p50, r.lag.p99, r.lag.max, cpu,
+          connected, o.share_size(), failed, messages, r.lag.p50, r.lag.p99, r.lag.max, cpu,
           messages ? cpu * 1e6 / static_cast<double>(messages) : 0.0, r.cpu.max_rss_kb);
   fflush(stdout);
   if (r.interrupted) {
@@ -158,11 +166,11 @@ int report(const FleetOptions& o, const FleetOutcome& r, const std::string& writ
     return fail(kExitFailure, "Keylog", std::string("writing the key log ") + o.conn.config.keylog + " failed");
   }
   if (first == nullptr) return 0;
-  return fail(kExitFailure, first->error.c_str(), std::to_string(failed) + " of " + std::to_string(o.devices()) +
-              " devices failed (first: " + device_id(o.prefix(), first->index) + ": " + first->message + ")");
+  return fail(kExitFailure, first->error.c_str(), std::to_string(failed) + " of " + std::to_string(o.share_size()) +
+              " devices failed (first: " + o.id(first->index) + ": " + first->message + ")");
 }
 
-int run_fleet_main(const FleetOptions& o, const Pem& pem, uint32_t shards) {
+int run_fleet_main(const FleetOptions& o, const Pem& pem, uint32_t shards, const StartAt& start, int64_t mono_base) {
   std::string error;
   if (!make_dir(o.out_dir(), &error)) return fail(kExitUsage, "SendLog", error);
   SharedKeylog keylog;
@@ -186,10 +194,11 @@ int run_fleet_main(const FleetOptions& o, const Pem& pem, uint32_t shards) {
   plan.tls.keylog = plan.keylog;
   plan.stop = &stop;
   plan.logs = &logs;
-  print_start(o, plan.host, shards == 1 ? 1 : shards + 1);
+  print_start(o, plan.host, shards == 1 ? 1 : shards + 1, start);
   const int64_t t0 = mono_now_us();
-  plan.mono_base_us = t0 + 10000;
+  plan.mono_base_us = mono_base;
   FleetOutcome r;
+  r.start = start;
   r.interrupted = run_fleet(plan, shards, &r.devices, &r.cpu, &r.keylog_failed) != 0;
   r.wall_s = static_cast<double>(mono_now_us() - t0) / 1e6;
   std::string write_error;
@@ -199,34 +208,80 @@ int run_fleet_main(const FleetOptions& o, const Pem& pem, uint32_t shards) {
   return report(o, r, write_error);
 }
 
+// Device 0's slot: --start-at-us T mapped once onto CLOCK_MONOTONIC by the realtime clock's distance to T (or now
+// + 10 ms); false with the error when T is more than kStartLateToleranceUs past or kStartAheadMaxUs ahead.
+bool plan_start(const FleetOptions& o, StartAt* start, int64_t* mono_base, std::string* error) {
+  const int64_t mono = mono_now_us(), wall = wall_now_us();
+  start->given = o.start_at_us() != 0;
+  start->at_us = start->given ? o.start_at_us() : wall + 10000;
+  start->lead_us = start->at_us - wall;
+  *mono_base = mono + start->lead_us;
+  char text[256];
+  if (start->lead_us < -kStartLateToleranceUs) {
+    snprintf(text, sizeof(text), "--start-at-us %" PRId64 " is %.3f ms past on this host's clock (CLOCK_REALTIME %"
+             PRId64 "); at most %" PRId64 " ms late is started: give a later start", start->at_us,
+             static_cast<double>(-start->lead_us) / 1000.0, wall, kStartLateToleranceUs / 1000);
+  } else if (start->lead_us > kStartAheadMaxUs) {
+    snprintf(text, sizeof(text), "--start-at-us %" PRId64 " is %.0f s ahead of this host's clock (CLOCK_REALTIME %"
+             PRId64 "); at most %" PRId64 " s ahead is waited for (epoch microseconds)", start->at_us,
+             static_cast<double>(start->lead_us) / 1e6, wall, kStartAheadMaxUs / 1000000);
+  } else {
+    return true;
+  }
+  *error = text;
+  return false;
+}
+
+// The worker processes the share needs and the limits they need; 0 with the error.
+uint32_t plan_processes(const FleetOptions& o, std::string* error) {
+  const long open_fds = count_open_fds() + ((*o.conn.config.keylog == '\0') ? 0 : 1);
+  const uint32_t cap = devices_per_process(open_fds);
+  const uint32_t n = o.share_size() > 0 ? o.share_size() : 1;
+  const uint32_t shards = (n + cap - 1) / cap;
+  const uint32_t per_process = (n + shards - 1) / shards;
+  const std::string what = o.weights.size() == 1 ? "--devices " + std::to_string(o.devices())
+                                                : "share " + std::to_string(o.share_index()) + "'s " +
+                                                      std::to_string(o.share_size()) + " devices";
+  return ensure_limits(what, n, per_process, open_fds, error) ? shards : 0;
+}
+
+// What the modes print (--help, --describe-options, --show-config, --describe-share); -1: none asked.
+int print_mode(const FleetOptions& o, const FleetMode& mode) {
+  if (mode.common.help || mode.common.describe) {
+    fputs(mode.common.help ? fleet_usage().c_str() : vdev::describe_options().c_str(), stdout);
+  } else if (mode.common.show) {
+    fputs(vdev::config_json(o.conn.config).c_str(), stdout);
+  } else if (mode.describe_share) {
+    fputs(share_json(o).c_str(), stdout);
+  } else {
+    return -1;
+  }
+  return 0;
+}
+
 int run(int argc, char** argv) {
   setup_process();
   FleetOptions o;
   std::string error;
-  vdev::Mode mode;
+  FleetMode mode;
   if (!parse_fleet_options(argc, argv, &o, &error, &mode)) return fail(kExitUsage, "InvalidArgument", error);
-  if (mode.help || mode.describe) {
-    fputs(mode.help ? fleet_usage().c_str() : vdev::describe_options().c_str(), stdout);
-    return 0;
-  }
-  if (mode.show) {
-    fputs(vdev::config_json(o.conn.config).c_str(), stdout);
-    return 0;
-  }
+  const int printed = print_mode(o, mode);
+  if (printed >= 0) return printed;
   Pem pem;
   if (!read_pem(o.conn, &pem, &error)) return fail(kExitUsage, "InvalidArgument", error);
   const tb::Err e = check_config(o, pem, &error);
   if (e != tb::Err::Ok) return fail(kExitUsage, tb::err_name(e), error);
-  if (mode.check) {
+  if (!check_share_size(o, &error)) return fail(kExitUsage, "InvalidArgument", error);
+  if (mode.common.check) {
     fputs("ok\n", stdout);
     return 0;
   }
-  const long open_fds = count_open_fds() + ((*o.conn.config.keylog == '\0') ? 0 : 1);
-  const uint32_t cap = devices_per_process(open_fds);
-  const uint32_t shards = (o.devices() + cap - 1) / cap;
-  const uint32_t per_process = (o.devices() + shards - 1) / shards;
-  if (!ensure_limits(o.devices(), per_process, open_fds, &error)) return fail(kExitUsage, "InvalidArgument", error);
-  return run_fleet_main(o, pem, shards);
+  const uint32_t shards = plan_processes(o, &error);
+  if (shards == 0) return fail(kExitUsage, "InvalidArgument", error);
+  StartAt start;
+  int64_t mono_base = 0;
+  if (!plan_start(o, &start, &mono_base, &error)) return fail(kExitUsage, "InvalidArgument", error);
+  return run_fleet_main(o, pem, shards, start, mono_base);
 }
 
 }  // namespace

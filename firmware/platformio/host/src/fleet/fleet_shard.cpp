@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -64,8 +65,15 @@ bool write_shard(const std::string& path, const std::vector<DeviceResult>& rs, b
   return fclose(f) == 0;
 }
 
+// Device `index`'s place in the share (the results are in the share's order); share.size() when not in it.
+size_t place_of(const std::vector<uint32_t>& share, uint32_t index) {
+  const auto it = std::lower_bound(share.begin(), share.end(), index);
+  return (it != share.end() && *it == index) ? static_cast<size_t>(it - share.begin()) : share.size();
+}
+
 // Fills the devices a worker reported; returns how many.
-size_t read_shard(const std::string& path, std::vector<DeviceResult>* all, bool* keylog_failed) {
+size_t read_shard(const std::string& path, const std::vector<uint32_t>& share, std::vector<DeviceResult>* all,
+                  bool* keylog_failed) {
   FILE* f = fopen(path.c_str(), "r");
   if (f == nullptr) return 0;
   size_t n = 0;
@@ -77,14 +85,16 @@ size_t read_shard(const std::string& path, std::vector<DeviceResult>* all, bool*
     char err[64];
     if (sscanf(line, "%" SCNu32 "\t%" SCNd64 "\t%" SCNd64 "\t%" SCNd64 "\t%" SCNd64 "\t%" SCNu32 "\t%" SCNu32 "\t%" SCNu32
                "\t%d\t%63s\t%n", &r.index, &r.t_start_us, &r.tcp_connect_us, &r.handshake_us, &r.connack_us,
-               &r.messages, &r.connections, &r.resumed, &connected, err, &used) < 10 || r.index >= all->size()) {
+               &r.messages, &r.connections, &r.resumed, &connected, err, &used) < 10) {
       continue;
     }
+    const size_t at = place_of(share, r.index);
+    if (at >= all->size()) continue;
     r.connected = connected != 0;
     r.error = strcmp(err, "-") == 0 ? "" : err;
     r.message = line + used;
     while (!r.message.empty() && (r.message.back() == '\n' || r.message.back() == ' ')) r.message.pop_back();
-    (*all)[r.index] = r;
+    (*all)[at] = r;
     ++n;
   }
   fclose(f);
@@ -92,10 +102,12 @@ size_t read_shard(const std::string& path, std::vector<DeviceResult>* all, bool*
   return n;
 }
 
-// A worker: its devices (index % shards == k) in threads, its results to its shard file. Never returns.
+// A worker: its devices (those at place k, k + shards, ... of the share) in threads, its results to its shard file.
+// Never returns.
 [[noreturn]] void worker(const FleetPlan& p, uint32_t shards, uint32_t k) {
+  const std::vector<uint32_t>& share = p.options->share;
   std::vector<uint32_t> mine;
-  for (uint32_t i = k; i < p.options->devices(); i += shards) mine.push_back(i);
+  for (size_t at = k; at < share.size(); at += shards) mine.push_back(share[at]);
   std::vector<DeviceResult> rs;
   const int signo = run_devices(p, mine, &rs);
   const bool ok = write_shard(shard_path(p, k), rs, p.keylog != nullptr && p.keylog->failed());
@@ -136,10 +148,11 @@ void worker_lost(const FleetPlan& p, uint32_t shards, uint32_t k, int status, st
   } else {
     snprintf(why, sizeof(why), "exited %d", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
   }
-  for (uint32_t i = k; i < p.options->devices(); i += shards) {
-    DeviceResult& r = (*out)[i];
+  const std::vector<uint32_t>& share = p.options->share;
+  for (size_t at = k; at < share.size(); at += shards) {
+    DeviceResult& r = (*out)[at];
     if (r.t_start_us >= 0 || !r.error.empty()) continue;  // reported
-    r.index = i;
+    r.index = share[at];
     r.error = tb::err_name(tb::Err::SendLog);
     r.message = "worker process " + std::to_string(k) + " " + why + " without reporting this device";
   }
@@ -159,11 +172,11 @@ int run_workers(const FleetPlan& p, uint32_t shards, std::vector<DeviceResult>* 
     }
     pids.push_back(pid);
   }
-  out->assign(p.options->devices(), DeviceResult());
+  out->assign(p.options->share.size(), DeviceResult());
   std::vector<int> status(pids.size(), 0);
   int signo = wait_workers(pids, stats, &status);
   for (uint32_t k = 0; k < shards; ++k) {
-    read_shard(shard_path(p, k), out, keylog_failed);
+    read_shard(shard_path(p, k), p.options->share, out, keylog_failed);
     worker_lost(p, shards, k, k < status.size() ? status[k] : 0, out);
   }
   return signo;
@@ -187,18 +200,19 @@ uint32_t devices_per_process(long open_fds) {
   return n < 1 ? 1 : static_cast<uint32_t>(n);
 }
 
-bool ensure_limits(uint32_t devices, uint32_t per_process, long open_fds, std::string* error) {
+bool ensure_limits(const std::string& what, uint32_t devices, uint32_t per_process, long open_fds,
+                   std::string* error) {
   const rlim_t need = static_cast<rlim_t>(per_process) + static_cast<rlim_t>(open_fds + kFdReserve);
   const rlim_t have = raise_soft(RLIMIT_NOFILE, need);
   if (have != RLIM_INFINITY && have < need) {
-    *error = "--devices " + std::to_string(devices) + " needs about " + std::to_string(need) +
+    *error = what + " needs about " + std::to_string(need) +
              " file descriptors; the limit is " + std::to_string(have) + " (ulimit -n)";
     return false;
   }
   const rlim_t threads = static_cast<rlim_t>(devices) + 64;  // RLIMIT_NPROC counts the user's threads
   const rlim_t nproc = raise_soft(RLIMIT_NPROC, threads);
   if (nproc != RLIM_INFINITY && nproc < threads) {
-    *error = "--devices " + std::to_string(devices) + " needs about " + std::to_string(threads) +
+    *error = what + " needs about " + std::to_string(threads) +
              " threads; the limit is " + std::to_string(nproc) + " (ulimit -u)";
     return false;
   }
@@ -221,9 +235,7 @@ int run_fleet(const FleetPlan& p, uint32_t shards, std::vector<DeviceResult>* ou
               bool* keylog_failed) {
   *keylog_failed = false;
   if (shards <= 1) {
-    std::vector<uint32_t> all;
-    for (uint32_t i = 0; i < p.options->devices(); ++i) all.push_back(i);
-    const int signo = run_devices(p, all, out);
+    const int signo = run_devices(p, p.options->share, out);
     *stats = self_stats();
     *keylog_failed = p.keylog != nullptr && p.keylog->failed();
     return signo;

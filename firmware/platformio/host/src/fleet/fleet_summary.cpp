@@ -92,7 +92,7 @@ std::string device_counts_json(const FleetOptions& o, const std::vector<DeviceRe
     if (r.error.empty()) continue;
     ++failed[r.error];
     if (nfailed++ < kErrorsListed) {
-      errors += std::string(errors.empty() ? "" : ",") + "{\"device\":" + json_string(device_id(o.prefix(), r.index)) +
+      errors += std::string(errors.empty() ? "" : ",") + "{\"device\":" + json_string(o.id(r.index)) +
                 ",\"error\":" + json_string(r.error) + ",\"message\":" + json_string(r.message) + "}";
     }
   }
@@ -105,6 +105,17 @@ std::string device_counts_json(const FleetOptions& o, const std::vector<DeviceRe
          std::to_string(connections) + ",\"resumed_connections\":" + std::to_string(resumed) +
          ",\"connected\":" + std::to_string(connected) + ",\"failed\":{" + f + "},\"failed_devices\":" +
          std::to_string(nfailed) + ",\"messages_sent\":" + std::to_string(*messages) + ",\"errors\":[" + errors + "]";
+}
+
+// Which share of which fleet these figures are ("devices" is the share's), and when it started.
+std::string share_fields(const FleetOptions& o, const FleetOutcome& r) {
+  std::string weights;
+  for (uint32_t w : o.weights) weights += (weights.empty() ? "" : ",") + std::to_string(w);
+  return "\"fleet_devices\":" + std::to_string(o.devices()) + ",\"share\":{\"index\":" +
+         std::to_string(o.share_index()) + ",\"weights\":[" + weights + "],\"devices\":" +
+         std::to_string(o.share_size()) + "},\"index_digits\":" + std::to_string(index_digits(o.devices())) +
+         ",\"start_at_us\":" + std::to_string(r.start.at_us) + ",\"start_at_given\":" +
+         (r.start.given ? "true" : "false") + ",\"start_lead_us\":" + std::to_string(r.start.lead_us) + ",";
 }
 
 bool write_atomic(const std::string& path, const std::string& text, std::string* error) {
@@ -128,7 +139,7 @@ bool write_atomic(const std::string& path, const std::string& text, std::string*
 bool write_connections(const FleetOptions& o, const std::vector<DeviceResult>& rs, std::string* error) {
   std::string text = std::string(kConnectionsHeader) + "\n";
   for (const DeviceResult& r : rs) {
-    text += device_id(o.prefix(), r.index) + "," + (r.t_start_us >= 0 ? std::to_string(r.t_start_us) : "") + "," +
+    text += o.id(r.index) + "," + (r.t_start_us >= 0 ? std::to_string(r.t_start_us) : "") + "," +
             ms_field(r.tcp_connect_us) + "," + ms_field(r.handshake_us) + "," + ms_field(r.connack_us) + "," +
             std::to_string(r.messages) + "," + csv_field(r.error) + "\n";
   }
@@ -137,12 +148,12 @@ bool write_connections(const FleetOptions& o, const std::vector<DeviceResult>& r
 
 bool read_lags(const FleetOptions& o, FleetOutcome* r, std::string* error) {
   std::vector<int64_t> lag, steady;
-  const uint64_t expected = static_cast<uint64_t>(o.devices()) * o.conn.publish.samples;
+  const uint64_t expected = static_cast<uint64_t>(o.share_size()) * o.conn.publish.samples;
   lag.reserve(static_cast<size_t>(expected < 10000000 ? expected : 10000000));
   bool ok = true;
-  for (uint32_t i = 0; i < o.devices(); ++i) {
+  for (uint32_t i : o.share) {
     std::string e;
-    if (!read_one(o.out_dir() + "/" + device_id(o.prefix(), i) + ".csv", &lag, &steady, &r->log_rows, &e) && ok) {
+    if (!read_one(o.out_dir() + "/" + o.id(i) + ".csv", &lag, &steady, &r->log_rows, &e) && ok) {
       *error = e;
       ok = false;
     }
@@ -163,14 +174,14 @@ bool write_summary(const FleetOptions& o, const FleetOutcome& r, std::string* er
   snprintf(head, sizeof(head),
            "{\"devices\":%u,\"simulated\":true,\"transport\":%s,\"samples\":%u,\"payload\":%u,\"interval_ms\":%.3f,"
            "\"qos\":%u,\"connect_rate\":%g,\"seed\":%" PRIu64 ",\"processes\":%d,",
-           o.devices(), json_string(o.conn.config.transport).c_str(), o.conn.publish.samples,
+           o.share_size(), json_string(o.conn.config.transport).c_str(), o.conn.publish.samples,
            static_cast<unsigned>(o.conn.publish.payload_size), static_cast<double>(o.conn.publish.interval_us) / 1000.0,
            static_cast<unsigned>(o.conn.publish.qos), o.connect_rate(), o.conn.config.seed, r.cpu.processes);
   char tail[160];
   snprintf(tail, sizeof(tail), ",\"max_rss_kb\":%ld,\"wall_s\":%.3f,\"interrupted\":%s,\"keylog_ok\":%s", r.cpu.max_rss_kb,
            r.wall_s, r.interrupted ? "true" : "false", r.keylog_failed ? "false" : "true");
-  const std::string text = std::string(head) + counts + ",\"messages_expected\":" +
-                           std::to_string(static_cast<uint64_t>(o.devices()) * o.conn.publish.samples) +
+  const std::string text = std::string(head) + share_fields(o, r) + counts + ",\"messages_expected\":" +
+                           std::to_string(static_cast<uint64_t>(o.share_size()) * o.conn.publish.samples) +
                            ",\"tls_library\":" + json_string(vdev::tls_library()) +
                            ",\"tls13_padding_granularity\":" + vdev::tls13_padding_granularity_json() +
                            ",\"schedule_lag_us\":" + lag_json(r.lag) + ",\"steady_lag_us\":" + lag_json(r.steady) + "," +

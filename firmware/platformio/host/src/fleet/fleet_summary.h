@@ -1,6 +1,6 @@
-// The fleet's results: DIR/connections.csv (a row per device: its first connection's figures), the schedule
-// lag read back from every device's send log, DIR/summary.json (with the lifecycle's connections and the
-// client's count of resumed ones).
+// The fleet's results, for the devices of its share: DIR/connections.csv (a row per device: its first connection's
+// figures), the schedule lag read back from every device's send log, DIR/summary.json (with the lifecycle's
+// connections and the client's count of resumed ones, which share of the fleet, and when it started).
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,16 @@ struct LagStats {
   int64_t p50 = 0, p99 = 0, max = 0;
 };
 
+// When device 0's slot began: at_us on this host's CLOCK_REALTIME (--start-at-us T, or now + 10 ms), given: T was
+// given; lead_us: T - the realtime clock when the wait was computed (negative: that late).
+struct StartAt {
+  int64_t at_us = 0;
+  bool given = false;
+  int64_t lead_us = 0;
+};
+
 struct FleetOutcome {
+  StartAt start;
   std::vector<DeviceResult> devices;
   ProcStats cpu;          // taken when the last device ended (before the logs are read back)
   LagStats lag;           // t_send_us - t_intended_us over every message
