@@ -8,10 +8,11 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.analysis import brokercpu, handshakecost, lifecycle, storm, tlsrecords
+from orchestrator.analysis import brokercpu, handshakecost, lifecycle, tlsrecords
 from orchestrator.analysis import metrics as run_metrics
 from orchestrator.analysis.clock import one_way_delay_available
 from orchestrator.analysis.connections import connections_table
+from orchestrator.analysis.events import events_metrics, subscribes
 from orchestrator.analysis.keying import Keying
 from orchestrator.analysis.pipeline import RunAnalysis, RunInputs, analyse_run, write_run_outputs
 from orchestrator.backends.tshark import export_chunks
@@ -55,11 +56,10 @@ def analyse_run_folder(run_dir: Path, scenario: Scenario, spec: RunSpec, resourc
     if series["cgroup"] or series["process"]:
         analysis.metrics["broker_cpu"] = broker_cpu(series, analysis, lay, spec)
     events = (read_json(lay.cell) or {}).get("events") if spec.values().get("events") else None
-    if events and lay.connections.exists():  # a storm's cell (issue 27): its recovery from the capture
-        analysis.metrics["storm"] = storm.storm(events, pd.read_csv(lay.connections), analysis.per_message,
-                                                storm_cpu(series),
-                                                storm.subscribes(analysis.per_packet),
-                                                _text(lay.container_log(BROKER.service)))
+    if events and lay.connections.exists():  # a cell with --events (issue 27): its recovery from the capture
+        analysis.metrics["events"] = events_metrics(events, pd.read_csv(lay.connections), analysis.per_message,
+                                                    events_cpu(series), subscribes(analysis.per_packet),
+                                                    _text(lay.container_log(BROKER.service)))
     summary = keying.add_tables(analysis, lay, spec.samples, res, series, memory, summary)
     if summary:
         res["publisher_cpu_s"] = (summary.get("cpu_user_s") or 0) + (summary.get("cpu_sys_s") or 0)
@@ -120,8 +120,8 @@ def _text(path: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-def storm_cpu(series: dict[str, list[list[float]] | None]) -> list[list[float]] | None:
-    """The broker's CPU series for a storm's timeline: the process's, unless a restart cut it short (its sampler
+def events_cpu(series: dict[str, list[list[float]] | None]) -> list[list[float]] | None:
+    """The broker's CPU series for the events' timeline: the process's, unless a restart cut it short (its sampler
     follows one process), then the container's."""
     process, cgroup = series["process"] or [], series["cgroup"] or []
     return process if len(process) >= len(cgroup) - 2 else cgroup or None

@@ -122,7 +122,7 @@ def measure(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Imp
                 publisher.go()
                 events = Timeline(str(spec.values().get("events") or ""), compose.container_name(publisher.service),
                                   status).start()
-                try:  # a storm's cell loses messages on purpose: counting ends once its publisher has ended
+                try:  # a cell with events loses messages on purpose: counting ends once its publisher has ended
                     seen = Observed(received=count_messages(lay, spec, progress, watch, lambda: variant.ended_early(
                         publisher) or (bool(events) and events.publisher_ended(publisher))))
                 finally:
@@ -218,7 +218,7 @@ def verdict(seen: Observed, spec: RunSpec, publisher: Publisher, line_problem: s
                 f"publisher: {pub_error or 'ok'}")
     if pub_error is not None:
         return pub_error
-    if seen.received < spec.messages_expected and not spec.values().get("events"):  # a storm loses on purpose
+    if seen.received < spec.messages_expected and not spec.values().get("events"):  # events lose on purpose
         return (f"only {seen.received} of {spec.messages_expected} messages arrived within "
                 f"{spec.timeout_s():.0f} s")
     return None

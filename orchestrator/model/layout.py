@@ -36,7 +36,7 @@ from pathlib import Path, PurePosixPath
 DATA = "/data"
 
 # versions of the results formats: raised when a format changes (results/schema.py migrates older data)
-SCHEMA_VERSIONS = {"manifest": 2, "metrics": 1, "cell": 2}
+SCHEMA_VERSIONS = {"manifest": 2, "metrics": 2, "cell": 2}
 
 # run folder: what the analysis writes, and the run's own records
 CELL = "cell.json"

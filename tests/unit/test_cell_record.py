@@ -42,7 +42,7 @@ def test_a_cell_json_from_before_the_version_reads_with_every_key(tmp_path: Path
     assert record.schema_version == SCHEMA_VERSIONS["cell"] == 2
     assert record.model_dump(exclude={"schema_version", "order", "lab", "device", "broker", "events",
                                       "images"}) == BEFORE_THE_VERSION
-    # version 2's, not recorded then (a storm's events, the images a cell ran: optional keys of version 2)
+    # version 2's, not recorded then (a cell's --events, the images a cell ran: optional keys of version 2)
     assert record.order is None and record.lab is None and record.device is None and record.broker is None
     assert record.events is None and record.images is None
 
