@@ -19,13 +19,12 @@ from orchestrator.backends.docker_stats import StatsSampler
 from orchestrator.backends.images import missing_images
 from orchestrator.backends.impairment import check_supported
 from orchestrator.backends.process import which
+from orchestrator.environment.record import environment, ran_images
 from orchestrator.errors import TestbedError
 from orchestrator.lab.broker import BROKER
 from orchestrator.lab.keptlab import KeptLab, fresh_cell_lab
 from orchestrator.lab.topology import TOPIC, wait_for_messages
-from orchestrator.measure.analyse import MoreMetrics
 from orchestrator.measure.cell import CellWriter, Observed
-from orchestrator.measure.environment import environment, ran_images
 from orchestrator.measure.events import Timeline
 from orchestrator.measure.impairment import LineWatch, impairment_applied
 from orchestrator.model.impairment import Impairment, load_impairment
@@ -37,6 +36,7 @@ from orchestrator.publishers import Publisher
 from orchestrator.publishers.variants import Variant
 from orchestrator.results.atomic import read_json
 from orchestrator.results.space import check_still_room
+from orchestrator.runanalysis.analyse import MoreMetrics
 from orchestrator.waiting import throttled
 
 SERVICES_FOR_RUN = compose.SERVICES
@@ -149,7 +149,7 @@ def measure(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Imp
 def record_after_teardown(record: CellWriter, ran: list[Container], lab: KeptLab | None,
                           status: Callable[[str], None]) -> None:
     """What the cell records once it is torn down: the images its containers ran, with the versions inside them
-    (measure/environment.py: read once per image, its own phase ``images`` in the timings), and what of a kept-up lab
+    (environment/record.py: read once per image, its own phase ``images`` in the timings), and what of a kept-up lab
     it had."""
     record.set(images=ran_images(ran, compose.project()))
     record.lap("images")

@@ -101,8 +101,8 @@ def test_the_report_reads_the_same_model(tmp_path: Path) -> None:
 def test_a_sites_additions_reach_metrics_json_in_its_one_write(tmp_path: Path) -> None:
     """What a run across hosts adds (the host clock, the losses before the capture) is added before metrics.json
     is written, so the file is written once (it was written, then rewritten)."""
-    from orchestrator.measure.analyse import analyse_run_folder
     from orchestrator.model.scenario import load_scenario
+    from orchestrator.runanalysis.analyse import analyse_run_folder
     from tests.golden.regenerate import reference_dir
 
     capture = reference_dir() / "lat_plain.pcap"

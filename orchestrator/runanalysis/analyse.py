@@ -17,13 +17,13 @@ from orchestrator.analysis.keying import Keying
 from orchestrator.analysis.pipeline import RunAnalysis, RunInputs, analyse_run, write_run_outputs
 from orchestrator.backends.tshark import export_chunks
 from orchestrator.lab.broker import BROKER
-from orchestrator.measure import exchanges
 from orchestrator.model.axes import PERSISTENT
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
 from orchestrator.publishers.variants import variant_for
 from orchestrator.results.atomic import read_json, write_json_atomic
+from orchestrator.runanalysis import exchanges
 
 MoreMetrics = Callable[[dict[str, Any], pd.DataFrame, Layout], None]
 
@@ -42,7 +42,7 @@ def analyse_run_folder(run_dir: Path, scenario: Scenario, spec: RunSpec, resourc
         add_connections(analysis, lay, scenario, spec, keylogs, keying)
     device = variant_for(spec).recorded(lay).get("device") or {}  # the device's own padding granularity
     tlsrecords.with_granularity(analysis.metrics, device.get("tls13_padding_granularity"), "the device's summary")
-    exchanges.add_exchanges(analysis, lay)  # each message's exchange (measure/exchanges.py)
+    exchanges.add_exchanges(analysis, lay)  # each message's exchange (runanalysis/exchanges.py)
     if board_clock is not None:
         analysis.metrics["clock"] = with_delay_verdict(analysis.metrics, board_clock, summary.get("puback_rtt_ms"))
     res = dict(analysis.metrics.get("resources") or {})
