@@ -21,7 +21,7 @@ from orchestrator.analysis.pcapfile import scan_capture
 from orchestrator.backends.process import run
 from orchestrator.backends.tshark import export_chunks
 from orchestrator.model.layout import Layout
-from orchestrator.runanalysis.exchanges import add_exchanges
+from orchestrator.runanalysis.exchanges import write_exchanges
 
 ENTRY = Path(__file__).with_name("analysis.py")  # the command line the child runs: --analysis-child
 RATIO_TARGET = 1.2
@@ -70,7 +70,7 @@ def analysis_child(raw: str) -> int:
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()
         result = analyse_run(inputs, export_chunks)
-        add_exchanges(result, Layout(Path(out)))  # exchanges.csv, as every cell gets it (frees the MQTT packets)
+        result.metrics["exchanges"] = write_exchanges(result, Layout(Path(out)))  # exchanges.csv, as every cell
         t1 = time.perf_counter()
         self_kb = _status_kb("self", "VmHWM")
         children_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux

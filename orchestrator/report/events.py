@@ -34,7 +34,7 @@ KIND_COLOURS = {"full": "#d62728", "resumed-id": "#1f77b4", "resumed-ticket": "#
                 "unknown": "#7f7f7f"}
 
 
-def events_of(cell: Cell) -> dict[str, Any] | None:
+def events_block(cell: Cell) -> dict[str, Any] | None:
     block = (cell.metrics or {}).get("events")
     return block if isinstance(block, dict) and block.get("events") else None
 
@@ -105,7 +105,7 @@ def timeline_png(block: dict[str, Any], title: str) -> bytes | None:
 def events_figures(cells: Sequence[Cell]) -> list[Figure]:
     out = []
     for cell in cells:
-        block = events_of(cell)
+        block = events_block(cell)
         png = timeline_png(block, cell.record.cell_id) if block else None
         if png is not None:
             out.append(Figure(f"plots/events_{cell.record.cell_id}.png", f"{cell.record.cell_id}: devices connected, "
@@ -115,7 +115,7 @@ def events_figures(cells: Sequence[Cell]) -> list[Figure]:
 
 def events_section(cells: Sequence[Cell]) -> list[Block]:
     """The section, or nothing when no cell had events."""
-    rows = [row for c in cells if (b := events_of(c)) for row in event_rows(c, b)]
+    rows = [row for c in cells if (b := events_block(c)) for row in event_rows(c, b)]
     if not rows:
         return []
     return [Heading(2, TITLE), Paragraph(ABOUT + " Each cell's timeline is among the figures (plots/events_*.png)."),
