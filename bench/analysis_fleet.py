@@ -20,8 +20,8 @@ from orchestrator.analysis.logs import fleet_send_logs
 from orchestrator.analysis.pcapfile import scan_capture
 from orchestrator.backends.process import run
 from orchestrator.backends.tshark import export_chunks
-from orchestrator.measure.exchanges import add_exchanges
 from orchestrator.model.layout import Layout
+from orchestrator.runanalysis.exchanges import write_exchanges
 
 ENTRY = Path(__file__).with_name("analysis.py")  # the command line the child runs: --analysis-child
 RATIO_TARGET = 1.2
@@ -49,7 +49,7 @@ def _status_kb(pid: int | str, key: str) -> int:
 
 
 def analysis_child(raw: str) -> int:
-    """In a fresh process: analyse_run and the exchanges (exchanges.csv, as measure/analyse.py does for every cell)
+    """In a fresh process: analyse_run and the exchanges (exchanges.csv, as runanalysis/analyse.py does for every cell)
     once, then write the rest of the outputs; print seconds and memory (JSON).
 
     Python's peak is its VmHWM (ru_maxrss is no good here: Linux carries the parent's high-water mark
@@ -70,7 +70,7 @@ def analysis_child(raw: str) -> int:
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()
         result = analyse_run(inputs, export_chunks)
-        add_exchanges(result, Layout(Path(out)))  # exchanges.csv, as every cell gets it (frees the MQTT packets)
+        result.metrics["exchanges"] = write_exchanges(result, Layout(Path(out)))  # exchanges.csv, as every cell
         t1 = time.perf_counter()
         self_kb = _status_kb("self", "VmHWM")
         children_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux

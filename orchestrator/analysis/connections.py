@@ -37,7 +37,7 @@ PSK = 1, a HelloRetryRequest one more; None for plain MQTT or a handshake that n
 or duplicated segment is counted once), ``retransmitted_*`` = the payload bytes sent again on top,
 ``wire_*`` = frame bytes (all headers) of every captured frame, retransmissions included.
 ``connack_time`` the broker's CONNACK and ``end_time`` the first FIN or RST (epoch seconds; None when not seen):
-when the connection was up (a storm's timeline, analysis/storm.py).
+when the connection was up (the events' timeline, analysis/events.py).
 How it ended: ``tcp_end`` the first FIN or RST (``FIN client``, ``RST server``, ...) or ``capture end``;
 ``disconnect_seen`` an MQTT DISCONNECT from the client; ``close_notify_client`` / ``_server`` a
 decrypted close_notify alert; ``alerts_client`` / ``_server`` every decrypted alert by name;

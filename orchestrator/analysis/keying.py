@@ -3,7 +3,7 @@ send log, publisher.csv) or a fleet (a message is (device, seq); a send log per 
 ``fleet`` block and devices.csv).
 
 The run's publisher variant builds its keying (orchestrator/publishers/variants.py, ``Variant.keying``) and the
-analysis asks it (analysis/pipeline.py, measure/analyse.py) instead of asking whether the run was a fleet. A caller
+analysis asks it (analysis/pipeline.py, runanalysis/analyse.py) instead of asking whether the run was a fleet. A caller
 that describes a run by its figures alone (a bench, a test) takes :func:`keying_for`.
 """
 

@@ -11,7 +11,7 @@ Memory likewise, as two series (a fleet's memory per connected client comes from
 usage less its page cache (``inactive_file`` on cgroup v2, ``total_inactive_file`` on v1, else ``cache``:
 what `docker stats` shows) and the process's own VmRSS (/proc/<pid>/status), where this host can read it.
 
-The broker process can be replaced while the sampler runs (a storm's broker-restart event: the image's entrypoint
+The broker process can be replaced while the sampler runs (an --events broker-restart: the image's entrypoint
 starts a new Mosquitto as its child): each sample looks up the entrypoint's child again and follows the new one,
 its CPU time added to the old one's last reading, so the process series stays a running total
 (``broker_process_restarts`` counts the switches; the old process's CPU after its last sample, at most a second's

@@ -2,7 +2,7 @@
 by the capture image into a folder, as the user a run's containers run as, and a helper listing qdiscs.
 
 Only the command lines and the calls live here; what their results mean is decided in
-``orchestrator/measure/doctor_probes.py``.
+``orchestrator/doctor/probes.py``.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def doctor(
     """What works here for you and what is missing, each with the fix: proven with a smoke capture and a
     helper container."""
     from orchestrator.cli.render import doctor_table
-    from orchestrator.measure.doctor import checks, failed_required
+    from orchestrator.doctor.checks import checks, failed_required
 
     results = checks(out_dir)
     out.print(doctor_table(results))

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from orchestrator.cli.console import err, out
-from orchestrator.measure.doctor import Check
+from orchestrator.doctor.checks import Check
 from orchestrator.measure.run import RunOutcome
 from orchestrator.model.axes import AXES, NO_IMPAIRMENT
 from orchestrator.model.ciphers import by_code

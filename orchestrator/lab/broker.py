@@ -1,6 +1,6 @@
 """The broker of a cell behind one interface: its configuration in the run folder, how its readiness is known,
 the process whose CPU and memory a cell measures, and the restart of that process inside its running container
-(restart_process: a sweep's kept-up lab between two cells, a storm's broker-restart event). Mosquitto today
+(restart_process: a sweep's kept-up lab between two cells, an --events broker-restart). Mosquitto today
 (images/broker, lab/brokerconf.py renders its files); a second broker is a second implementation of Broker.
 """
 

@@ -1,1 +1,1 @@
-"""Measuring: one run (its lifecycle: start, gate, wait by counting, stop, teardown), the sweep, doctor."""
+"""Measuring: one run (its lifecycle: start, gate, wait by counting, stop, teardown) against a site, and the sweep."""

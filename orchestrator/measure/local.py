@@ -19,13 +19,12 @@ from orchestrator.backends.docker_stats import StatsSampler
 from orchestrator.backends.images import missing_images
 from orchestrator.backends.impairment import check_supported
 from orchestrator.backends.process import which
+from orchestrator.environment.record import environment, ran_images
 from orchestrator.errors import TestbedError
 from orchestrator.lab.broker import BROKER
 from orchestrator.lab.keptlab import KeptLab, fresh_cell_lab
 from orchestrator.lab.topology import TOPIC, wait_for_messages
-from orchestrator.measure.analyse import MoreMetrics
 from orchestrator.measure.cell import CellWriter, Observed
-from orchestrator.measure.environment import environment, ran_images
 from orchestrator.measure.events import Timeline
 from orchestrator.measure.impairment import LineWatch, impairment_applied
 from orchestrator.model.impairment import Impairment, load_impairment
@@ -37,6 +36,7 @@ from orchestrator.publishers import Publisher
 from orchestrator.publishers.variants import Variant
 from orchestrator.results.atomic import read_json
 from orchestrator.results.space import check_still_room
+from orchestrator.runanalysis.analyse import MoreMetrics
 from orchestrator.waiting import throttled
 
 SERVICES_FOR_RUN = compose.SERVICES
@@ -122,7 +122,7 @@ def measure(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Imp
                 publisher.go()
                 events = Timeline(str(spec.values().get("events") or ""), compose.container_name(publisher.service),
                                   status).start()
-                try:  # a storm's cell loses messages on purpose: counting ends once its publisher has ended
+                try:  # a cell with events loses messages on purpose: counting ends once its publisher has ended
                     seen = Observed(received=count_messages(lay, spec, progress, watch, lambda: variant.ended_early(
                         publisher) or (bool(events) and events.publisher_ended(publisher))))
                 finally:
@@ -149,7 +149,7 @@ def measure(scenario: Scenario, spec: RunSpec, variant: Variant, impairment: Imp
 def record_after_teardown(record: CellWriter, ran: list[Container], lab: KeptLab | None,
                           status: Callable[[str], None]) -> None:
     """What the cell records once it is torn down: the images its containers ran, with the versions inside them
-    (measure/environment.py: read once per image, its own phase ``images`` in the timings), and what of a kept-up lab
+    (environment/record.py: read once per image, its own phase ``images`` in the timings), and what of a kept-up lab
     it had."""
     record.set(images=ran_images(ran, compose.project()))
     record.lap("images")
@@ -218,7 +218,7 @@ def verdict(seen: Observed, spec: RunSpec, publisher: Publisher, line_problem: s
                 f"publisher: {pub_error or 'ok'}")
     if pub_error is not None:
         return pub_error
-    if seen.received < spec.messages_expected and not spec.values().get("events"):  # a storm loses on purpose
+    if seen.received < spec.messages_expected and not spec.values().get("events"):  # events lose on purpose
         return (f"only {seen.received} of {spec.messages_expected} messages arrived within "
                 f"{spec.timeout_s():.0f} s")
     return None

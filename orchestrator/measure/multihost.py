@@ -6,7 +6,7 @@ the fleet) started there and awaited (a timeout from the spec) -> impairment cle
 messages awaited, capture stopped with SIGINT, everything stopped, a second clock exchange, the records fetched,
 then every process and file of ours removed (always: also after a failure or Ctrl-C, which waits for it) ->
 the records unpacked into the LOCAL run folder under the usual names (lab/collect.py) -> the same analysis as on
-one host (measure/analyse.py analyse_run_folder, with add_lab_metrics). The site "a lab inventory" of
+one host (runanalysis/analyse.py analyse_run_folder, with add_lab_metrics). The site "a lab inventory" of
 measure/site.py (LabSite). A host that cannot be reached fails the cell, naming it.
 """
 
@@ -26,16 +26,14 @@ from orchestrator.backends.impairment.targets import LabInventory
 from orchestrator.backends.multihost import LabRoles, host_problems, load_lab, run_lab
 from orchestrator.backends.process import which
 from orchestrator.backends.remote_bounds import lost_after_s
+from orchestrator.environment.record import lab_environment
 from orchestrator.errors import TestbedError
 from orchestrator.lab.collect import collect_broker, collect_publisher, host_facts, host_record
 from orchestrator.lab.keptlab import KeptLab
 from orchestrator.lab.remote import COUNT_WAIT_S, cell_vars, native_broker_conf, stage
 from orchestrator.lab.topology import count_lines, prepare_run_dir
-from orchestrator.measure.analyse import MoreMetrics
 from orchestrator.measure.cell import CellWriter, Observed
-from orchestrator.measure.environment import lab_environment
 from orchestrator.measure.impairment import impairment_applied
-from orchestrator.measure.labanalysis import add_lab_metrics
 from orchestrator.model import rules
 from orchestrator.model.impairment import Impairment, load_impairment
 from orchestrator.model.layout import Layout, inventory_copy
@@ -45,6 +43,8 @@ from orchestrator.model.sweep import SweepPlan
 from orchestrator.publishers.variants import Variant
 from orchestrator.publishers.virtual import publisher_args
 from orchestrator.results.atomic import copy_file_atomic, read_json
+from orchestrator.runanalysis.analyse import MoreMetrics
+from orchestrator.runanalysis.labanalysis import add_lab_metrics
 from orchestrator.signals import sigint_deferred
 
 FACTS_TASK = "Lab folder and description of the host"  # playbooks/tasks/lab_up.yml

@@ -18,7 +18,6 @@ from typing import Any
 from orchestrator.errors import TestbedError
 from orchestrator.lab.brokerconf import broker_record
 from orchestrator.lab.keptlab import KeptLab
-from orchestrator.measure.analyse import analyse_run_folder
 from orchestrator.measure.cell import CellWriter, utc_now
 from orchestrator.measure.site import Site, site_for
 from orchestrator.model import rules
@@ -30,6 +29,7 @@ from orchestrator.model.run import RunSpec, effective_connection
 from orchestrator.model.scenario import Scenario, load_scenario
 from orchestrator.publishers.variants import variant_for
 from orchestrator.results.atomic import make_new_folder, remove_partial_writes
+from orchestrator.runanalysis.analyse import analyse_run_folder
 from orchestrator.signals import interrupted_by
 
 

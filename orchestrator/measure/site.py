@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.lab.keptlab import KeptLab
-from orchestrator.measure.analyse import MoreMetrics
 from orchestrator.measure.cell import CellWriter, Observed
 from orchestrator.measure.local import ThisHost
 from orchestrator.measure.multihost import LabSite
@@ -19,6 +18,7 @@ from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
 from orchestrator.model.sweep import SweepPlan
 from orchestrator.publishers.variants import Variant
+from orchestrator.runanalysis.analyse import MoreMetrics
 
 
 class Site(Protocol):

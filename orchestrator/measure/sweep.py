@@ -30,10 +30,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.analysis.grading import load_table
+from orchestrator.environment.record import git_commit
 from orchestrator.errors import TestbedError
 from orchestrator.lab.keptlab import KeptLab
-from orchestrator.measure.analyse import analyse_run_folder
-from orchestrator.measure.environment import git_commit
 from orchestrator.measure.overlap import AnalysisBeside
 from orchestrator.measure.run import RunOutcome, execute_run, preflight
 from orchestrator.measure.site import site_for
@@ -51,6 +50,7 @@ from orchestrator.results import manifest as bundles
 from orchestrator.results.atomic import read_json
 from orchestrator.results.cells import cell_record_if_any
 from orchestrator.results.space import check_cell_space
+from orchestrator.runanalysis.analyse import analyse_run_folder
 from orchestrator.signals import interrupted_by
 
 

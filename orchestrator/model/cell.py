@@ -51,7 +51,7 @@ class CellRecord(BaseModel):
     lab: dict[str, Any] | None = None  # kept-up or fresh: what was fresh, what reused, the capture's cut
     hosts: list[dict[str, Any]] | None = None  # a cell across lab hosts: every host (lab/collect.py host_record)
     inventory: dict[str, Any] | None = None  # ... and the inventory it ran from (source, copy in the run folder)
-    events: list[dict[str, Any]] | None = None  # a storm's events as they happened (measure/events.py)
+    events: list[dict[str, Any]] | None = None  # the --events as they happened (measure/events.py)
     received: int | None = None
     publisher_exit_code: int | None = None
     finished_utc: str | None = None

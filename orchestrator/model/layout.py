@@ -36,14 +36,14 @@ from pathlib import Path, PurePosixPath
 DATA = "/data"
 
 # versions of the results formats: raised when a format changes (results/schema.py migrates older data)
-SCHEMA_VERSIONS = {"manifest": 2, "metrics": 1, "cell": 2}
+SCHEMA_VERSIONS = {"manifest": 2, "metrics": 2, "cell": 2}
 
 # run folder: what the analysis writes, and the run's own records
 CELL = "cell.json"
 METRICS = "metrics.json"
 PER_MESSAGE = "per_message.csv"
 PACKETS = "packets.csv"
-EXCHANGES = "exchanges.csv"  # each message's exchange (analysis/exchange.py; measure/exchanges.py wanted)
+EXCHANGES = "exchanges.csv"  # each message's exchange (analysis/exchange.py; runanalysis/exchanges.py wanted)
 IMPAIRMENT = "impairment.json"
 RESOURCES = "resources.json"
 SCENARIO = "scenario.json"

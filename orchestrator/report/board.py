@@ -2,7 +2,7 @@
 that mapped its send times to the lab's clock, its bound, and whether one-way delay is given at that
 precision; where it is not, the PUBACK round trip timed on the board's own clock (QoS 1) instead.
 
-Read from metrics.json ``clock`` (orchestrator/measure/analyse.py: with_delay_verdict). The section
+Read from metrics.json ``clock`` (orchestrator/runanalysis/analyse.py: with_delay_verdict). The section
 appears only when a cell has it, so the report of a virtual-publisher bundle is unchanged.
 """
 

@@ -16,6 +16,7 @@ from orchestrator.model.layout import BundleLayout
 from orchestrator.report import claims, lifecycle, sections
 from orchestrator.report.board import board_section
 from orchestrator.report.document import Block, Bullets, Figure, Heading, render_html, render_markdown
+from orchestrator.report.events import events_figures, events_section
 from orchestrator.report.exchanges import exchanges_section
 from orchestrator.report.figures import make_figures
 from orchestrator.report.fleet import fleet_section
@@ -25,7 +26,6 @@ from orchestrator.report.loader import Bundle, load_bundle
 from orchestrator.report.options import ReportOptions, report_options
 from orchestrator.report.order import cell_sort_key, groups, scenario_order
 from orchestrator.report.stacks import stacks_section
-from orchestrator.report.storm import storm_figures, storm_section
 from orchestrator.report.study import load_study, study_rows, tls_scenarios_in
 from orchestrator.report.tables import COMPARISON_COLUMNS, comparison_rows, summary_columns, summary_row
 from orchestrator.report.values import Row, to_csv
@@ -62,7 +62,7 @@ def build_document(
         *exchanges_section(ok),
         *stacks_section(ok),
         *fleet_section(all_cells, groups(ok)),
-        *storm_section(ok),
+        *events_section(ok),
         *sections.comparisons_section(comparisons, ok, options.baseline),
         *sections.grades_section(ok, options),
         *sections.study_section(study, load_study()),
@@ -108,7 +108,7 @@ def build_report(
     comparisons = comparison_rows(bundle, baseline=options.baseline, seed=options.seed, resamples=options.resamples)
     study = study_rows(comparisons, load_study(), tls_scenarios_in(bundle, options.baseline))
     figures = [*make_figures(bundle, order), *lifecycle.figures(groups(bundle.ok_cells)),
-               *storm_figures(sorted(bundle.ok_cells, key=cell_sort_key(order)))]
+               *events_figures(sorted(bundle.ok_cells, key=cell_sort_key(order)))]
     blocks = build_document(bundle, options, comparisons, figures, study, order)
 
     written = _write_figures(layout, figures)

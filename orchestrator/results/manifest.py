@@ -2,7 +2,7 @@
 
 Versioned (schema_version, checked and migrated in results/schema.py: a newer bundle is refused,
 an older one is migrated), self-describing (tool version, git commit, command line, plan, seed,
-host, tool versions, impairment state per cell: measured by measure/environment.py, recorded here; the images every
+host, tool versions, impairment state per cell: measured by environment/record.py, recorded here; the images every
 cell's containers ran, gathered here from the cells' own records) and written as it goes, atomically,
 so an interrupted sweep loses nothing finished and resumes with exactly its missing cells.
 """

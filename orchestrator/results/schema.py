@@ -64,12 +64,22 @@ def _ran_the_228_publisher(plan: Any) -> bool:
     return plan.get("publisher") != "esp32" and PUBLISHER_228 in (stacks if isinstance(stacks, list) else [stacks])
 
 
-MIGRATIONS: dict[Kind, dict[int, Migration]] = {"manifest": {1: manifest_1_to_2}, "metrics": {},
+def metrics_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 named what a cell's events cost (--events) ``storm``; version 2 names it ``events``, as the option,
+    the analysis (analysis/events.py) and the report's section do. Nothing else moved."""
+    if "storm" not in data:
+        return data
+    out = {k: v for k, v in data.items() if k != "storm"}
+    out["events"] = data["storm"]
+    return out
+
+
+MIGRATIONS: dict[Kind, dict[int, Migration]] = {"manifest": {1: manifest_1_to_2}, "metrics": {1: metrics_1_to_2},
                                                 "cell": {0: dict, 1: dict}}
 # Formats that were written without ``schema_version`` at first: such data is this version (cell.json before
 # orchestrator/model/cell.py: version 0, the same keys as version 1). cell.json version 2 added ``order`` and ``lab``
 # (a sweep's order and block, what of the lab was reused): version 1 is version 2 without them. manifest.json version
-# 2: see manifest_1_to_2.
+# 2: see manifest_1_to_2. metrics.json version 2: see metrics_1_to_2.
 UNVERSIONED_IS: dict[Kind, int] = {"cell": 0}
 
 

@@ -16,12 +16,12 @@ import pytest
 from test_board_emu import time_echo  # noqa: F401 - the fixture
 from test_qos_sessions import Subscriber
 
-from orchestrator.measure.analyse import with_delay_verdict
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import load_scenario
 from orchestrator.publishers.board import protocol as p
 from orchestrator.publishers.board.publisher import LINKS, BoardPublisher
+from orchestrator.runanalysis.analyse import with_delay_verdict
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ import pytest
 
 from orchestrator.backends.impairment.argv import HELPER_IMAGE
 from orchestrator.backends.impairment.helpers import HELPER_LABEL
-from orchestrator.measure import doctor
+from orchestrator.doctor import checks as doctor
 
 from .docker_user import DockerUser
 

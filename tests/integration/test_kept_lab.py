@@ -217,7 +217,7 @@ def test_a_session_of_the_cell_before_is_refused_by_the_next_cells_broker(tmp_pa
             assert not refused.session_reused
             refused.close()
             here.end_capture()
-        # the primitive the storm's broker-restart event uses: a crash (SIGKILL) of the process, not the container
+        # the primitive --events broker-restart uses: a crash (SIGKILL) of the process, not the container
         before = {s: docker.container(compose.container_name(s)) for s in ("broker", "capture")}
         BROKER.restart_process(kill=True)
         after = {s: docker.container(compose.container_name(s)) for s in ("broker", "capture")}

@@ -1,5 +1,5 @@
 """Issue 26's sweep, as the docker-group user: plain and tls cells at QoS 1 and 2 over MQTT 3.1.1 and 5. Each cell's
-exchanges.csv (analysis/exchange.py via measure/exchanges.py) pairs every message with its acknowledgements, the
+exchanges.csv (analysis/exchange.py via runanalysis/exchanges.py) pairs every message with its acknowledgements, the
 subscriber received each message once, and the exchanges' wire bytes agree with an independent count: tshark's
 own TCP payload lengths of the device's connection over the exchanges' span. TLS adds 21 B to every packet."""
 

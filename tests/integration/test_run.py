@@ -44,7 +44,7 @@ def test_tls_run_200_messages_all_recorded_and_verified_from_capture(tls_and_pla
     sub = pd.read_csv(out / "logs" / "subscriber.csv")
     assert sorted(sub["seq"]) == list(range(200)) and set(sub["bytes"]) == {65}
     m = json.loads((out / "metrics.json").read_text())
-    assert m["schema_version"] == 1
+    assert m["schema_version"] == 2
     # negotiated suite read from the capture's ServerHello, not from our config
     assert m["tls"]["version"] == "TLS 1.2" and m["tls"]["cipher_suite_id"] == "0xcca9"
     assert m["overhead_bytes"]["tls_overhead"] == 21  # RFC 7905: 5 B header + 16 B Poly1305 tag

@@ -42,7 +42,7 @@ def test_a_cell_json_from_before_the_version_reads_with_every_key(tmp_path: Path
     assert record.schema_version == SCHEMA_VERSIONS["cell"] == 2
     assert record.model_dump(exclude={"schema_version", "order", "lab", "device", "broker", "events",
                                       "images"}) == BEFORE_THE_VERSION
-    # version 2's, not recorded then (a storm's events, the images a cell ran: optional keys of version 2)
+    # version 2's, not recorded then (a cell's --events, the images a cell ran: optional keys of version 2)
     assert record.order is None and record.lab is None and record.device is None and record.broker is None
     assert record.events is None and record.images is None
 
@@ -101,8 +101,8 @@ def test_the_report_reads_the_same_model(tmp_path: Path) -> None:
 def test_a_sites_additions_reach_metrics_json_in_its_one_write(tmp_path: Path) -> None:
     """What a run across hosts adds (the host clock, the losses before the capture) is added before metrics.json
     is written, so the file is written once (it was written, then rewritten)."""
-    from orchestrator.measure.analyse import analyse_run_folder
     from orchestrator.model.scenario import load_scenario
+    from orchestrator.runanalysis.analyse import analyse_run_folder
     from tests.golden.regenerate import reference_dir
 
     capture = reference_dir() / "lat_plain.pcap"

@@ -59,7 +59,7 @@ def test_every_run_option_reaches_the_run_spec(tmp_path: Path, monkeypatch: pyte
             "--reset-board", "--connection", "resume-ticket", "--per-connection", "10", "--close", "drop",
             "--out", str(tmp_path / "run")]
     # a fleet and a lab across hosts run virtual devices: their own tests below
-    assert _given(args) | FLEET_OPTIONS | LAB_OPTIONS | VDEVICE_OPTIONS | STACK_OPTIONS | STORM_OPTIONS == \
+    assert _given(args) | FLEET_OPTIONS | LAB_OPTIONS | VDEVICE_OPTIONS | STACK_OPTIONS | EVENT_OPTIONS == \
         _options("run")
 
     _invoke(args)
@@ -76,7 +76,7 @@ LAB_OPTIONS = {"--inventory"}
 # the virtual device's own (a board has no such RUN key): their test below
 VDEVICE_OPTIONS = {"--mqtt", "--session", "--session-expiry-s", "--topic-alias", "--inflight", "--ack-timeout"}
 STACK_OPTIONS = {"--device-stack"}
-STORM_OPTIONS = {"--reconnect", "--reconnect-base", "--reconnect-cap", "--events"}
+EVENT_OPTIONS = {"--reconnect", "--reconnect-base", "--reconnect-cap", "--events"}
 
 
 def test_the_virtual_devices_protocol_and_stack_options_reach_the_run_spec(
@@ -117,7 +117,7 @@ def test_a_fleet_reconnects_and_sleeps(tmp_path: Path, monkeypatch: pytest.Monke
     assert spec.expected_duration_s == pytest.approx(999 / 100 + 40 + 7 * (2 - 1))
 
 
-def test_a_storm_reaches_the_run_spec_and_the_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_events_reach_the_run_spec_and_the_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 27 part 2: events on the cell's timeline, the reconnect policy and a QoS 1 persistent session reach the
     fleet's command line; a malformed event is refused by the option."""
     from orchestrator.publishers.virtual import publisher_args
@@ -128,7 +128,7 @@ def test_a_storm_reaches_the_run_spec_and_the_fleet(tmp_path: Path, monkeypatch:
     args = ["run", "--devices", "20", "--connection", "resume-ticket", "--per-connection", "5", "--qos", "1",
             "--session", "persistent", "--reconnect", "backoff", "--reconnect-base", "0.5s", "--reconnect-cap", "8s",
             "--events", "broker-restart@20s,link-down@30s:5s"]
-    assert _given(args) >= STORM_OPTIONS
+    assert _given(args) >= EVENT_OPTIONS
     _invoke(args)
     assert calls == [RunSpec(scenario="tls", devices=20, connection="resume-ticket", per_connection=5, qos=1,
                              session="persistent", reconnect="backoff", reconnect_base_ms=500.0,
@@ -200,7 +200,7 @@ def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest
             "--out", str(tmp_path / "out"), "--name", "mine", "--grading", str(tables[0]), "--grading", str(tables[1])]
     # --plan (a bundle's plan rerun): tests/unit/test_sweep_replay.py
     assert (_given(args) | {"--resume", "--plan", "--mqtt", "--device-stacks"} | FLEET_OPTIONS | LAB_OPTIONS
-            | VDEVICE_OPTIONS | STORM_OPTIONS) == _options("sweep")  # --mqtt and --device-stacks as lists: below
+            | VDEVICE_OPTIONS | EVENT_OPTIONS) == _options("sweep")  # --mqtt and --device-stacks as lists: below
 
     _invoke(args)
 

@@ -12,8 +12,10 @@ import pytest
 
 from orchestrator.backends.impairment import probe
 from orchestrator.cli import render
+from orchestrator.doctor import checks as doctor
+from orchestrator.doctor import probes as doctor_probes
 from orchestrator.errors import TestbedError
-from orchestrator.measure import doctor, doctor_probes, local
+from orchestrator.measure import local
 from orchestrator.measure import sweep as sw
 from orchestrator.model.impairment import DELAY_MECHANISMS, Impairment, load_impairment
 from orchestrator.model.run import RunSpec

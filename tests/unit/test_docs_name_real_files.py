@@ -72,3 +72,42 @@ def test_every_named_path_exists() -> None:
 def test_every_named_module_exists() -> None:
     missing = names_that_do_not_exist(MODULE_RE, module_exists)
     assert missing == [], "names of modules that do not exist:\n" + "\n".join(missing)
+
+
+WHERE = "## Where things live"
+FEATURES = ("Events", "Fleet", "A lab across hosts", "A board", "Connection lifecycle", "Device stacks",
+            "Impairments", "The report")
+SOURCE_NAME = re.compile(r"(?<![\w/.`-])([\w-]+(?:/[\w-]+)*(?:\.(?:py|yml|yaml|sh|h|cpp|def)\b|/(?=[\s,;:)]|$)))")
+
+
+def readme_section(title: str) -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert title in text, f"README.md has no {title!r}"
+    return text.split(title, 1)[1].split("\n## ", 1)[0]
+
+
+def unknown_names_in_the_map(section: str) -> list[str]:
+    """The folder map's own names (render.py, board/, lab.yml ...), which the paths' pattern does not take: each must
+    be in the folder of its line, or a path under orchestrator/ or the repository."""
+    block = section.split("```", 2)[1]
+    missing, folder = [], REPO
+    for line in block.splitlines():
+        head = line.split(" ", 1)[0]
+        if head and not line.startswith(" "):
+            folder = REPO / head.split(",")[0] if (REPO / head.split(",")[0]).is_dir() else REPO
+            line = line[len(head):]
+        for name in SOURCE_NAME.findall(line):
+            if not any((base / name).exists() for base in (folder, REPO / "orchestrator", REPO)):
+                missing.append(f"{folder.relative_to(REPO)}: {name}")
+    return missing
+
+
+def test_where_things_live_names_every_features_real_files() -> None:
+    section = readme_section(WHERE)
+    assert unknown_names_in_the_map(section) == []
+    bullets = {m.group(1): m.group(2) for m in re.finditer(r"^- \*\*(.+?)\*\*(.*(?:\n  .*)*)", section, re.M)}
+    assert set(FEATURES) <= set(bullets), f"features without their files: {set(FEATURES) - set(bullets)}"
+    for feature, text in bullets.items():
+        paths = [m for m in PATH_RE.findall(text) if looks_like_ours(m)]
+        assert paths, f"{feature}: names no file"
+        assert [p for p in paths if not path_exists(p)] == [], feature

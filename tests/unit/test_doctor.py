@@ -13,8 +13,9 @@ import pytest
 from orchestrator.backends import docker, docker_socket, smoke
 from orchestrator.backends.impairment import probe
 from orchestrator.cli.main import main
+from orchestrator.doctor import checks as doctor
+from orchestrator.doctor import probes as doctor_probes
 from orchestrator.errors import TestbedError, ToolError
-from orchestrator.measure import doctor, doctor_probes
 from orchestrator.model.layout import Layout
 
 DENIED = ('permission denied while trying to connect to the Docker daemon socket at unix://{sock}: Get '

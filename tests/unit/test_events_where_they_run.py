@@ -1,7 +1,7 @@
 """A cell's events (--events) run only where a lab runs them: this host's (measure/local.py starts the timeline;
 a lab inventory's site, measure/multihost.py, runs none), and link-down only where the publisher has a container
 whose link it drops (a board has none). Before these rules both were accepted: the inventory's cell measured an
-undisturbed link under a storm's name, and a board's link-down failed mid-cell."""
+undisturbed link under the events' name, and a board's link-down failed mid-cell."""
 
 from __future__ import annotations
 

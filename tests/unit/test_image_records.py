@@ -17,7 +17,8 @@ import pytest
 
 from orchestrator.backends import docker
 from orchestrator.backends.docker import Container
-from orchestrator.measure import environment, sweep
+from orchestrator.environment import record as environment
+from orchestrator.measure import sweep
 from orchestrator.model.layout import BundleLayout, Layout
 from orchestrator.model.sweep import SweepPlan
 from orchestrator.report.compare import named, provenance

@@ -1,5 +1,5 @@
 """What comes back from the lab's hosts (orchestrator/lab/collect.py) and what the analysis adds for a run across
-hosts (orchestrator/measure/labanalysis.py): host records, the clock estimate and the mapped send logs, losses
+hosts (orchestrator/runanalysis/labanalysis.py): host records, the clock estimate and the mapped send logs, losses
 before the capture, the one-way delay verdict; and the nft counter of a router listed once per target."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from orchestrator.backends.impairment.plan import dropped_packets
 from orchestrator.backends.impairment.targets import parse_inventory_listing
 from orchestrator.backends.multihost import LAB_GROUPS, roles_of
 from orchestrator.lab import collect
-from orchestrator.measure.labanalysis import losses_before_capture, with_host_clock
 from orchestrator.model.layout import Layout
+from orchestrator.runanalysis.labanalysis import losses_before_capture, with_host_clock
 
 FACTS = """kernel=6.1.0-18-amd64
 os=Debian GNU/Linux 12 (bookworm)

@@ -1,7 +1,7 @@
 """The layers of orchestrator/: no import cycle, and no import against the layer order.
 
-    base (errors, paths, signals, waiting, clients) < model < results < backends < analysis < lab < publishers
-        < measure < report < cli
+    base (errors, paths, signals, waiting, clients) < model < results < backends < environment < analysis < lab
+        < publishers < runanalysis < measure < report < doctor < cli
 
 A module may import its own layer and the layers below it, never one above. The graph is the one
 tests/unit/test_layout.py reads from the code (AST: top-level and function-local imports, relative ones,
@@ -23,11 +23,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("orchestrator.model", "orchestrator.scenarios", "orchestrator.impairments", "orchestrator.grading"),
     ("orchestrator.results",),
     ("orchestrator.backends",),
+    ("orchestrator.environment",),
     ("orchestrator.analysis",),
     ("orchestrator.lab",),
     ("orchestrator.publishers",),
+    ("orchestrator.runanalysis",),
     ("orchestrator.measure",),
     ("orchestrator.report",),
+    ("orchestrator.doctor",),
     ("orchestrator.cli",),
 )
 
@@ -132,18 +135,19 @@ def test_no_import_cycle() -> None:
 
 
 def test_rendering_starts_no_work() -> None:
-    """cli/render.py draws progress and results: of measure/ it takes the data types it draws (classes), never a
-    function that would start a run, a sweep or a check (the command calls those and hands render the results)."""
+    """cli/render.py draws progress and results: of measure/ and doctor/ it takes the data types it draws (classes),
+    never a function that would start a run, a sweep or a check (the command calls those and hands render the
+    results)."""
     tree = ast.parse((REPO / "orchestrator" / "cli" / "render.py").read_text(encoding="utf-8"))
     taken = [(node.module, a.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
-             and node.module.startswith("orchestrator.measure") for a in node.names]
+             and node.module.startswith(("orchestrator.measure", "orchestrator.doctor")) for a in node.names]
     assert taken, "render.py takes nothing from measure/: has it moved?"
     not_types = []
     for module, name in taken:
         source = ast.parse(GRAPH[module].path.read_text(encoding="utf-8"))
         if not any(isinstance(n, ast.ClassDef) and n.name == name for n in source.body):
             not_types.append(f"{module}.{name}")
-    assert not_types == [], f"cli/render.py imports what is not a data type from measure/: {not_types}"
+    assert not_types == [], f"cli/render.py imports what is not a data type from measure/ or doctor/: {not_types}"
 
 
 def test_the_checks_see_a_known_cycle_and_an_upward_import() -> None:

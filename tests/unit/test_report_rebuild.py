@@ -1,6 +1,6 @@
 """`testbed report BUNDLE` re-analyses every run from its raw files; a run it cannot re-analyse fails it.
 
-The bundle is made the way a sweep leaves it for re-analysis (measure/analyse.py reads these):
+The bundle is made the way a sweep leaves it for re-analysis (runanalysis/analyse.py reads these):
 runs/<cell>/cell.json with the run's 'spec', config/scenario.json, capture/capture.pcapng (here the
 independent reference capture lat_plain.pcap, plaintext on 1883).
 """

@@ -1,4 +1,4 @@
-"""backends/docker_stats.py: the broker process's CPU series follows a replaced process (a storm's broker restart:
+"""backends/docker_stats.py: the broker process's CPU series follows a replaced process (an --events broker restart:
 the entrypoint starts a new child) and stays a running total. Real processes: a shell as the entrypoint, running
 two busy children one after the other."""
 

@@ -95,7 +95,7 @@ def test_the_plot_draws_padding_as_its_own_layer(device_runs: dict[int, dict]) -
 
 
 def test_the_cell_records_the_devices_granularity(tmp_path: Path) -> None:
-    """cell.json's device block, which measure/analyse.py hands to with_granularity, is the device's summary's."""
+    """cell.json's device block, which runanalysis/analyse.py hands to with_granularity, is the device's summary's."""
     import shutil
 
     from orchestrator.model.layout import Layout

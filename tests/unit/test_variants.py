@@ -1,9 +1,10 @@
 """A cell's variants sit behind two interfaces chosen once from the spec: the publisher variant
 (orchestrator/publishers/variants.py: virtual device, fleet, board) and the site (orchestrator/measure/site.py:
 this host, a lab inventory). The cell's lifecycle in orchestrator/measure/, the analysis in orchestrator/analysis/
-and the lab's hosts (orchestrator/lab/) never ask which one they have: no ``.is_fleet``, no ``inventory is (not)
-None``, no ``"esp32"`` outside the two factories (read with ``ast``). The analysis asks the keying the publisher
-variant hands it (orchestrator/analysis/keying.py) instead; the lab is handed the variant's program and folders.
+and of a run folder in orchestrator/runanalysis/, and the lab's hosts (orchestrator/lab/) never ask which one they
+have: no ``.is_fleet``, no ``inventory is (not) None``, no ``"esp32"`` outside the two factories (read with ``ast``).
+The analysis asks the keying the publisher variant hands it (orchestrator/analysis/keying.py) instead; the lab is
+handed the variant's program and folders.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from orchestrator.publishers.variants import BOARD, FLEET, VIRTUAL, variant_for
 
 REPO = Path(__file__).resolve().parents[2]
 MEASURE = REPO / "orchestrator" / "measure"
+RUNANALYSIS = REPO / "orchestrator" / "runanalysis"
 ANALYSIS = REPO / "orchestrator" / "analysis"
 LAB = REPO / "orchestrator" / "lab"
 FACTORIES = {"site_for", "variant_for"}  # the one place each choice is made
-# Modules of measure/ or analysis/ still branching on a variant: {"file name": why}. Keep it EMPTY; say why for
-# each entry.
+# Modules of measure/, runanalysis/ or analysis/ still branching on a variant: {"file name": why}. Keep it EMPTY;
+# say why for each entry.
 STILL_BRANCHING: dict[str, str] = {}
 
 
@@ -54,7 +56,7 @@ def _branches(path: Path) -> list[str]:
 
 
 def _modules() -> list[Path]:
-    return sorted([*MEASURE.glob("*.py"), *ANALYSIS.rglob("*.py"), *LAB.rglob("*.py")])
+    return sorted([*MEASURE.glob("*.py"), *RUNANALYSIS.glob("*.py"), *ANALYSIS.rglob("*.py"), *LAB.rglob("*.py")])
 
 
 def test_the_cells_lifecycle_the_analysis_and_the_lab_ask_no_variant() -> None:

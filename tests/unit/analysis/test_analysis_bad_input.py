@@ -174,7 +174,7 @@ def test_outputs_are_written_and_json_has_no_nan(ref: Path, crafted: tuple, tmp_
     paths = write_run_outputs(a, out)
     assert sorted(p.name for p in out.iterdir()) == ["metrics.json", "packets.csv", "per_message.csv"]
     m = json.loads(paths["metrics"].read_text())  # strict: NaN would not be valid JSON
-    assert m["schema_version"] == 1 and m["inputs"]["payload_bytes"] == 65
+    assert m["schema_version"] == 2 and m["inputs"]["payload_bytes"] == 65
     for key in ("delay_ms", "broker_transit_ms", "jitter_ms", "throughput", "loss", "overhead_bytes",
                 "handshake", "tls", "study_compatible", "warnings"):
         assert key in m

@@ -27,7 +27,7 @@ def _cell(tmp: Path, name: str, pcap: str, mode: str) -> Cell:
     inputs = RunInputs(pcap=TLS13 / pcap, broker_port=PORT, tls=True, samples_expected=6, payload_bytes=65,
                        keylogs=KEYLOGS, publisher_log=folder / "publisher.csv", expected_tls=("TLS 1.3", 0x1303))
     analysis = analyse_run(inputs, export_chunks)
-    if mode != "persistent":  # what measure/analyse.py add_connections does
+    if mode != "persistent":  # what runanalysis/analyse.py connections_of does
         rows = lifecycle.publisher_rows(connections_table(TLS13 / pcap, PORT, True, KEYLOGS, export_chunks),
                                         {"127.0.0.1"}, set())
         rows, mismatches = lifecycle.with_claims(rows, lifecycle.read_claims(folder / "connections.csv"))

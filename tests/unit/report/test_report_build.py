@@ -235,8 +235,8 @@ def test_newer_schema_is_refused(bundle_factory: BundleFactory) -> None:
 def test_newer_metrics_schema_is_refused(bundle_factory: BundleFactory) -> None:
     root, _ = bundle_factory(payloads=(65,))
     path = root / "runs" / "tls-65B-none-r1" / "metrics.json"
-    path.write_text(json.dumps(json.loads(path.read_text()) | {"schema_version": 2}), encoding="utf-8")
-    with pytest.raises(TestbedError, match=r"metrics\.json: schema_version 2"):
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"schema_version": 3}), encoding="utf-8")
+    with pytest.raises(TestbedError, match=r"metrics\.json: schema_version 3"):
         build_report(root, resamples=RESAMPLES)
 
 

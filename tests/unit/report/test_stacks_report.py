@@ -42,7 +42,7 @@ def _run(root: Path, name: str, payload: int) -> None:
                        keylogs=keylogs, publisher_log=folder / f"p{payload}" / "publisher.csv", expected_tls=expected)
     analysis = analyse_run(inputs, export_chunks)
     summary = json.loads((folder / f"p{payload}" / "summary.json").read_text())
-    # what measure/analyse.py does with the device's own summary
+    # what runanalysis/analyse.py does with the device's own summary
     tlsrecords.with_granularity(analysis.metrics, summary["tls13_padding_granularity"], "the device's summary")
     write_run_outputs(analysis, run)
     (run / "cell.json").write_text(json.dumps({

@@ -1,6 +1,6 @@
 """What works on this machine for the user who runs doctor, and what is missing, each with the fix.
 
-Checks that matter to a run PROVE it (doctor_probes.py): a smoke capture by the capture image into a
+Checks that matter to a run PROVE it (probes.py): a smoke capture by the capture image into a
 throwaway folder under the results folder, a helper container listing qdiscs. A check that needs what
 failed before it (the engine, the helper) is skipped with the reason, and counts as failed
 when it is required: doctor is green exactly when every required check passed.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 from orchestrator.backends import docker
 from orchestrator.backends.process import run, which
+from orchestrator.doctor import probes
 from orchestrator.errors import TestbedError
-from orchestrator.measure import doctor_probes
 from orchestrator.model.layout import RUNS
 
 RESULTS = Path("results") / RUNS  # where `testbed run` writes its run folders by default
@@ -113,14 +113,14 @@ def _container_checks(engine: Check, out: Path) -> list[Check]:
     if not engine.ok:
         return [skip(name, "needs the docker engine (its row says why)", required=req) for name, req in NEEDS_ENGINE]
     result = [_probe(IMAGES_CHECK, _images, "testbed images build"),
-              _probe(CAPTURE_CHECK, lambda: doctor_probes.capture_writes_run_folder(out), ""),
-              _probe(HELPER_CHECK, doctor_probes.helper_lists_qdiscs, "", required=False)]
+              _probe(CAPTURE_CHECK, lambda: probes.capture_writes_run_folder(out), ""),
+              _probe(HELPER_CHECK, probes.helper_lists_qdiscs, "", required=False)]
     if not result[-1].ok:
         return result + [skip(name, "needs a working impairment helper", required=False) for name in NEEDS_HELPER]
     return result + [
-        _probe(NETEM_CHECK, doctor_probes.netem, "modprobe sch_netem (on the engine's host)", required=False),
-        _probe(NFT_CHECK, doctor_probes.nft, "a kernel with nf_tables", required=False),
-        _probe(DELAY_CHECK, doctor_probes.delay_mechanism, "", required=False)]
+        _probe(NETEM_CHECK, probes.netem, "modprobe sch_netem (on the engine's host)", required=False),
+        _probe(NFT_CHECK, probes.nft, "a kernel with nf_tables", required=False),
+        _probe(DELAY_CHECK, probes.delay_mechanism, "", required=False)]
 
 
 def _host_checks() -> list[Check]:

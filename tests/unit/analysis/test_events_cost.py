@@ -1,12 +1,12 @@
-"""analysis/storm.py on a small made-up storm: three devices, a broker restart at t = 100 s and a link down from
-110 to 112 s; every figure is checked by hand."""
+"""analysis/events.py on a small made-up cell with events: three devices, a broker restart at t = 100 s and a link
+down from 110 to 112 s; every figure is checked by hand."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from orchestrator.analysis.storm import LATE_MS, storm
+from orchestrator.analysis.events import LATE_MS, events_metrics
 
 RESTART = {"kind": "broker-restart", "at_s": 10.0, "duration_s": 0.0, "t_start": 100.0, "broker_back": 100.5,
            "t_end": 100.5, "at_epoch": 100.0}
@@ -42,7 +42,7 @@ def _messages() -> pd.DataFrame:
 
 def test_a_restart_and_a_link_down_cost_what_the_capture_says() -> None:
     cpu = [[95.0 + i, 1e9 * 0.1 * i] for i in range(20)]  # 0.1 core throughout
-    out = storm([LINK, RESTART], _conns(), _messages(), cpu)
+    out = events_metrics([LINK, RESTART], _conns(), _messages(), cpu)
     restart, link = out["events"]
     assert (restart["kind"], link["kind"]) == ("broker-restart", "link-down") and out["devices"] == 3
     # reconnected: f0000 at 100.8, f0001 at 101.3; f0002's connection (opened at 96) outlived the restart here
@@ -80,7 +80,7 @@ def test_one_device_without_a_name_is_counted_back() -> None:
     conns = conns[conns["device"] == "f0000"].assign(device=None)
     pm = _messages()
     pm = pm[pm["device"] == "f0000"].drop(columns="device")
-    restart = storm([RESTART], conns, pm, None)["events"][0]
+    restart = events_metrics([RESTART], conns, pm, None)["events"][0]
     assert restart["reconnected_s"]["n"] == 1 and restart["reconnected_s"]["max"] == pytest.approx(0.8)
     assert restart["kept_connection"] == 0 and restart["not_back"] == 0
     assert restart["publishing_s"]["max"] == pytest.approx(1.01)

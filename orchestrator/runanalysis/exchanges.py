@@ -7,6 +7,8 @@ too; their seq repeats across its devices (per_message.csv keys them by device).
 
 from __future__ import annotations
 
+from typing import Any
+
 from orchestrator.analysis import exchange
 from orchestrator.analysis.csvout import csv_chunks
 from orchestrator.analysis.logs import read_publisher_acks
@@ -16,7 +18,8 @@ from orchestrator.model.layout import Layout
 from orchestrator.results.atomic import write_chunks_atomic
 
 
-def add_exchanges(analysis: RunAnalysis, lay: Layout) -> None:
+def write_exchanges(analysis: RunAnalysis, lay: Layout) -> dict[str, Any]:
+    """exchanges.csv written; metrics.json ``exchanges`` returned. The MQTT packets' memory is given back."""
     table = exchange.exchanges(analysis.mqtt_packets)
     acks = read_publisher_acks(lay.publisher_log) if lay.publisher_log.exists() else None
     table = exchange.with_device_acks(table, acks)
@@ -24,6 +27,6 @@ def add_exchanges(analysis: RunAnalysis, lay: Layout) -> None:
     block = exchange.summary(table)
     ack_ms = table["ack_ms_device"].dropna()
     block["median_ack_ms_device"] = float(ack_ms.median()) if len(ack_ms) else None
-    analysis.metrics["exchanges"] = block
     analysis.mqtt_packets = exchange.ExchangePackets()  # their memory back before the tables are written
     give_back_freed_memory()
+    return block

@@ -1,4 +1,5 @@
-"""Issue 27 parts 2 and 3 in CI, as the docker-group user: a reconnect storm in one small cell of a sweep.
+"""Issue 27 parts 2 and 3 in CI, as the docker-group user: events (--events) in one small cell of a sweep,
+and the reconnect storm they cause.
 
 20 TLS devices resuming by ticket (21 readings, K = 3 per connection at 400 ms, 1 s asleep), QoS 1 with a persistent
 session, backoff with full jitter (0.2 s .. 2 s); the broker PROCESS restarted at 3 s, every device's link down from 7
@@ -11,7 +12,7 @@ resumption survives it) and the later ones resumed again; each connection's kind
 tshark's own reading of its stream (Certificate -> full, ServerHello without one -> resumed) and as the device's own
 claim; the link's outage delivered late (its PUBLISH at the broker after the link came back), nothing lost to it; the
 readings the restart lost reached the broker before the subscriber had subscribed again; the bundle's report has the
-storm's section and its timeline figure. The acceptance size (1,000 devices) runs in bench/fleet_storm.py.
+events section and its timeline figure. The acceptance size (1,000 devices) runs in bench/fleet_events.py.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ HS_CLIENT_HELLO, HS_SERVER_HELLO, HS_CERTIFICATE = 1, 2, 11
 @pytest.fixture(scope="module")
 def bundle(docker_user: DockerUser) -> Path:
     docker_user.testbed("down")
-    out = docker_user.mkdir(docker_user.work / "fleet-storm")
+    out = docker_user.mkdir(docker_user.work / "fleet-events")
     proc = docker_user.testbed("sweep", "--scenarios", "tls", "--baseline", "tls", "--payloads", "65", "--devices",
                                str(DEVICES), "--connect-rate", "10", "--samples", str(SAMPLES), "--interval", "400ms",
                                "--connections", "resume-ticket", "--per-connection", "3", "--sleep", "1s", "--qos", "1",
@@ -52,8 +53,8 @@ def run(bundle: Path) -> Path:
     return cell
 
 
-def _storm(run: Path) -> dict[str, Any]:
-    return dict(json.loads((run / "metrics.json").read_text())["storm"])
+def _events(run: Path) -> dict[str, Any]:
+    return dict(json.loads((run / "metrics.json").read_text())["events"])
 
 
 def _wire_kinds(run: Path) -> dict[int, str]:
@@ -83,7 +84,7 @@ def test_the_events_are_recorded_as_they_happened(run: Path) -> None:
 
 
 def test_every_device_is_back_after_each_event(run: Path) -> None:
-    restart, link = _storm(run)["events"]
+    restart, link = _events(run)["events"]
     for ev in (restart, link):
         print(ev["kind"], "reconnected", ev["reconnected_s"], "kept", ev["kept_connection"], "publishing",
               ev["publishing_s"])
@@ -95,7 +96,7 @@ def test_every_device_is_back_after_each_event(run: Path) -> None:
 
 
 def test_a_restart_turns_every_resumption_into_a_full_handshake_on_the_wire(run: Path) -> None:
-    restart = _storm(run)["events"][0]
+    restart = _events(run)["events"][0]
     print({k: restart[k] for k in restart if k.startswith(("handshakes", "first", "resumption"))})
     assert restart["first_after"] == {"full": DEVICES} and restart["resumption_hit_rate_first_after"] == 0.0
     assert restart["resumption_hit_rate"] == 1.0  # the new process's tickets resume the later ones
@@ -115,8 +116,8 @@ def test_the_table_and_the_device_agree_with_the_wire_stream_by_stream(run: Path
 
 
 def test_the_link_outage_is_late_not_lost_and_the_restart_lost_only_what_nobody_subscribed(run: Path) -> None:
-    storm = _storm(run)
-    restart, link = storm["events"]
+    block = _events(run)
+    restart, link = block["events"]
     print("restart", restart["messages"], restart["subscriber_back_s"], restart["lost_before_subscriber_back"])
     print("link", link["messages"])
     assert link["messages"]["lost"] == 0 and link["messages"]["late"] > 0
@@ -124,20 +125,20 @@ def test_the_link_outage_is_late_not_lost_and_the_restart_lost_only_what_nobody_
     msgs = restart["messages"]
     assert msgs["lost"] == msgs["lost_not_on_capture"] + msgs["lost_at_broker"] + msgs["lost_after_broker"]
     assert restart["lost_before_subscriber_back"] == msgs["lost_at_broker"]
-    whole = storm["messages"]
+    whole = block["messages"]
     assert whole["sent"] == DEVICES * SAMPLES and whole["delivered"] + whole["lost"] == whole["sent"]
-    tl = storm["timeline"]
+    tl = block["timeline"]
     assert max(tl["connected"]) <= DEVICES and sum(sum(v) for v in tl["handshakes"].values()) == len(
         pd.read_csv(run / "connections.csv"))
     assert owned("container") == [] and owned("network") == []
 
 
-def test_the_report_has_the_storm_and_its_timeline(bundle: Path, run: Path) -> None:
+def test_the_report_has_the_events_and_their_timeline(bundle: Path, run: Path) -> None:
     report = (bundle / "report.md").read_text()
-    assert "## Reconnect storms" in report
-    section = report.split("## Reconnect storms", 1)[1].split("\n## ", 1)[0]
+    assert "## Events" in report
+    section = report.split("## Events", 1)[1].split("\n## ", 1)[0]
     rows = [ln for ln in section.splitlines() if ln.startswith(f"| {run.name} | ")]
     print("\n".join(rows))
     assert [r.split(" | ")[1] for r in rows] == ["broker-restart at 3 s", "link-down at 7 s for 1.5 s"]
-    png = bundle / "plots" / f"storm_{run.name}.png"
-    assert png.read_bytes().startswith(b"\x89PNG") and f"plots/storm_{run.name}.png" in report
+    png = bundle / "plots" / f"events_{run.name}.png"
+    assert png.read_bytes().startswith(b"\x89PNG") and f"plots/events_{run.name}.png" in report

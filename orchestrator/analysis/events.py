@@ -1,4 +1,4 @@
-"""What a storm costs (issue 27 part 3), from the capture: a cell's events (cell.json ``events``: a broker restart or
+"""What a cell's events cost (issue 27 part 3), from the capture: its events (cell.json ``events``: a broker restart or
 kill, a link down for D seconds, as measure/events.py ran them) against its connections (connections.csv, each
 connection's SYN, CONNACK and end on the wire, its handshake kind, its device) and its messages (per_message:
 each reading's arrival at the broker on the capture, ``broker_in_us``, and at the subscriber).
@@ -202,10 +202,10 @@ def broker_drops(log_text: str) -> list[str]:
     return [line.strip() for line in log_text.splitlines() if DROPPED in line]
 
 
-def storm(events: list[dict[str, Any]], conns: pd.DataFrame, pm: pd.DataFrame,
-          cpu_series: Sequence[Sequence[float]] | None, subscribed: np.ndarray | None = None,
-          broker_log: str = "") -> dict[str, Any]:
-    """metrics.json ``storm``: each event's recovery, handshakes and messages, and the cell's timeline."""
+def events_metrics(events: list[dict[str, Any]], conns: pd.DataFrame, pm: pd.DataFrame,
+                   cpu_series: Sequence[Sequence[float]] | None, subscribed: np.ndarray | None = None,
+                   broker_log: str = "") -> dict[str, Any]:
+    """metrics.json ``events``: each event's recovery, handshakes and messages, and the cell's timeline."""
     ran = sorted((e for e in events if "t_start" in e), key=event_start)
     if "device" not in pm:  # one device (a run without --devices): every connection is its own, none named
         conns = conns.assign(device="")

@@ -1,10 +1,10 @@
 """A run folder's analysis; for a run across lab hosts (docs/multi-host.md) with what crossing hosts adds.
 
-The analysis is the single-host one (measure/analyse.py analyse_run_folder), for every run. A run across hosts
+The analysis is the single-host one (runanalysis/analyse.py analyse_run_folder), for every run. A run across hosts
 (its spec names an inventory) adds two things (add_lab_metrics, before metrics.json is written):
 
 * the publisher HOST's clock against the broker host's (logs/host_clock.json, orchestrator/lab/collect.py),
-  given the board's treatment (measure/analyse.py with_delay_verdict, analysis/clock.py's rule): metrics.json
+  given the board's treatment (runanalysis/analyse.py with_delay_verdict, analysis/clock.py's rule): metrics.json
   ``clock`` holds the estimate and whether its bound allows one-way delay; when it does not, or when there is
   no estimate, delay_ms and uplink_ms are withdrawn with the reason;
 * the losses BEFORE the capture: a lab router drops the publisher's packets upstream of the broker-side
@@ -27,9 +27,9 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.analysis import metrics as run_metrics
-from orchestrator.measure.analyse import with_delay_verdict
 from orchestrator.model.layout import Layout
 from orchestrator.results.atomic import read_json
+from orchestrator.runanalysis.analyse import with_delay_verdict
 
 FIRST_DATA_BYTE = 1.0  # relative sequence numbers: the SYN takes 0
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""A reconnect storm at scale (issue 27 parts 2-3): a sleeping TLS fleet whose broker restarts, or whose links go
-down, mid-run; how long it takes to recover and what it costs, counted from the wire.
+"""Events at scale (--events, issue 27 parts 2-3): a sleeping TLS fleet whose broker restarts, or whose links go
+down, mid-run; how long the reconnect storm that follows takes to recover and what it costs, counted from the wire.
 
 Two `testbed run` cells (default: 1,000 devices resuming by ticket, K = 5 readings at 1 s, 2 s asleep between
 connections, 40 readings each, connect rate 100/s, backoff with full jitter 0.5 s .. 8 s):
@@ -8,7 +8,7 @@ connections, 40 readings each, connect rate 100/s, backoff with full jitter 0.5 
 - ``restart``: the broker process restarted at 20 s (QoS 0);
 - ``link``: every device's link down at 20 s for 5 s, QoS 1 with a persistent session.
 
-For each it prints, from metrics.json ``storm`` (analysis/storm.py) and tshark's own reading of the capture:
+For each it prints, from metrics.json ``events`` (analysis/events.py) and tshark's own reading of the capture:
 the time from the event to every device connected and publishing again (p50/p99/max); the handshakes before,
 during and after the event by kind in the per-connection table beside tshark's count of ClientHellos, broker
 Certificates and ServerHellos without one in the same time windows; each device's first connection after the
@@ -17,7 +17,7 @@ after it; the readings lost vs delivered late, per device, and where the capture
 broker's CPU per handshake kind and per reading with 95 % intervals; the loader's CPU and which limit the cell met
 (the 90 %-of-a-core rule of analysis/fleetbroker.py).
 
-    .venv/bin/python bench/fleet_storm.py [--devices 1000] [--cells restart,link] [--keep DIR]
+    .venv/bin/python bench/fleet_events.py [--devices 1000] [--cells restart,link] [--keep DIR]
     (defaults: about 10 minutes on a 2-core host; needs the images: `testbed images build`)
 """
 
@@ -107,17 +107,17 @@ def print_cell(name: str, run: Path) -> None:
     m = json.loads((run / "metrics.json").read_text())
     conns = pd.read_csv(run / "connections.csv")
     wire = wire_by_stream(run)
-    storm, b, f = m["storm"], m.get("connections") or {}, m.get("fleet") or {}
-    print(f"{name}: {b.get('count')} connections on the wire, {storm['devices']} devices, handshakes "
+    block, b, f = m["events"], m.get("connections") or {}, m.get("fleet") or {}
+    print(f"{name}: {b.get('count')} connections on the wire, {block['devices']} devices, handshakes "
           f"{b.get('handshakes')}; devices' claims {b['client_claims']['compared']} compared, "
           f"{len(b['client_claims']['mismatches'])} disagree with the wire")
-    events = storm["events"]
+    events = block["events"]
     for i, ev in enumerate(events):
         prev = events[i - 1]["start"] if i else float(conns["syn_time"].min())
         nxt = events[i + 1]["start"] if i + 1 < len(events) else float("inf")
         print_event(ev, conns, wire, prev, nxt)
-    whole = storm["messages"]
-    drops = storm.get("broker_dropped_outgoing") or []
+    whole = block["messages"]
+    drops = block.get("broker_dropped_outgoing") or []
     print(f"  whole cell: sent {whole['sent']}, delivered {whole['delivered']}, late {whole['late']}, lost "
           f"{whole['lost']}; the broker's log: {len(drops)} line(s) of dropped outgoing messages"
           + (f" ({drops[0]})" if drops else ""))
@@ -128,7 +128,7 @@ def print_cell(name: str, run: Path) -> None:
                                                            (kinds.get("handshakes") or {}).items())
                   + f"; per reading {figure(kinds.get('per_reading'))}; {kinds.get('windows')} windows")
     loader, limit = f.get("loader") or {}, (f.get("broker") or {}).get("broker_cpu_limit") or {}
-    cores = storm["timeline"].get("broker_cores") or {}
+    cores = block["timeline"].get("broker_cores") or {}
     peak = max(cores.get("cores") or [0.0])
     print(f"  loader CPU {fmt(loader.get('cpu_s'), '.1f')} s; broker peak {fmt(limit.get('peak_cores'), '.2f')} "
           f"cores (1-s timeline peak {peak:.2f}); {limit.get('verdict')}")
@@ -147,7 +147,7 @@ def main() -> int:
     ap.add_argument("--cap", default="8s")
     ap.add_argument("--keep", type=Path, help="keep the run folders here (default: a temporary folder)")
     args = ap.parse_args()
-    root = args.keep or Path(tempfile.mkdtemp(prefix="bench-fleet-storm-"))
+    root = args.keep or Path(tempfile.mkdtemp(prefix="bench-fleet-events-"))
     print(f"{args.devices} TLS devices resuming by ticket, K = {args.per_connection} readings at {args.interval}, "
           f"{args.sleep} asleep, {args.samples} readings each, connect rate {args.connect_rate:g}/s, backoff "
           f"{args.base}..{args.cap}; {os.cpu_count()} CPUs; run folders in {root}")

@@ -1,5 +1,5 @@
-"""The report's reconnect-storm section (issue 27 part 3): for every cell with events on its timeline (a broker
-restart or kill, a link down), what each event cost from the capture (metrics.json ``storm``, analysis/storm.py)
+"""The report's events section (issue 27 part 3): for every cell with events on its timeline (--events: a broker
+restart or kill, a link down), what each event cost from the capture (metrics.json ``events``, analysis/events.py)
 as a table, and the cell's timeline as a figure: devices connected, handshakes per second by kind, readings per
 second at the broker and the broker's CPU, the events marked.
 """
@@ -15,7 +15,7 @@ from orchestrator.report import plots
 from orchestrator.report.document import Block, Figure, Heading, Paragraph, Table
 from orchestrator.report.loader import Cell
 
-TITLE = "Reconnect storms"
+TITLE = "Events"
 ABOUT = (
     "Cells with events on their timeline (--events): the broker process restarted (SIGTERM) or killed (SIGKILL) "
     "inside its container, whose network namespace the capture shares, or every device's link dropped both ways "
@@ -34,8 +34,8 @@ KIND_COLOURS = {"full": "#d62728", "resumed-id": "#1f77b4", "resumed-ticket": "#
                 "unknown": "#7f7f7f"}
 
 
-def storm_of(cell: Cell) -> dict[str, Any] | None:
-    block = (cell.metrics or {}).get("storm")
+def events_block(cell: Cell) -> dict[str, Any] | None:
+    block = (cell.metrics or {}).get("events")
     return block if isinstance(block, dict) and block.get("events") else None
 
 
@@ -56,9 +56,9 @@ def _lost(m: dict[str, Any]) -> str:
     return f"{m['lost']}" + (f" ({where})" if where else "")
 
 
-def event_rows(cell: Cell, storm: dict[str, Any]) -> list[tuple[str, ...]]:
+def event_rows(cell: Cell, block: dict[str, Any]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
-    for ev in storm["events"]:
+    for ev in block["events"]:
         what = f"{ev['kind']} at {ev['at_s']:g} s" + (f" for {ev['duration_s']:g} s" if ev.get("duration_s") else "")
         rate = ev.get("resumption_hit_rate")
         m = ev["messages"]
@@ -68,9 +68,9 @@ def event_rows(cell: Cell, storm: dict[str, Any]) -> list[tuple[str, ...]]:
     return rows
 
 
-def timeline_png(storm: dict[str, Any], title: str) -> bytes | None:
+def timeline_png(block: dict[str, Any], title: str) -> bytes | None:
     """Three panels over the cell's time: devices connected, handshakes/s by kind, broker cores and readings/s."""
-    tl = storm.get("timeline") or {}
+    tl = block.get("timeline") or {}
     t = tl.get("t") or []
     if not t:
         return None
@@ -93,7 +93,7 @@ def timeline_png(storm: dict[str, Any], title: str) -> bytes | None:
         twin.plot(t, tl["readings"], color="#1f77b4", linewidth=0.8, label="readings at the broker")
         twin.set_ylabel(f"readings / {tl['bin_s']:g} s")
         ax[2].set_xlabel("seconds from the first connection")
-        for ev in storm["events"]:
+        for ev in block["events"]:
             start, over = ev["start"] - tl["t0"], ev["over"] - tl["t0"]
             for a in ax:
                 a.axvspan(start, max(over, start + 0.2), color="#ff7f0e", alpha=0.25)
@@ -102,21 +102,21 @@ def timeline_png(storm: dict[str, Any], title: str) -> bytes | None:
     return plots._png(fig)
 
 
-def storm_figures(cells: Sequence[Cell]) -> list[Figure]:
+def events_figures(cells: Sequence[Cell]) -> list[Figure]:
     out = []
     for cell in cells:
-        storm = storm_of(cell)
-        png = timeline_png(storm, cell.record.cell_id) if storm else None
+        block = events_block(cell)
+        png = timeline_png(block, cell.record.cell_id) if block else None
         if png is not None:
-            out.append(Figure(f"plots/storm_{cell.record.cell_id}.png", f"{cell.record.cell_id}: devices connected, "
+            out.append(Figure(f"plots/events_{cell.record.cell_id}.png", f"{cell.record.cell_id}: devices connected, "
                               "handshakes by kind and the broker's CPU over the cell, the events marked", png))
     return out
 
 
-def storm_section(cells: Sequence[Cell]) -> list[Block]:
+def events_section(cells: Sequence[Cell]) -> list[Block]:
     """The section, or nothing when no cell had events."""
-    rows = [row for c in cells if (s := storm_of(c)) for row in event_rows(c, s)]
+    rows = [row for c in cells if (b := events_block(c)) for row in event_rows(c, b)]
     if not rows:
         return []
-    return [Heading(2, TITLE), Paragraph(ABOUT + " Each cell's timeline is among the figures (plots/storm_*.png)."),
+    return [Heading(2, TITLE), Paragraph(ABOUT + " Each cell's timeline is among the figures (plots/events_*.png)."),
             Table(COLUMNS, tuple(rows), "What each event cost, from the capture")]
