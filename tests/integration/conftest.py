@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from .docker_user import DockerUser
+
 TESTBED = str(Path(sys.executable).parent / "testbed")
 
 
@@ -84,3 +86,19 @@ def clean_testbed() -> Iterator[None]:
     run_testbed("down")
     yield
     run_testbed("down")
+
+
+# plain and tls at 65 B, 20 messages each: the plan of the session's one 2-cell virtual sweep (two_cell_sweep)
+TWO_CELL_PLAN = ("--scenarios", "plain,tls", "--payloads", "65", "--samples", "20", "--interval", "50ms")
+
+
+@pytest.fixture(scope="session")
+def two_cell_sweep(docker_user: DockerUser) -> Path:
+    """The bundle of one 2-cell virtual sweep of TWO_CELL_PLAN as the docker-group user, for test_compare.py (the
+    bundle compared with a board's and with its rerun) and test_concurrent_users.py (the solo run two side-by-side
+    sweeps must match): each file ran this same sweep of its own, about 25 s each time."""
+    docker_user.testbed("down")
+    out = docker_user.mkdir(docker_user.work / "two-cell-sweep")
+    proc = docker_user.testbed("sweep", *TWO_CELL_PLAN, "--out", str(out), timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return only_bundle(out)

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from .board_emu import emulate
+from .conftest import TWO_CELL_PLAN
 from .docker_user import DockerUser
 
-PLAN = ("--payloads", "65", "--samples", "40", "--interval", "50ms")
+PLAN = TWO_CELL_PLAN  # the virtual bundle is the session's two_cell_sweep (tests/integration/conftest.py)
 CONFIGS = {"plain 65 B none qos 0", "tls 65 B none qos 0"}
 
 
@@ -27,9 +28,8 @@ def _sweep(user: DockerUser, name: str, *extra: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def virtual(docker_user: DockerUser) -> Path:
-    docker_user.testbed("down")
-    return _sweep(docker_user, "compare-virtual")
+def virtual(two_cell_sweep: Path) -> Path:
+    return two_cell_sweep
 
 
 def _rows(out: Path) -> list[dict[str, str]]:

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from . import docker_user as docker_user_module
-from .conftest import Poller, only_bundle, owned
+from .conftest import TWO_CELL_PLAN, Poller, only_bundle, owned
 from .docker_user import DockerUser
 
-PLAN = ["--scenarios", "plain,tls", "--payloads", "65", "--samples", "20", "--interval", "50ms"]
+PLAN = TWO_CELL_PLAN  # the solo run is the session's two_cell_sweep (tests/integration/conftest.py)
 SECOND = "testbed-user2"
 # what does not depend on timing: how many messages went and came, their sizes layer by layer, the suite
 FIELDS = {"loss": ("sent", "received_unique", "duplicates", "unexpected"),
@@ -45,9 +45,8 @@ class BrokerWatch(Poller):
             self.both.set()
 
 
-def _fields(out: Path) -> dict[str, dict[str, object]]:
+def _fields(bundle: Path) -> dict[str, dict[str, object]]:
     """Every cell's deterministic fields, after checking that the sweep says every cell is ok."""
-    bundle = only_bundle(out)
     cells = json.loads((bundle / "manifest.json").read_text())["cells"]
     assert len(cells) == 2 and all(c["status"] == "ok" for c in cells.values()), cells
     found = {}
@@ -64,9 +63,10 @@ def _lock_files(user: DockerUser) -> list[str]:
 
 @pytest.fixture(scope="module")
 def second_user(docker_user: DockerUser) -> DockerUser:
-    """A second user whose first sweep starts as warm as the first user's: the first user ran the solo sweep, so its
-    Python files are compiled and matplotlib's font cache is built; a fresh user's first `testbed sweep` spent ~13 s on
-    them in a CI rehearsal (stop 37), and its sweep began after the other's ~15-s sweep had ended."""
+    """A second user whose first sweep starts as warm as the first user's: the first user ran the solo sweep
+    (two_cell_sweep), so its Python files are compiled and matplotlib's font cache is built; a fresh user's first
+    `testbed sweep` spent ~13 s on them in a CI rehearsal (stop 37), and its sweep began after the other's ~15-s sweep
+    had ended."""
     user = docker_user_module.create(SECOND)
     warm = user.run([str(user.clone / ".venv" / "bin" / "python"), "-c", "import orchestrator.cli.main, "
                      "orchestrator.measure.sweep, orchestrator.report.build, matplotlib.pyplot"], timeout=300)
@@ -74,14 +74,12 @@ def second_user(docker_user: DockerUser) -> DockerUser:
     return user
 
 
-def test_two_users_sweeps_run_side_by_side_as_solo(docker_user: DockerUser, second_user: DockerUser) -> None:
+def test_two_users_sweeps_run_side_by_side_as_solo(docker_user: DockerUser, second_user: DockerUser,
+                                                   two_cell_sweep: Path) -> None:
     users = (docker_user, second_user)
     for user in users:
         user.testbed("down")
-    solo_out = docker_user.mkdir(docker_user.work / "concurrent-solo")
-    solo = docker_user.testbed("sweep", *PLAN, "--out", str(solo_out), timeout=600)
-    assert solo.returncode == 0, solo.stdout[-2000:] + solo.stderr[-2000:]
-    expected = _fields(solo_out)
+    expected = _fields(two_cell_sweep)  # the solo run: the same plan, by the first user alone
     assert {c["loss.sent"] for c in expected.values()} == {20}
     assert expected["tls-65B-none-r1"]["tls.cipher_suite"] and expected["plain-65B-none-r1"]["tls.version"] is None
 
@@ -96,7 +94,7 @@ def test_two_users_sweeps_run_side_by_side_as_solo(docker_user: DockerUser, seco
     for user in users:
         stdout, stderr = ended[user.name]
         assert procs[user.name].returncode == 0, stdout[-2000:] + stderr[-2000:]
-        assert _fields(outs[user.name]) == expected, user.name
+        assert _fields(only_bundle(outs[user.name])) == expected, user.name
         down = downs[user.name]
         assert down.returncode == 0, down.stderr
         assert f"left running: project testbed-{user.name}-" in down.stdout, down.stdout
