@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.analysis.fleet import histogram_quantile, merge_histograms
+from orchestrator.analysis.fleetlag import limited
 from orchestrator.model.layout import RUNS, Layout
 from orchestrator.report.document import Block, Bullets, Heading, Paragraph, Table
 from orchestrator.report.loader import Cell
@@ -43,13 +44,41 @@ ABOUT = (
     "nothing subtracted. "
     "Memory per client: the broker's memory once all were connected less before the first, per device "
     "connected. The broker is called the ceiling only when its CPU averaged at least 90 % of a core over the "
-    "steady windows (Mosquitto works on one thread); on one machine the loader shares the CPUs with it."
+    "steady windows (Mosquitto works on one thread; the cell is then \"broker-limited\"); on one machine the loader "
+    "shares the CPUs with it. The loader is checked too, on each host and in both phases: a cell where more than "
+    "1 % of a host's sends after each device's first, or of its devices' connection starts, were more than 10 ms "
+    "late is \"loader-limited\": its handshake times are the loader's as much as the broker's."
 )
 
 
 def cell_fleet_block(cell: Cell) -> dict[str, Any] | None:
     block = (cell.metrics or {}).get("fleet")
     return block if isinstance(block, dict) else None
+
+
+def limits(cell: Cell) -> dict[str, Any] | None:
+    """The cell's loader-limited / broker-limited verdicts (metrics.json ``fleet.limited``; a block analysed
+    before it was written: from its figures), None when the cell is no fleet's."""
+    block = cell_fleet_block(cell)
+    if block is None:
+        return None
+    got = block.get("limited")
+    return got if isinstance(got, dict) else limited(block)
+
+
+def loader_limited(cell: Cell) -> bool:
+    return bool((limits(cell) or {}).get("loader"))
+
+
+def marked(cell: Cell) -> str:
+    """The cell's id with its labels: "tls-65B-none-150dev-r1 (loader-limited)"."""
+    labels = (limits(cell) or {}).get("labels") or []
+    return cell.record.cell_id + (f" ({', '.join(labels)})" if labels else "")
+
+
+LOADER_LIMITED = ("loader-limited: the loader fell behind its schedule (more than 1 % of a phase's sends or "
+                  "connection starts more than 10 ms late on a host), so these figures are the loader's as much as "
+                  "the broker's")
 
 
 def fmt_scaled(value: Any, digits: int = 2, scale: float = 1.0) -> str:
@@ -86,7 +115,7 @@ def fleet_cell_row(cell: Cell, block: dict[str, Any]) -> tuple[str, ...]:
     steady_p99 = (lag.get("steady") or {}).get("p99")
     all_p99 = (lag.get("all") or {}).get("p99")
     memory = (broker.get("memory_per_client") or {}).get("bytes_per_client")
-    return (cell.record.cell_id, str(block.get("devices")), str(block.get("connected")),
+    return (marked(cell), str(block.get("devices")), str(block.get("connected")),
             f"{msgs.get('delivered')} / {msgs.get('lost')} of {msgs.get('sent')}", _lost_where(msgs),
             _pair(block.get("one_way_delay_ms"), "median", "p99", digits=3),
             _pair((block.get("connection_setup_ms") or {}).get("handshake_ms"), "p50", "p99"),
@@ -128,7 +157,7 @@ def verdict_text(block: dict[str, Any]) -> str:
 def verdicts(cell: Cell, block: dict[str, Any]) -> str:
     devices = Layout(cell.folder).devices
     listed = f"{RUNS}/{cell.folder.name}/{devices.name}" if devices.is_file() else f"no {devices.name}"
-    return f"{cell.record.cell_id}: {verdict_text(block)}. Per device: {listed}."
+    return f"{marked(cell)}: {verdict_text(block)}. Per device: {listed}."
 
 
 def pooled_rows(groups: dict[tuple[int, str, str], list[Cell]]) -> list[tuple[str, ...]]:

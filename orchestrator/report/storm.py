@@ -11,7 +11,7 @@ from typing import Any
 
 import matplotlib
 
-from orchestrator.report import plots
+from orchestrator.report import fleet, plots
 from orchestrator.report.document import Block, Figure, Heading, Paragraph, Table
 from orchestrator.report.loader import Cell
 
@@ -62,7 +62,7 @@ def event_rows(cell: Cell, storm: dict[str, Any]) -> list[tuple[str, ...]]:
         what = f"{ev['kind']} at {ev['at_s']:g} s" + (f" for {ev['duration_s']:g} s" if ev.get("duration_s") else "")
         rate = ev.get("resumption_hit_rate")
         m = ev["messages"]
-        rows.append((cell.record.cell_id, what, _triple(ev["reconnected_s"]), str(ev["kept_connection"]),
+        rows.append((fleet.marked(cell), what, _triple(ev["reconnected_s"]), str(ev["kept_connection"]),
                      _triple(ev["publishing_s"]), str(ev["not_back"]), _kinds(ev["first_after"]),
                      "n/a" if rate is None else f"{rate:.0%}", str(m["sent"]), str(m["late"]), _lost(m)))
     return rows
@@ -118,5 +118,12 @@ def storm_section(cells: Sequence[Cell]) -> list[Block]:
     rows = [row for c in cells if (s := storm_of(c)) for row in event_rows(c, s)]
     if not rows:
         return []
-    return [Heading(2, TITLE), Paragraph(ABOUT + " Each cell's timeline is among the figures (plots/storm_*.png)."),
-            Table(COLUMNS, tuple(rows), "What each event cost, from the capture")]
+    blocks: list[Block] = [Heading(2, TITLE),
+                           Paragraph(ABOUT + " Each cell's timeline is among the figures (plots/storm_*.png)."),
+                           Table(COLUMNS, tuple(rows), "What each event cost, from the capture")]
+    late = [c.record.cell_id for c in cells if storm_of(c) and fleet.loader_limited(c)]
+    if late:
+        blocks.append(Paragraph(f"{', '.join(late)}: {fleet.LOADER_LIMITED}, these recovery figures too (the time to "
+                                "connect and publish again is partly the loader's; see the Fleet section's "
+                                "verdicts)."))
+    return blocks
