@@ -20,7 +20,7 @@ import pandas as pd
 
 from orchestrator.analysis import metrics
 from orchestrator.analysis.fleetlag import DEFINITION as LAG_DEFINITION
-from orchestrator.analysis.fleetlag import device_lags, nearest_rank, schedule_lag
+from orchestrator.analysis.fleetlag import Outages, device_lags, nearest_rank, schedule_lag
 from orchestrator.analysis.logs import FLEET_CONNECTIONS
 
 CONNECTIONS = FLEET_CONNECTIONS  # logs/fleet/connections.csv: a row per device
@@ -255,7 +255,8 @@ def _loader(summary: dict[str, Any]) -> dict[str, Any]:
 
 def fleet_block(pm: pd.DataFrame, send_log: pd.DataFrame | None, connections: pd.DataFrame,
                 summary: dict[str, Any] | None, *, devices: int, samples: int,
-                delay_available: bool = True, opens: pd.DataFrame | None = None) -> dict[str, Any]:
+                delay_available: bool = True, opens: pd.DataFrame | None = None,
+                outages: Outages | None = None) -> dict[str, Any]:
     """metrics.json ``fleet`` (without its broker part: analysis/fleetbroker.py)."""
     summary = summary or {}
     fates = message_fates(pm, send_log)
@@ -268,7 +269,7 @@ def fleet_block(pm: pd.DataFrame, send_log: pd.DataFrame | None, connections: pd
         "messages": _messages(fates, devices, samples, received_total),
         "one_way_delay_ms": _delay(pm, delay_available),
         "connection_setup_ms": _setup(connections),
-        "schedule_lag_us": schedule_lag(send_log, connections, opens),
+        "schedule_lag_us": schedule_lag(send_log, connections, opens, outages),
         "loader": _loader(summary),
         "definitions": DEFINITIONS,
     }

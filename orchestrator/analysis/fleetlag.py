@@ -15,6 +15,11 @@ send's wait less the set-up the device timed itself, i.e. the waking for its slo
 gaps between the steps and the first reading: all of it the loader's own time, none of it the network's or the
 broker's.
 
+Events on the cell's timeline (a broker restart, a link down: --events) keep the devices from sending until they
+are connected and publishing again; a send or a connection start the schedule wanted in such an outage (from the
+event's start until the last device published again, metrics.json ``storm``) is late because of the event, not the
+loader: it is left out of the rule and counted apart (``outage_excluded``).
+
 The rule, one for both phases and every host: a phase of a host is late when more than 1 % of its items are more
 than 10 ms late (steady: the sends after each device's first; connect: the devices' first connections). The cell
 is loader-limited when any phase of any host is late. Hosts are told apart by the ``host`` column of the send
@@ -41,7 +46,8 @@ DEFINITION = (
     "send's lag less its own tcp_connect + handshake + connack); late shares: more than 1 ms / 10 ms late. The "
     "rule: a phase (connect, steady) of a host is late when more than 1 % of its items are more than 10 ms late; "
     "the cell is loader-limited when any phase of any host is late (its handshake times, and what follows from "
-    "the load it offered, are then the loader's as much as the broker's)")
+    "the load it offered, are then the loader's as much as the broker's); what the schedule wanted during an "
+    "event's outage (its start until the last device published again) is left out (outage_excluded)")
 
 
 def nearest_rank(sorted_values: np.ndarray, q: float) -> float:
@@ -111,8 +117,31 @@ def connect_lags(send_log: pd.DataFrame | None, connections: pd.DataFrame,
     return out[columns]
 
 
-def _judge(values: pd.Series | np.ndarray) -> dict[str, Any]:
+Outages = list[tuple[float, float]]  # (from, until) epoch seconds: the events' outages
+
+
+def outages_of(storm: dict[str, Any] | None) -> Outages:
+    """Each event's outage from metrics.json ``storm``: its start until the last device published again (until
+    the end of the cell when a device never did)."""
+    out: Outages = []
+    for ev in (storm or {}).get("events") or []:
+        back = (ev.get("publishing_s") or {}).get("max")
+        out.append((float(ev["start"]), float("inf") if back is None or ev.get("not_back") else ev["start"] + back))
+    return out
+
+
+def in_outage(t_us: pd.Series | np.ndarray, outages: Outages) -> np.ndarray:
+    t = np.asarray(t_us, dtype="float64") / 1e6
+    hit = np.zeros(t.size, dtype=bool)
+    for start, until in outages:
+        hit |= (t >= start) & (t <= until)
+    return hit
+
+
+def _judge(values: pd.Series | np.ndarray, excluded: int | None = None) -> dict[str, Any]:
     stats = lag_stats(values)
+    if excluded is not None:
+        stats["outage_excluded"] = excluded
     share = stats["share_late_10ms"]
     stats["late"] = bool(share is not None and share > LOADER_LATE_SHARE)
     return stats
@@ -166,10 +195,11 @@ def loader_verdict(out: dict[str, Any], hosts: dict[str, dict[str, Any]]) -> str
 
 
 def schedule_lag(send_log: pd.DataFrame | None, connections: pd.DataFrame | None = None,
-                 opens: pd.DataFrame | None = None) -> dict[str, Any]:
+                 opens: pd.DataFrame | None = None, outages: Outages | None = None) -> dict[str, Any]:
     """metrics.json ``fleet.schedule_lag_us``: every send against its schedule, each device's first send, the later
     sends against the device's first (``steady``), each device's connection start (``connect``), per host when
-    the logs name hosts, and the one verdict on the loader over both phases and every host."""
+    the logs name hosts, and the one verdict on the loader over both phases and every host (what the schedule
+    wanted in an event's ``outages`` left out of it)."""
     if send_log is None or "t_intended_us" not in send_log or not len(send_log):
         return {"available": False, "reason": "no fleet send log with t_intended_us", "loader_limited": None}
     frame = lags(send_log)
@@ -177,8 +207,18 @@ def schedule_lag(send_log: pd.DataFrame | None, connections: pd.DataFrame | None
     connect = connect_lags(send_log, connections if connections is not None else pd.DataFrame(
         {c: [] for c in ("device", "tcp_connect_ms", "handshake_ms", "connack_ms")}), opens)
     out: dict[str, Any] = {"available": True, "all": lag_stats(frame["lag"]),
-                           "first_send": lag_stats(frame["lag"][first]),
-                           "steady": _judge(frame["steady"][~first]), "connect": _judge(connect["lag"])}
+                           "first_send": lag_stats(frame["lag"][first])}
+    excluded: tuple[int | None, int | None] = (None, None)
+    if outages:
+        intended = send_log[["device", "seq", "t_intended_us"]].astype({"device": "str"})
+        frame = frame.merge(intended, on=["device", "seq"], how="left", sort=False)
+        starts = intended[intended["seq"] == 0].drop_duplicates("device").set_index("device")["t_intended_us"]
+        keep = ~in_outage(frame["t_intended_us"], outages) | frame["first"].to_numpy()
+        keep_connect = ~in_outage(starts.reindex(connect["device"]).to_numpy(dtype="float64"), outages)
+        excluded = int((~keep).sum()), int((~keep_connect).sum())
+        frame, connect = frame[keep], connect[keep_connect]
+    later = ~frame["first"].to_numpy()
+    out["steady"], out["connect"] = _judge(frame["steady"][later], excluded[0]), _judge(connect["lag"], excluded[1])
     out["connect"]["from"] = sorted(set(connect["source"].dropna()))
     hosts = _per_host(frame, connect)
     if set(hosts) != {ONE_HOST}:

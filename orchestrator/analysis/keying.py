@@ -161,7 +161,8 @@ class DeviceFleet:
         block = fleet.fleet_block(pm, analysis.send_log, connections, loader, devices=self.devices,
                                   samples=samples,
                                   delay_available=bool((analysis.metrics.get("delay_ms") or {}).get("available")),
-                                  opens=fleet.read_opens(lay.publisher_connections))
+                                  opens=fleet.read_opens(lay.publisher_connections),
+                                  outages=fleetlag.outages_of(analysis.metrics.get("storm")))
         ph = fleetbroker.phases(analysis.per_packet, pm, connections)
         arrivals = pm["broker_in_us"].dropna().to_numpy(dtype=float) / 1e6
         block["broker"] = fleetbroker.broker_block(cpu, memory, ph, arrivals, int(block["connected"] or 0),

@@ -113,3 +113,21 @@ def test_hosts_from_connections_csv_when_the_send_logs_name_none() -> None:
     send, conns = fleet_logs(100, 5, start_lag_us={60: 30_000}, hosts=hosts)
     out = fleetlag.schedule_lag(send.drop(columns="host"), conns)
     assert [(x["host"], x["phase"], x["share"]) for x in out["late"]] == [("b", "connect", 0.02)]
+
+
+def test_an_events_outage_is_the_events_not_the_loaders() -> None:
+    # a broker restart 5 s in: every device's sends due in the next 3 s wait for its reconnection (up to 2.5 s late);
+    # the storm block says the last device published again 2.999 s after the event. Outside it the loader kept up.
+    start_s = (T0 + 5_000_000) / 1e6
+    late = {(i, seq): 2_500_000 - (seq - 5) * 1_000_000 for i in range(50) for seq in (5, 6, 7)}
+    send, conns = fleet_logs(50, 20, steady_late=late)
+    storm = {"events": [{"start": start_s, "publishing_s": {"max": 2.999}, "not_back": 0}]}
+    outages = fleetlag.outages_of(storm)
+    assert outages == [(start_s, start_s + 2.999)]
+    judged = fleetlag.schedule_lag(send, conns, outages=outages)
+    assert judged["loader_limited"] is False and judged["steady"]["outage_excluded"] == 150
+    assert judged["steady"]["n"] == 50 * 19 - 150 and judged["connect"]["outage_excluded"] == 0
+    blind = fleetlag.schedule_lag(send, conns)  # the outage taken for the loader: 150 of 950 sends late
+    assert blind["loader_limited"] is True and blind["steady"]["share_late_10ms"] == pytest.approx(150 / 950)
+    assert fleetlag.outages_of({"events": [{"start": 1.0, "publishing_s": {"max": 2.0}, "not_back": 3}]}) == \
+        [(1.0, float("inf"))]
