@@ -67,3 +67,15 @@ def test_summary_csv_and_the_reports_mark_a_loader_limited_cell(tmp_path: Path) 
     assert fleet_report.marked(fine) == "tls-65B-none-10dev-r2"
     assert limited_of([fine, late]) == "loader-limited" and limited_of([fine]) == "none"
     assert limited_of([single]) is None
+
+
+def test_the_headline_marks_a_pairs_handshake_figures_when_a_cell_was_loader_limited(tmp_path: Path) -> None:
+    base = _cell(tmp_path, "plain-65B-none-10dev-r1", {"fleet": _block(False, 0.3)})
+    late = _cell(tmp_path, "tls-65B-none-10dev-r1", {"fleet": _block(True, 0.3)})
+    rows = {"tls_handshake_ms": {"scenario_mean": 12.5}}
+    pair = headline.Pair(65, "10dev", "tls", rows, [base], [late])
+    assert headline.limited_cells(pair) == ["tls-65B-none-10dev-r1"]
+    figures = headline._figures(pair, "plain")
+    assert figures[3].text == "12.50 ms, bytes n/a (not on both captures) (loader-limited)"
+    clean = headline.Pair(65, "10dev", "tls", rows, [base], [base])
+    assert headline.limited_cells(clean) == [] and "(loader-limited)" not in str(headline._figures(clean, "plain")[3])
