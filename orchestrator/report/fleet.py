@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.analysis.fleet import histogram_quantile, merge_histograms
-from orchestrator.analysis.fleetlag import limited
+from orchestrator.analysis.fleetlag import limited, limited_label
 from orchestrator.model.layout import RUNS, Layout
 from orchestrator.report.document import Block, Bullets, Heading, Paragraph, Table
 from orchestrator.report.loader import Cell
@@ -18,7 +18,8 @@ from orchestrator.report.values import NA
 TITLE = "Fleet"
 COLUMNS = ("cell", "devices", "connected", "delivered / lost", "lost: where", "one-way delay p50 / p99 ms",
            "handshake p50 / p99 ms", "schedule lag p99 ms (after first / all)", "broker CPU per message us (95 % CI)",
-           "broker CPU per handshake ms (95 % CI)", "broker memory per client KiB", "loader CPU per message us")
+           "broker CPU per handshake ms (95 % CI)", "broker memory per client KiB", "loader CPU per message us",
+           "limited")
 POOLED_COLUMNS = ("payload", "condition", "scenario", "repeats", "messages", "one-way delay p50 ms <=",
                   "p99 ms <=")
 KIND_COLUMNS = ("cell", "mode", "connections", "resumed after each device's first", "broker CPU per full handshake ms "
@@ -115,13 +116,14 @@ def fleet_cell_row(cell: Cell, block: dict[str, Any]) -> tuple[str, ...]:
     steady_p99 = (lag.get("steady") or {}).get("p99")
     all_p99 = (lag.get("all") or {}).get("p99")
     memory = (broker.get("memory_per_client") or {}).get("bytes_per_client")
-    return (marked(cell), str(block.get("devices")), str(block.get("connected")),
+    return (cell.record.cell_id, str(block.get("devices")), str(block.get("connected")),
             f"{msgs.get('delivered')} / {msgs.get('lost')} of {msgs.get('sent')}", _lost_where(msgs),
             _pair(block.get("one_way_delay_ms"), "median", "p99", digits=3),
             _pair((block.get("connection_setup_ms") or {}).get("handshake_ms"), "p50", "p99"),
             f"{fmt_scaled(steady_p99, 2, 1e-3)} / {fmt_scaled(all_p99, 1, 1e-3)}",
             _ci(broker.get("per_message"), 1000.0, 1), _ci(broker.get("per_handshake"), 1.0, 2),
-            fmt_scaled(memory, 1, 1 / 1024), fmt_scaled((block.get("cpu") or {}).get("loader_us_per_message"), 1))
+            fmt_scaled(memory, 1, 1 / 1024), fmt_scaled((block.get("cpu") or {}).get("loader_us_per_message"), 1),
+            limited_label(limits(cell)) or NA)
 
 
 def _per_kind(cell: Cell) -> dict[str, Any] | None:

@@ -243,7 +243,7 @@ def _fleet_blocks(cells: Sequence[Cell]) -> list[Block]:
         cpu = f"broker CPU {per_msg} us per message, {per_hs} ms per handshake"
         p50, p99 = fleet.fmt_scaled(delays.get("median"), 2), fleet.fmt_scaled(delays.get("p99"), 2)
         late = (f"{fleet.LOADER_LIMITED}; " if fleet.loader_limited(cell) else "")
-        rows.append((fleet.marked(cell), Link(
+        rows.append((cell.record.cell_id, Link(
             f"{late}{block.get('devices')} devices, {msgs.get('delivered')} of {msgs.get('sent')} delivered, "
             "one-way delay "
             f"p50 {p50} / p99 {p99} ms; {cpu}; "

@@ -13,6 +13,7 @@ from orchestrator.model.cell import CellRecord
 from orchestrator.report import fleet as fleet_report
 from orchestrator.report import headline, storm
 from orchestrator.report.compare import limited_of
+from orchestrator.report.document import Table
 from orchestrator.report.loader import Cell
 from orchestrator.report.tables import summary_columns, summary_row
 from tests.unit.test_loader_limited import fleet_logs
@@ -60,10 +61,16 @@ def test_summary_csv_and_the_reports_mark_a_loader_limited_cell(tmp_path: Path) 
     assert summary_row(late, [])["limited"] == "loader-limited" and summary_row(fine, [])["limited"] == "none"
     assert summary_row(single, [])["limited"] is None
     lines = json.dumps([b.__dict__ for b in headline._fleet_blocks([late, fine])], default=str)
-    assert "tls-65B-none-10dev-r1 (loader-limited)" in lines and "tls-65B-none-10dev-r2 (loader-limited)" not in lines
-    assert "these figures are the loader's as much as the broker's" in lines
-    storm_text = json.dumps([b.__dict__ for b in storm.storm_section([late])], default=str)
-    assert "tls-65B-none-10dev-r1 (loader-limited)" in storm_text and "these recovery figures too" in storm_text
+    assert lines.count("these figures are the loader's as much as the broker's") == 1  # the late cell's line only
+    storm_blocks = storm.storm_section([late])
+    table = next(b for b in storm_blocks if isinstance(b, Table))
+    assert table.columns[-1] == "loader" and table.rows[0][0] == "tls-65B-none-10dev-r1"
+    assert table.rows[0][-1] == "loader-limited"
+    assert "tls-65B-none-10dev-r1: loader-limited" in json.dumps([b.__dict__ for b in storm_blocks], default=str)
+    fleet_rows = fleet_report.fleet_section([late, fine], {})[2]
+    assert isinstance(fleet_rows, Table) and [r[-1] for r in fleet_rows.rows] == ["loader-limited", "none"]
+    bullets = fleet_report.fleet_section([late, fine], {})[3]
+    assert "tls-65B-none-10dev-r1 (loader-limited): broker words; the loader FELL BEHIND" in str(bullets)
     assert fleet_report.marked(fine) == "tls-65B-none-10dev-r2"
     assert limited_of([fine, late]) == "loader-limited" and limited_of([fine]) == "none"
     assert limited_of([single]) is None
