@@ -6,10 +6,7 @@ is placed by what the broker-side capture shows of it: ``not on capture`` (it ne
 interface), ``reached broker, not forwarded`` (on the publisher->broker leg only) or ``forwarded, not
 received`` (the broker sent it to the subscriber, whose log lacks it).
 
-Schedule lag: t_send_us - t_intended_us of each send (when the device sent against when its schedule
-wanted it). One-way delay runs from the ACTUAL send time, so a loader falling behind does not show as
-delay: it shows here, as a lag and as the share of sends later than 1 ms and 10 ms. A device's first
-send waits for its connection (TCP, TLS, CONNACK), so the verdict on the loader's schedule uses seq >= 1.
+Schedule lag and the one verdict on the loader (steady phase and connect phase, per host): analysis/fleetlag.py.
 """
 
 from __future__ import annotations
@@ -22,6 +19,8 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.analysis import metrics
+from orchestrator.analysis.fleetlag import DEFINITION as LAG_DEFINITION
+from orchestrator.analysis.fleetlag import Outages, device_lags, nearest_rank, schedule_lag
 from orchestrator.analysis.logs import FLEET_CONNECTIONS
 
 CONNECTIONS = FLEET_CONNECTIONS  # logs/fleet/connections.csv: a row per device
@@ -29,8 +28,6 @@ SUMMARY = "summary.json"  # logs/fleet/summary.json: the loader's own figures
 
 # one-way delay histogram: FIXED log-spaced edges, 0.01 ms .. 10 s, 10 bins a decade (repeats add up)
 DELAY_EDGES_MS: tuple[float, ...] = tuple(float(f"{v:.6g}") for v in np.logspace(-2, 4, 61))
-LATE_MS = (1.0, 10.0)
-LOADER_LATE_SHARE = 0.01  # more than 1 % of the sends after the first over 10 ms late: the loader fell behind
 LOST_SEQS_SHOWN = 20
 ERRORS_SHOWN = 10
 SETUP = ("tcp_connect_ms", "handshake_ms", "connack_ms")
@@ -53,24 +50,33 @@ DEFINITIONS = {
                         "histogram: fixed log-spaced edges (0.01 ms .. 10 s), so repeats add up",
     "connection_setup_ms": "the loader's own measure of each device's connect: tcp_connect_ms (connect()), "
                            "handshake_ms (TLS ClientHello -> both Finished), connack_ms (CONNECT -> CONNACK)",
-    "schedule_lag_us": "all: t_send_us - t_intended_us of every send; first_send: each device's first (it "
-                       "waits for the device's connection); steady: a later send's lag less its device's first "
-                       "send's lag (= t_send(seq) - t_send(first) - (seq - first) x interval); late shares: "
-                       "sends more than 1 ms / 10 ms late; the loader kept its schedule when at most 1 % of the "
-                       "steady sends were more than 10 ms late",
+    "schedule_lag_us": LAG_DEFINITION,
 }
 
 
 def read_connections(path: Path) -> pd.DataFrame:
-    """logs/fleet/connections.csv (an empty table when it is missing); ``error`` "" when the device was fine."""
+    """logs/fleet/connections.csv (an empty table when it is missing); ``error`` "" when the device was fine; its
+    ``host`` column kept where a fleet across lab hosts has one."""
     if not path.is_file():
         return pd.DataFrame({c: pd.Series([], dtype=str if c in ("device", "error") else "float64")
                              for c in CONNECTION_COLUMNS})
-    frame = pd.read_csv(path, dtype={"device": str, "error": str}, keep_default_na=False,
+    frame = pd.read_csv(path, dtype={"device": str, "error": str, "host": str}, keep_default_na=False,
                         na_values={c: [""] for c in ("t_start_us", *SETUP, "messages")})
     for c in ("t_start_us", *SETUP, "messages"):
         frame[c] = pd.to_numeric(frame[c], errors="coerce")
-    return frame[list(CONNECTION_COLUMNS)]
+    return frame[[*CONNECTION_COLUMNS, *(["host"] if "host" in frame.columns else [])]]
+
+
+def read_opens(path: Path) -> pd.DataFrame | None:
+    """device, conn, t_open_us of the fleet's connections log (logs/publisher_connections.csv, written when the
+    run has a connection lifecycle); None when there is none or it names no device."""
+    if not path.is_file():
+        return None
+    frame = pd.read_csv(path, dtype={"device": str}, keep_default_na=False, na_values={"t_open_us": [""]})
+    if not {"device", "conn", "t_open_us"} <= set(frame.columns):
+        return None
+    frame["t_open_us"] = pd.to_numeric(frame["t_open_us"], errors="coerce")
+    return frame[["device", "conn", "t_open_us"]]
 
 
 def connected(connections: pd.DataFrame) -> pd.Series:
@@ -114,82 +120,6 @@ def histogram_quantile(hist: dict[str, Any], q: float) -> float | None:
     if rank <= int(hist["below"]) or rank > int(cum[-1]):
         return None
     return float(hist["edges_ms"][int(np.searchsorted(cum, rank)) + 1])
-
-
-# ---------------------------------------------------------------- schedule lag
-
-def _nearest_rank(sorted_values: np.ndarray, q: float) -> float:
-    k = max(1, int(np.ceil(q * sorted_values.size - 1e-9)))
-    return float(sorted_values[k - 1])
-
-
-def lag_stats(lag_us: np.ndarray | pd.Series) -> dict[str, Any]:
-    """Nearest-rank p50/p99 and max of a lag (us), and the shares of sends later than 1 ms and 10 ms."""
-    v = np.sort(np.asarray(pd.Series(lag_us, dtype="float64").dropna(), dtype="float64"))
-    out: dict[str, Any] = {"n": int(v.size), "p50": None, "p99": None, "max": None}
-    out.update({f"share_late_{ms:g}ms": None for ms in LATE_MS})
-    if not v.size:
-        return out
-    out.update(p50=_nearest_rank(v, 0.50), p99=_nearest_rank(v, 0.99), max=float(v[-1]))
-    out.update({f"share_late_{ms:g}ms": float((v > ms * 1000).mean()) for ms in LATE_MS})
-    return out
-
-
-def lags(send_log: pd.DataFrame) -> pd.DataFrame:
-    """device, seq, lag (t_send - t_intended, us), first (the device's first send), steady (lag - the lag of
-    the device's first send: how late a later send was against the device's own first, which already
-    waited for its connection)."""
-    frame = pd.DataFrame({"device": send_log["device"].astype("str").to_numpy(),
-                          "seq": send_log["seq"].to_numpy(dtype=np.int64),
-                          "lag": (send_log["t_send_us"] - send_log["t_intended_us"]).to_numpy(dtype="float64")})
-    frame = frame.sort_values(["device", "seq"], kind="stable").reset_index(drop=True)
-    frame["first"] = ~frame["device"].duplicated().to_numpy()
-    frame["steady"] = frame["lag"] - frame.groupby("device", sort=False)["lag"].transform("first")
-    return frame
-
-
-def schedule_lag(send_log: pd.DataFrame | None) -> dict[str, Any]:
-    """metrics.json ``fleet.schedule_lag_us``: every send against its schedule, each device's first send,
-    the later sends against the device's first (``steady``), and the verdict on the loader (from steady)."""
-    if send_log is None or "t_intended_us" not in send_log or not len(send_log):
-        return {"available": False, "reason": "no fleet send log with t_intended_us"}
-    frame = lags(send_log)
-    first = frame["first"].to_numpy()
-    out: dict[str, Any] = {"available": True, "all": lag_stats(frame["lag"]),
-                           "first_send": lag_stats(frame["lag"][first]),
-                           "steady": lag_stats(frame["steady"][~first])}
-    share = out["steady"]["share_late_10ms"]
-    p99 = out["steady"]["p99"]
-    kept = share is None or share <= LOADER_LATE_SHARE
-    out["loader_kept_schedule"] = kept
-    if p99 is None:
-        out["verdict"] = "no device sent more than once: the loader's schedule cannot be judged"
-    elif kept:
-        out["verdict"] = (f"the loader kept its schedule: sends after each device's first were p99 "
-                          f"{p99 / 1000:.3f} ms late against it ({share * 100:.2f} % over 10 ms)")
-    else:
-        out["verdict"] = (f"the loader FELL BEHIND its schedule: {share * 100:.1f} % of the sends after each "
-                          f"device's first were more than 10 ms late against it (p99 {p99 / 1000:.1f} ms); the "
-                          "load offered was lower than asked (this lag is not in the one-way delay, which runs "
-                          "from the actual send)")
-    return out
-
-
-def device_lags(send_log: pd.DataFrame) -> pd.DataFrame:
-    """Per device: nearest-rank p50 / p99 and max of its sends' lag, and p99 of its steady lag (us)."""
-    frame = lags(send_log)
-    out = pd.DataFrame(index=pd.Index(sorted(frame["device"].unique()), name="device"))
-    for column, qs in (("lag", (0.50, 0.99, 1.0)), ("steady", (0.99,))):
-        part = frame[~frame["first"]] if column == "steady" else frame
-        part = part.sort_values(["device", column], kind="stable")
-        sizes = part.groupby("device", sort=True).size()
-        starts = np.concatenate([[0], np.cumsum(sizes.to_numpy())[:-1]]).astype(np.int64)
-        values = part[column].to_numpy()
-        for q in qs:
-            k = np.maximum(1, np.ceil(q * sizes.to_numpy() - 1e-9).astype(np.int64))
-            name = f"{column}_{'max' if q == 1.0 else f'p{round(q * 100)}'}_us"
-            out[name] = pd.Series(values[starts + k - 1] if len(sizes) else [], index=sizes.index, dtype="float64")
-    return out.reset_index()
 
 
 # ---------------------------------------------------------------- messages: sent, received, lost
@@ -272,8 +202,8 @@ def _setup(connections: pd.DataFrame) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for c in SETUP:
         v = np.sort(connections[c].dropna().to_numpy(dtype="float64"))
-        out[c] = ({"n": int(v.size), "p50": _nearest_rank(v, 0.5), "p90": _nearest_rank(v, 0.9),
-                   "p99": _nearest_rank(v, 0.99), "max": float(v[-1])} if v.size else
+        out[c] = ({"n": int(v.size), "p50": nearest_rank(v, 0.5), "p90": nearest_rank(v, 0.9),
+                   "p99": nearest_rank(v, 0.99), "max": float(v[-1])} if v.size else
                   {"n": 0, "p50": None, "p90": None, "p99": None, "max": None})
     return out
 
@@ -325,7 +255,8 @@ def _loader(summary: dict[str, Any]) -> dict[str, Any]:
 
 def fleet_block(pm: pd.DataFrame, send_log: pd.DataFrame | None, connections: pd.DataFrame,
                 summary: dict[str, Any] | None, *, devices: int, samples: int,
-                delay_available: bool = True) -> dict[str, Any]:
+                delay_available: bool = True, opens: pd.DataFrame | None = None,
+                outages: Outages | None = None) -> dict[str, Any]:
     """metrics.json ``fleet`` (without its broker part: analysis/fleetbroker.py)."""
     summary = summary or {}
     fates = message_fates(pm, send_log)
@@ -338,7 +269,7 @@ def fleet_block(pm: pd.DataFrame, send_log: pd.DataFrame | None, connections: pd
         "messages": _messages(fates, devices, samples, received_total),
         "one_way_delay_ms": _delay(pm, delay_available),
         "connection_setup_ms": _setup(connections),
-        "schedule_lag_us": schedule_lag(send_log),
+        "schedule_lag_us": schedule_lag(send_log, connections, opens, outages),
         "loader": _loader(summary),
         "definitions": DEFINITIONS,
     }

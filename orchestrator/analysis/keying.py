@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from orchestrator.analysis import fleet, fleetbroker, metrics
+from orchestrator.analysis import fleet, fleetbroker, fleetlag, metrics
 from orchestrator.analysis.logs import LogTable, read_fleet_logs, read_publisher_log
 from orchestrator.analysis.messages import FLEET_KEY, SEQ_KEY
 from orchestrator.errors import TestbedError
@@ -160,7 +160,9 @@ class DeviceFleet:
         pm = analysis.per_message
         block = fleet.fleet_block(pm, analysis.send_log, connections, loader, devices=self.devices,
                                   samples=samples,
-                                  delay_available=bool((analysis.metrics.get("delay_ms") or {}).get("available")))
+                                  delay_available=bool((analysis.metrics.get("delay_ms") or {}).get("available")),
+                                  opens=fleet.read_opens(lay.publisher_connections),
+                                  outages=fleetlag.outages_of(analysis.metrics.get("events")))
         ph = fleetbroker.phases(analysis.per_packet, pm, connections)
         arrivals = pm["broker_in_us"].dropna().to_numpy(dtype=float) / 1e6
         block["broker"] = fleetbroker.broker_block(cpu, memory, ph, arrivals, int(block["connected"] or 0),
@@ -171,8 +173,12 @@ class DeviceFleet:
                         "broker_cpu_s": res.get("broker_cpu_s"), "broker_cpu_source": block["broker"]["cpu_source"],
                         "broker_us_per_message": round(per_msg * 1000, 3) if per_msg is not None else None,
                         "host_cpus": res.get("host_cpus")}
+        block["limited"] = fleetlag.limited(block)
         write_text_atomic(lay.devices, fleet.device_table(pm, analysis.send_log, connections).to_csv(index=False))
         analysis.metrics["fleet"] = block
+        events = analysis.metrics.get("events")
+        if isinstance(events, dict):  # its recovery figures came from a loader that may have fallen behind
+            events["loader_limited"] = block["limited"]["loader"]
         warnings = fleet.warnings(block)
         analysis.warnings.extend(warnings)
         if analysis.metrics.get("warnings") is not analysis.warnings:

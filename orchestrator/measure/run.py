@@ -140,4 +140,6 @@ def record_analysis(record: CellWriter, scenario: Scenario, spec: RunSpec, resou
             record.warn(f"analysis: {exc.message}")
         return None
     record.lap("analysis")
+    if isinstance(limited := (metrics.get("fleet") or {}).get("limited"), dict):
+        record.set(limited=limited)  # a fleet's loader-limited / broker-limited verdicts (analysis/fleetlag.py)
     return metrics

@@ -52,6 +52,9 @@ class CellRecord(BaseModel):
     hosts: list[dict[str, Any]] | None = None  # a cell across lab hosts: every host (lab/collect.py host_record)
     inventory: dict[str, Any] | None = None  # ... and the inventory it ran from (source, copy in the run folder)
     events: list[dict[str, Any]] | None = None  # the --events as they happened (measure/events.py)
+    # a fleet's cell: whether its loader fell behind and whether the broker was its ceiling (metrics.json
+    # fleet.limited, analysis/fleetlag.py): loader, broker (true / false / None: not judged), labels, late
+    limited: dict[str, Any] | None = None
     received: int | None = None
     publisher_exit_code: int | None = None
     finished_utc: str | None = None

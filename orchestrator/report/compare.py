@@ -6,8 +6,9 @@ QoS, i.e. the cell minus its repeat, or by a mapping file (YAML or JSON: ``A's c
 Each matched configuration gets every metric the in-bundle comparisons have, with the same statistics
 (orchestrator/report/tables.py: delta of mean and median, their 95 % bootstrap CIs, Welch and Mann-Whitney p,
 Cliff's delta), direction B - A. What differs between the bundles' making (tool version, commit, images, host,
-tool versions) is named in the report's first lines. Written to the output folder: comparisons.csv, report.md,
-report.html.
+tool versions) is named in the report's first lines. A side whose fleet cells were loader-limited (their loader fell
+behind: analysis/fleetlag.py) is flagged beside its figures (``limited_a`` / ``limited_b``). Written to the output
+folder: comparisons.csv, report.md, report.html.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from orchestrator.analysis import stats
 from orchestrator.errors import TestbedError
 from orchestrator.model.layout import COMPARISONS, REPORT_HTML, REPORT_MD
 from orchestrator.model.yamlfile import read_yaml
+from orchestrator.report import fleet
 from orchestrator.report.document import Block, CellText, Heading, Link, Paragraph, Table, render_html, render_markdown
 from orchestrator.report.loader import Bundle, Cell, load_bundle
 from orchestrator.report.options import bootstrap_seed
@@ -41,7 +43,7 @@ COLUMNS = ("config_a", "config_b", "payload", "impairment", "connection", "metri
            "repeats_b", "n_a", "n_b", "mean_a", "mean_b", "delta_mean", "delta_mean_pct", "ci95_mean_low",
            "ci95_mean_high", "median_a", "median_b", "delta_median", "delta_median_pct", "ci95_median_low",
            "ci95_median_high", "welch_p", "mannwhitney_p", "cliffs_delta", "cliffs_magnitude", "repeat_sd_a",
-           "repeat_sd_b", "bootstrap_seed", "bootstrap_resamples")
+           "repeat_sd_b", "bootstrap_seed", "bootstrap_resamples", "limited_a", "limited_b")
 # what names how a bundle was made: compared key by key, the differences named first in the report
 PROVENANCE = ("tool_version", "git_commit", "git_dirty", "git", "plan.publisher", "environment")
 _REPEAT = re.compile(r"-r\d+$")
@@ -121,15 +123,40 @@ def match(a: Bundle, b: Bundle, mapping: dict[str, str] | None = None, source: s
                     sorted(set(cb) - used_b, key=lambda c: c.order))
 
 
+def limited_of(cells: Sequence[Cell]) -> str | None:
+    """A configuration's fleet verdicts over its cells: "loader-limited" when any cell's loader fell behind,
+    "broker-limited" likewise, "none" when judged and neither; None when no cell could be judged (no fleet)."""
+    found = [got for c in cells if (got := fleet.limits(c)) is not None
+             and (got.get("loader") is not None or got.get("broker") is not None)]
+    if not found:
+        return None
+    labels = sorted({label for got in found for label in got.get("labels") or []}, reverse=True)
+    return "; ".join(labels) or "none"
+
+
 def bundle_comparison_rows(a: Bundle, b: Bundle, matching: Matching, *, seed: int, resamples: int) -> list[Row]:
-    """Every metric of every matched configuration, B - A, with the in-bundle comparisons' statistics."""
+    """Every metric of every matched configuration, B - A, with the in-bundle comparisons' statistics, and each
+    side's loader-limited / broker-limited verdicts (``limited_a``, ``limited_b``)."""
     ca, cb = configurations(a), configurations(b)
     rows: list[Row] = []
     for conf_a, conf_b in matching.pairs:
+        flags = {"limited_a": limited_of(ca[conf_a]), "limited_b": limited_of(cb[conf_b])}
         for row in compare_groups((conf_a.payload, conf_a.condition), (conf_a.label, conf_b.label),
                                   (ca[conf_a], cb[conf_b]), seed=seed, resamples=resamples):
-            rows.append({RENAMED.get(k, k): v for k, v in row.items()})
+            rows.append({**{RENAMED.get(k, k): v for k, v in row.items()}, **flags})
     return rows
+
+
+def limited_lines(a: Bundle, b: Bundle, matching: Matching) -> list[Block]:
+    """The compared cells whose loader fell behind, named: their figures are the loader's as much as the broker's."""
+    ca, cb = configurations(a), configurations(b)
+    named_cells = [f"{side}: {fleet.marked(c)}" for side, configs, which in (("A", ca, 0), ("B", cb, 1))
+                   for pair in matching.pairs for c in configs[pair[which]] if fleet.loader_limited(c)]
+    if not named_cells:
+        return []
+    return [Paragraph(f"Loader-limited cells among those compared ({'; '.join(dict.fromkeys(named_cells))}): "
+                      f"{fleet.LOADER_LIMITED}. A delta involving them says as much about the loader as about what "
+                      "changed.")]
 
 
 # ---------------------------------------------------------------- how the bundles were made
@@ -188,6 +215,10 @@ def _delta_text(row: Row, digits: int) -> str:
     return text
 
 
+def found_limited(found: dict[str, Row], key: str) -> str | None:
+    return next((r[key] for r in found.values() if r.get(key)), None)
+
+
 def headline(rows: Sequence[Row], matching: Matching) -> Table:
     """One line per matched configuration: the change of the headline metrics' medians, with their 95 % CI."""
     by_pair: dict[tuple[str, str], dict[str, Row]] = {}
@@ -197,7 +228,10 @@ def headline(rows: Sequence[Row], matching: Matching) -> Table:
     for conf_a, conf_b in matching.pairs:
         found = by_pair.get((conf_a.label, conf_b.label), {})
         label = conf_a.label if conf_a == conf_b else f"{conf_a.label} -> {conf_b.label}"
-        cells: list[CellText] = [label]
+        flags = [f"{side}: loader-limited" for side, value in (("A", found_limited(found, "limited_a")),
+                                                                ("B", found_limited(found, "limited_b")))
+                 if value and "loader-limited" in value]
+        cells: list[CellText] = [label + (f" ({', '.join(flags)})" if flags else "")]
         for name in HEADLINE_METRICS:
             got = found.get(name)
             cells.append(NA if got is None or got["delta_median"] is None
@@ -245,6 +279,7 @@ def build_comparison_document(a: Bundle, b: Bundle, matching: Matching, rows: Se
         *_first_lines(a, b, diffs),
         Heading(2, "What changed from A to B"),
         headline(rows, matching) if matching.pairs else Paragraph("No configuration is in both bundles."),
+        *limited_lines(a, b, matching),
         Heading(2, "Matched configurations"),
         Table(("configuration in A", "in B", "cells in A", "cells in B"), matched) if matched
         else Paragraph("None."),

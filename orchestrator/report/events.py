@@ -11,7 +11,7 @@ from typing import Any
 
 import matplotlib
 
-from orchestrator.report import plots
+from orchestrator.report import fleet, plots
 from orchestrator.report.document import Block, Figure, Heading, Paragraph, Table
 from orchestrator.report.loader import Cell
 
@@ -24,12 +24,13 @@ ABOUT = (
     "devices; 'kept' devices never lost their connection); each device's first connection after the event by "
     "handshake kind (a restart loses the broker's session IDs and ticket keys: full unless resumption survived "
     "it) and the resumption hit rate of the later ones; the readings sent from the event on lost or delivered "
-    "late (at the broker more than 1 s after the device sent them). Keepalive 60 s (PINGREQ after 30 s idle), "
+    "late (at the broker more than 1 s after the device sent them); loader: whether the fleet's loader kept its "
+    "schedule (a loader-limited cell's recovery is partly the loader's). Keepalive 60 s (PINGREQ after 30 s idle), "
     "the device's wait for an acknowledgement 10 s (--ack-timeout): a link down for less than that ends no "
     "connection, its readings arrive late."
 )
 COLUMNS = ("cell", "event", "connected again (s) p50 / p99 / max", "kept", "publishing again (s) p50 / p99 / max",
-           "not back", "first after (by kind)", "resumed after", "sent", "late", "lost (where)")
+           "not back", "first after (by kind)", "resumed after", "sent", "late", "lost (where)", "loader")
 KIND_COLOURS = {"full": "#d62728", "resumed-id": "#1f77b4", "resumed-ticket": "#2ca02c", "resumed-psk": "#17becf",
                 "unknown": "#7f7f7f"}
 
@@ -64,8 +65,15 @@ def event_rows(cell: Cell, block: dict[str, Any]) -> list[tuple[str, ...]]:
         m = ev["messages"]
         rows.append((cell.record.cell_id, what, _triple(ev["reconnected_s"]), str(ev["kept_connection"]),
                      _triple(ev["publishing_s"]), str(ev["not_back"]), _kinds(ev["first_after"]),
-                     "n/a" if rate is None else f"{rate:.0%}", str(m["sent"]), str(m["late"]), _lost(m)))
+                     "n/a" if rate is None else f"{rate:.0%}", str(m["sent"]), str(m["late"]), _lost(m),
+                     _loader(cell)))
     return rows
+
+
+def _loader(cell: Cell) -> str:
+    """Whether the cell's loader kept up (its recovery figures are then the capture's alone)."""
+    loader = (fleet.limits(cell) or {}).get("loader")
+    return "n/a" if loader is None else "loader-limited" if loader else "kept its schedule"
 
 
 def timeline_png(block: dict[str, Any], title: str) -> bytes | None:
@@ -118,5 +126,12 @@ def events_section(cells: Sequence[Cell]) -> list[Block]:
     rows = [row for c in cells if (b := events_block(c)) for row in event_rows(c, b)]
     if not rows:
         return []
-    return [Heading(2, TITLE), Paragraph(ABOUT + " Each cell's timeline is among the figures (plots/events_*.png)."),
-            Table(COLUMNS, tuple(rows), "What each event cost, from the capture")]
+    blocks: list[Block] = [Heading(2, TITLE),
+                           Paragraph(ABOUT + " Each cell's timeline is among the figures (plots/events_*.png)."),
+                           Table(COLUMNS, tuple(rows), "What each event cost, from the capture")]
+    late = [c.record.cell_id for c in cells if events_block(c) and fleet.loader_limited(c)]
+    if late:
+        blocks.append(Paragraph(f"{', '.join(late)}: {fleet.LOADER_LIMITED}, these recovery figures too (the time to "
+                                "connect and publish again is partly the loader's; see the Fleet section's "
+                                "verdicts)."))
+    return blocks

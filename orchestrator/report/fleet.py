@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.analysis.fleet import histogram_quantile, merge_histograms
+from orchestrator.analysis.fleetlag import limited, limited_label
 from orchestrator.model.layout import RUNS, Layout
 from orchestrator.report.document import Block, Bullets, Heading, Paragraph, Table
 from orchestrator.report.loader import Cell
@@ -17,7 +18,8 @@ from orchestrator.report.values import NA
 TITLE = "Fleet"
 COLUMNS = ("cell", "devices", "connected", "delivered / lost", "lost: where", "one-way delay p50 / p99 ms",
            "handshake p50 / p99 ms", "schedule lag p99 ms (after first / all)", "broker CPU per message us (95 % CI)",
-           "broker CPU per handshake ms (95 % CI)", "broker memory per client KiB", "loader CPU per message us")
+           "broker CPU per handshake ms (95 % CI)", "broker memory per client KiB", "loader CPU per message us",
+           "limited")
 POOLED_COLUMNS = ("payload", "condition", "scenario", "repeats", "messages", "one-way delay p50 ms <=",
                   "p99 ms <=")
 KIND_COLUMNS = ("cell", "mode", "connections", "resumed after each device's first", "broker CPU per full handshake ms "
@@ -43,13 +45,41 @@ ABOUT = (
     "nothing subtracted. "
     "Memory per client: the broker's memory once all were connected less before the first, per device "
     "connected. The broker is called the ceiling only when its CPU averaged at least 90 % of a core over the "
-    "steady windows (Mosquitto works on one thread); on one machine the loader shares the CPUs with it."
+    "steady windows (Mosquitto works on one thread; the cell is then \"broker-limited\"); on one machine the loader "
+    "shares the CPUs with it. The loader is checked too, on each host and in both phases: a cell where more than "
+    "1 % of a host's sends after each device's first, or of its devices' connection starts, were more than 10 ms "
+    "late is \"loader-limited\": its handshake times are the loader's as much as the broker's."
 )
 
 
 def cell_fleet_block(cell: Cell) -> dict[str, Any] | None:
     block = (cell.metrics or {}).get("fleet")
     return block if isinstance(block, dict) else None
+
+
+def limits(cell: Cell) -> dict[str, Any] | None:
+    """The cell's loader-limited / broker-limited verdicts (metrics.json ``fleet.limited``; a block analysed
+    before it was written: from its figures), None when the cell is no fleet's."""
+    block = cell_fleet_block(cell)
+    if block is None:
+        return None
+    got = block.get("limited")
+    return got if isinstance(got, dict) else limited(block)
+
+
+def loader_limited(cell: Cell) -> bool:
+    return bool((limits(cell) or {}).get("loader"))
+
+
+def marked(cell: Cell) -> str:
+    """The cell's id with its labels: "tls-65B-none-150dev-r1 (loader-limited)"."""
+    labels = (limits(cell) or {}).get("labels") or []
+    return cell.record.cell_id + (f" ({', '.join(labels)})" if labels else "")
+
+
+LOADER_LIMITED = ("loader-limited: the loader fell behind its schedule (more than 1 % of a phase's sends or "
+                  "connection starts more than 10 ms late on a host), so these figures are the loader's as much as "
+                  "the broker's")
 
 
 def fmt_scaled(value: Any, digits: int = 2, scale: float = 1.0) -> str:
@@ -92,7 +122,8 @@ def fleet_cell_row(cell: Cell, block: dict[str, Any]) -> tuple[str, ...]:
             _pair((block.get("connection_setup_ms") or {}).get("handshake_ms"), "p50", "p99"),
             f"{fmt_scaled(steady_p99, 2, 1e-3)} / {fmt_scaled(all_p99, 1, 1e-3)}",
             _ci(broker.get("per_message"), 1000.0, 1), _ci(broker.get("per_handshake"), 1.0, 2),
-            fmt_scaled(memory, 1, 1 / 1024), fmt_scaled((block.get("cpu") or {}).get("loader_us_per_message"), 1))
+            fmt_scaled(memory, 1, 1 / 1024), fmt_scaled((block.get("cpu") or {}).get("loader_us_per_message"), 1),
+            limited_label(limits(cell)) or NA)
 
 
 def _per_kind(cell: Cell) -> dict[str, Any] | None:
@@ -128,7 +159,7 @@ def verdict_text(block: dict[str, Any]) -> str:
 def verdicts(cell: Cell, block: dict[str, Any]) -> str:
     devices = Layout(cell.folder).devices
     listed = f"{RUNS}/{cell.folder.name}/{devices.name}" if devices.is_file() else f"no {devices.name}"
-    return f"{cell.record.cell_id}: {verdict_text(block)}. Per device: {listed}."
+    return f"{marked(cell)}: {verdict_text(block)}. Per device: {listed}."
 
 
 def pooled_rows(groups: dict[tuple[int, str, str], list[Cell]]) -> list[tuple[str, ...]]:

@@ -178,9 +178,22 @@ def published(pair: Pair, study: StudyReference) -> str:
 
 
 # ---------------------------------------------------------------- the section
+def limited_cells(pair: Pair) -> list[str]:
+    """The pair's cells whose loader fell behind (report/fleet.py limits)."""
+    return [c.record.cell_id for c in (*pair.base_cells, *pair.scen_cells) if fleet.loader_limited(c)]
+
+
+def _loader_marked(figure: Value) -> Value:
+    """A handshake figure measured while its loader was late: the loader's as much as the broker's."""
+    return figure if figure.text is None else Value(f"{figure.text} (loader-limited)", fleet.TITLE)
+
+
 def _figures(pair: Pair, baseline: str) -> tuple[Value, ...]:
-    return (wire_bytes(pair, baseline), *delay(pair, baseline), handshake(pair, baseline),
-            *broker_cpu_row(pair, baseline))
+    size, median, effect = wire_bytes(pair, baseline), *delay(pair, baseline)
+    hs, (cpu_msg, cpu_hs) = handshake(pair, baseline), broker_cpu_row(pair, baseline)
+    if limited_cells(pair):
+        hs, cpu_msg, cpu_hs = _loader_marked(hs), _loader_marked(cpu_msg), _loader_marked(cpu_hs)
+    return size, median, effect, hs, cpu_msg, cpu_hs
 
 
 def _sentence(pair: Pair, baseline: str, figs: Sequence[CellText], study: StudyReference) -> Inline:
@@ -190,6 +203,11 @@ def _sentence(pair: Pair, baseline: str, figs: Sequence[CellText], study: StudyR
     if not pub.startswith("not"):
         tail = (f" The study published {pub} (its 'delay' is inter-arrival time: see ",
                 Link(STUDY_TITLE, STUDY_TITLE), ").")
+    late = limited_cells(pair)
+    if late:
+        tail = (*tail, f" The loader fell behind in {', '.join(late)} (loader-limited): the handshake times and the "
+                "broker's CPU here are the loader's as much as the broker's; see ", Link(fleet.TITLE, fleet.TITLE),
+                ".")
     return (f"{pair.label}, {pair.scenario} vs {baseline}: ", size, " per PUBLISH on the wire; median one-way "
             "delay ", median, " (95 % CI of the change in parentheses), effect size ", effect, "; TLS handshake ", hs,
             "; broker CPU ", cpu_msg, " per message, ", cpu_hs, " per handshake.", *tail)
@@ -224,8 +242,10 @@ def _fleet_blocks(cells: Sequence[Cell]) -> list[Block]:
         per_hs = fleet.fmt_scaled((broker.get("per_handshake") or {}).get("cpu_ms_per_event"), 2)
         cpu = f"broker CPU {per_msg} us per message, {per_hs} ms per handshake"
         p50, p99 = fleet.fmt_scaled(delays.get("median"), 2), fleet.fmt_scaled(delays.get("p99"), 2)
+        late = (f"{fleet.LOADER_LIMITED}; " if fleet.loader_limited(cell) else "")
         rows.append((cell.record.cell_id, Link(
-            f"{block.get('devices')} devices, {msgs.get('delivered')} of {msgs.get('sent')} delivered, one-way delay "
+            f"{late}{block.get('devices')} devices, {msgs.get('delivered')} of {msgs.get('sent')} delivered, "
+            "one-way delay "
             f"p50 {p50} / p99 {p99} ms; {cpu}; "
             f"{fleet.verdict_text(block)}", fleet.TITLE)))
     return [Table(("fleet cell", "result"), tuple(rows), "Fleet cells, one line each")] if rows else []

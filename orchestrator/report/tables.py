@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from orchestrator.analysis import grading, stats
+from orchestrator.analysis.fleetlag import limited_label
 from orchestrator.analysis.grading import IndexGrade, IndexTable, PassFailGrade, PassFailTable
 from orchestrator.report.loader import (
     Bundle,
@@ -131,7 +132,7 @@ _INTEGER_COLUMNS = {
 
 
 def summary_columns(tables: Sequence[Table]) -> list[str]:
-    return [*SUMMARY_HEAD, *(name for name, _ in SUMMARY_METRICS), *grade_columns(tables), "warnings"]
+    return [*SUMMARY_HEAD, *(name for name, _ in SUMMARY_METRICS), *grade_columns(tables), "limited", "warnings"]
 
 
 def _count(value: float | None) -> int | float | None:
@@ -159,6 +160,9 @@ def summary_row(cell: Cell, tables: Sequence[Table]) -> Row:
     grades = grade_cell(cell, tables)
     if grades is not None:
         row.update(grade_values(grades))
+    # a fleet's cell: "loader-limited" (analysis/fleetlag.py) and "broker-limited" (the broker's 90 %-of-a-core rule)
+    fleet = (cell.metrics or {}).get("fleet")
+    row["limited"] = limited_label(fleet.get("limited") if isinstance(fleet, dict) else None)
     warnings = (cell.metrics or {}).get("warnings") or []
     row["warnings"] = " | ".join(str(w) for w in warnings) if warnings else None
     return row

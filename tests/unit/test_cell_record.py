@@ -41,10 +41,11 @@ def test_a_cell_json_from_before_the_version_reads_with_every_key(tmp_path: Path
     record = read_cell_record(_write(tmp_path / "cell.json", BEFORE_THE_VERSION))
     assert record.schema_version == SCHEMA_VERSIONS["cell"] == 2
     assert record.model_dump(exclude={"schema_version", "order", "lab", "device", "broker", "events",
-                                      "images"}) == BEFORE_THE_VERSION
-    # version 2's, not recorded then (a cell's --events, the images a cell ran: optional keys of version 2)
+                                      "images", "limited"}) == BEFORE_THE_VERSION
+    # version 2's, not recorded then (a cell's --events, the images a cell ran, a fleet's loader-limited /
+    # broker-limited verdicts: optional keys of version 2)
     assert record.order is None and record.lab is None and record.device is None and record.broker is None
-    assert record.events is None and record.images is None
+    assert record.events is None and record.images is None and record.limited is None
 
 
 def test_what_the_writer_writes_the_reader_reads_and_only_what_was_set(tmp_path: Path) -> None:
