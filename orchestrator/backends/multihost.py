@@ -6,9 +6,9 @@ host that runs the virtual device (``publisher_kind: virtual``, the default; ``e
 record and never contacted), and the router hosts (impairment on their own interfaces). Every host's files
 go under ``<testbed_remote_dir>/lab`` there, which the teardown removes.
 
-Several publisher hosts (``publisher_kind: virtual``, each with an optional ``publisher_weight``, a positive integer,
-1 by default): a fleet (--devices N) is dealt over them by weight (orchestrator/model/shares.py), each host running
-its share; a single device runs on the first of them (``for_cell``).
+Several publisher hosts (``publisher_kind: virtual``, each with an optional ``publisher_weight``, a whole number
+1..100, 1 by default): a fleet (--devices N) is dealt over them by weight (orchestrator/model/shares.py), each host
+running its share; a single device runs on the first of them (``for_cell``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from orchestrator.backends.impairment.driver import PlaybookResult, run_playbook
 from orchestrator.backends.impairment.targets import LabInventory, load_inventory
 from orchestrator.errors import TestbedError
+from orchestrator.model.shares import MAX_SHARE_WEIGHT
 
 PLAYBOOK = "lab.yml"
 DEFAULT_REMOTE_DIR = "/opt/mqtt-tls-testbed"  # as playbooks/deploy.yml
@@ -111,10 +112,10 @@ def _weight(host: str, hv: Mapping[str, Any], problems: list[str]) -> int:
     value = hv.get("publisher_weight", 1)
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)  # an INI inventory's numbers are strings
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SHARE_WEIGHT:
         if not (isinstance(value, float) and not math.isfinite(value)):  # already said: not a finite number
-            problems.append(f"{host}: publisher_weight: must be a positive integer, its share of a fleet "
-                            f"(got {value!r})")
+            problems.append(f"{host}: publisher_weight: must be a whole number 1..{MAX_SHARE_WEIGHT}, its share "
+                            f"of a fleet (got {value!r})")
         return 1
     return value
 

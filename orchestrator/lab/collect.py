@@ -4,6 +4,10 @@ The broker host's archive gives capture/capture.pcapng, logs/subscriber.csv, log
 keylogs/; the publisher host's gives logs/publisher.csv, publisher_summary.json (publisher_connections.csv, or
 logs/fleet/ for a fleet) and keylogs/. Each host's process logs and exit codes go to logs/hosts/<host>/.
 
+Several publisher hosts (a fleet dealt over them): each host's logs are mapped with its own estimate and merged
+(lab/merge.py: a ``host`` column in the per-connection tables, logs/fleet_hosts.csv); logs/host_clock.json keeps
+every host's record under ``hosts``.
+
 Clocks: the publisher host stamps its logs with its own clock, the capture and the subscriber with the broker
 host's. The clock exchanges before and after the cell (orchestrator/clients/clock_probe.py against the time
 echo) give the offset and its bound (orchestrator/analysis/clock.py, the rule of the board's path): the send
@@ -37,6 +41,9 @@ VERSIONS = {"broker": ("mosquitto", "dumpcap", "subscriber_python", "python", "d
             "router": ("tc", "nft", "python")}
 
 
+CAPACITY = ("cores", "mem_available_kb", "nofile_hard", "nproc_hard", "ephemeral_ports")
+
+
 def host_facts(text: str) -> dict[str, str]:
     """``key=value`` lines (what lab_facts.sh.j2 prints) as a mapping; empty values and other lines left out."""
     out: dict[str, str] = {}
@@ -57,6 +64,7 @@ def host_record(host: LabHost, facts: dict[str, str], host_clock: dict[str, Any]
                            "note": "the capture and the subscriber stamp with this host's clock"}
     elif host.role == "publisher":
         record["clock"] = clock_summary(host_clock)
+        record["capacity"] = {k: facts[k] for k in CAPACITY if k in facts}  # orchestrator/clients/capacity.py
     return record
 
 

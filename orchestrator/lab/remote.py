@@ -27,6 +27,7 @@ from orchestrator.lab import credentials
 from orchestrator.lab.brokerconf import CONTAINER_PASSWORDS, CONTAINER_PKI, render_mosquitto_conf
 from orchestrator.lab.pki import Pki
 from orchestrator.lab.topology import subscriber_args
+from orchestrator.model import shares
 from orchestrator.model.layout import DATA, Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
@@ -35,7 +36,7 @@ from orchestrator.paths import repo_root
 PROBE_COUNT = 16  # clock exchanges before and after a cell (the board's DEFAULT_SYNC_COUNT is of this order)
 START_LEAD_S = 6.0  # a fleet over several hosts: its start this long after the broker host's last clock stamp
 COUNT_WAIT_S = 15.0  # after the publisher ended: the last messages (TCP retransmissions) reach the subscriber
-CLIENT_MODULES = ("labhost", "clock_probe", "time_echo", "subscriber", "payload")
+CLIENT_MODULES = ("labhost", "clock_probe", "time_echo", "subscriber", "payload", "capacity")
 COLLECT = {"broker": ["run/capture", "run/logs", "run/keylogs", "procs"],
            "publisher": ["run/logs", "run/keylogs", "procs", "clock"]}
 # in this order, NAME:SIGNAL:TIMEOUT: the capture first, with SIGINT (dumpcap writes the end of the pcapng)
@@ -210,6 +211,12 @@ def stage(lay: Layout, scenario: Scenario, spec: RunSpec, roles: LabRoles, pki: 
                                      role_made("publisher", scenario, pki)) for p in roles.publishers}}
 
 
+def share_sizes(spec: RunSpec, roles: LabRoles) -> dict[str, int]:
+    """Each publisher host's devices in this cell (orchestrator/model/shares.py; one device: the first host's)."""
+    sizes = shares.share_sizes(spec.devices, roles.weights) if spec.is_fleet else [1]
+    return {h.name: n for h, n in zip(roles.publishers, sizes, strict=False)}
+
+
 def cell_vars(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, roles: LabRoles,
               staged: dict[str, str], fetched: Path, *, device_argv: list[str]) -> dict[str, Any]:
     """playbooks/lab.yml's ``testbed_lab`` for one cell (``fetched``: where the hosts' archives come back;
@@ -238,5 +245,7 @@ def cell_vars(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, r
         "probe": {h: [python, "-m", "orchestrator.clients.clock_probe", "--host", roles.broker_address,
                       "--port", str(TIME_ECHO_PORT), "--count", str(PROBE_COUNT)]
                   for h, python in probe_python.items()},
+        "capacity": {h: [probe_python[h], "-m", "orchestrator.clients.capacity", "--host", h, "--devices", str(n)]
+                     for h, n in share_sizes(spec, roles).items()},
         "count_expected": 0, "count_timeout_s": COUNT_WAIT_S, "probe_post": False,
     }}

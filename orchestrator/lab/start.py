@@ -92,6 +92,7 @@ def start_record(plan: StartPlan, *, devices: int, connect_rate: float, weights:
                  addresses: dict[str, str]) -> dict[str, Any]:
     """logs/fleet_start.json: the plan, each host's first device and the address its packets leave from (what
     analysis/fleetstart.py finds its first SYN by)."""
-    firsts = shares.first_device(devices, weights)
+    dealt = shares.deal(devices, weights)
+    firsts = [dealt.index(k) if k in dealt else None for k in range(len(weights))]
     return {**plan.as_dict(), "connect_rate": connect_rate, "devices": devices, "weights": weights,
             "first_device": dict(zip(hosts, firsts, strict=True)), "addresses": addresses}

@@ -51,6 +51,7 @@ from orchestrator.signals import sigint_deferred
 
 FACTS_TASK = "Lab folder and description of the host"  # playbooks/tasks/lab_up.yml
 DOWN_TASK = "Stop every process of ours and remove the lab folder"  # playbooks/tasks/lab_down.yml
+CAPACITY_TASK = "This publisher host can carry its share (cores, memory, open files, threads, ports)"  # lab_up.yml
 FINISH_INTERRUPTED_S = 60  # the finish after Ctrl-C or an error: a stuck host cannot hold the user longer
 
 
@@ -156,7 +157,8 @@ def _up_and_publish(labvars: dict[str, Any], roles: LabRoles, inventory: LabInve
     source = Path(inventory.source)
     up = run_lab("up", labvars, source, check=False)
     returned = time.monotonic()
-    state["facts"] = {h: host_facts(out.get(FACTS_TASK, {}).get("stdout", "")) for h, out in up.outputs.items()}
+    state["facts"] = {h: host_facts("\n".join(out.get(t, {}).get("stdout", "") for t in (FACTS_TASK, CAPACITY_TASK)))
+                      for h, out in up.outputs.items()}
     problems = host_problems(up)
     if up.status != "successful" or up.rc != 0:
         raise TestbedError(f"lab up failed: {problems[0] if problems else up.status}",

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+MAX_SHARE_WEIGHT = 100  # the fleet's own limit on each weight (--share-weights)
+
 
 def check_weights(weights: Sequence[int]) -> None:
-    if not weights or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in weights):
-        raise ValueError(f"share weights must be positive integers, got {list(weights)}")
+    if not weights or any(isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= MAX_SHARE_WEIGHT
+                          for w in weights):
+        raise ValueError(f"share weights must be whole numbers 1..{MAX_SHARE_WEIGHT}, got {list(weights)}")
 
 
 def deal(devices: int, weights: Sequence[int]) -> list[int]:
@@ -43,12 +46,3 @@ def share_sizes(devices: int, weights: Sequence[int]) -> list[int]:
     """How many devices each share gets."""
     dealt = deal(devices, weights)
     return [dealt.count(k) for k in range(len(weights))]
-
-
-def first_device(devices: int, weights: Sequence[int]) -> list[int | None]:
-    """Each share's first device (the one whose slot opens the share), None for an empty share."""
-    firsts: list[int | None] = [None] * len(weights)
-    for i, k in enumerate(deal(devices, weights)):
-        if firsts[k] is None:
-            firsts[k] = i
-    return firsts

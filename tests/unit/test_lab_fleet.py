@@ -16,7 +16,7 @@ import pytest
 from orchestrator.analysis import clock, fleethosts, fleetstart
 from orchestrator.backends.impairment.targets import parse_inventory_listing
 from orchestrator.backends.multihost import LAB_GROUPS, roles_of
-from orchestrator.clients import clock_probe
+from orchestrator.clients import capacity, clock_probe
 from orchestrator.errors import TestbedError
 from orchestrator.lab import collect, remote, start
 from orchestrator.lab.topology import prepare_run_dir
@@ -48,9 +48,9 @@ def test_equal_weights_deal_i_mod_k_and_weights_interleave() -> None:
     assert shares.share_sizes(300, [1, 1, 1]) == [100, 100, 100]
     assert shares.share_sizes(300, [3, 1, 2]) == [150, 50, 100]
     assert [shares.share_of(i, [3, 1, 2]) for i in range(6)] == shares.deal(6, [3, 1, 2])
-    assert shares.first_device(2, [1, 1, 1]) == [0, 1, None]
-    with pytest.raises(ValueError):
-        shares.deal(3, [1, 0])
+    for bad in ([1, 0], [101], []):
+        with pytest.raises(ValueError):
+            shares.deal(3, bad)
 
 
 def test_an_inventory_may_list_several_virtual_publisher_hosts_with_weights() -> None:
@@ -64,11 +64,11 @@ def test_an_inventory_may_list_several_virtual_publisher_hosts_with_weights() ->
     assert roles.for_cell(fleet=True) is roles
 
 
-@pytest.mark.parametrize("bad", [0, -2, "many", 1.5, True])
+@pytest.mark.parametrize("bad", [0, -2, 101, "many", 1.5, True])
 def test_a_weight_that_is_not_a_positive_integer_is_refused_naming_the_host(bad: Any) -> None:
     with pytest.raises(TestbedError) as err:
         lab({"p3": bad})
-    assert f"p3: publisher_weight: must be a positive integer, its share of a fleet (got {bad!r})" in \
+    assert f"p3: publisher_weight: must be a whole number 1..100, its share of a fleet (got {bad!r})" in \
         (err.value.evidence or "").splitlines()
 
 
@@ -123,6 +123,9 @@ def test_one_start_on_the_broker_hosts_clock_is_mapped_into_each_hosts_clock() -
     record = start.start_record(plan, devices=4, connect_rate=100, weights=[1, 1], hosts=["p1", "p2"],
                                 addresses={"p1": "10.0.1.11", "p2": "10.0.1.12"})
     assert record["first_device"] == {"p1": 0, "p2": 1}
+    three = start.start_record(plan, devices=2, connect_rate=100, weights=[1, 1, 1], hosts=["p1", "p2", "p3"],
+                               addresses={})
+    assert three["first_device"] == {"p1": 0, "p2": 1, "p3": None}  # an empty share
     with pytest.raises(TestbedError, match="p2: no clock estimate before the cell"):
         start.plan_start({"p1": stamps["p1"], "p2": ""}, 0.0, 6.0)
 
@@ -222,3 +225,24 @@ def test_the_probe_records_the_hosts_time_discipline() -> None:
     kernel = got["adjtimex"]
     assert isinstance(kernel, dict) and kernel["available"] is True  # modes 0: read-only, no privilege needed
     assert {"state", "status", "offset_us", "freq_ppm", "pll", "unsynchronised"} <= set(kernel)
+
+
+def test_a_share_the_host_cannot_carry_is_refused_naming_the_host_the_limit_and_the_hint(tmp_path: Path) -> None:
+    assert capacity.needs(100) == {"nofile": 119, "nproc": 164, "ports": 100}
+    assert capacity.needs(2000)["nofile"] == 1000 + 19  # two worker processes of 1000 devices each
+    roomy = {"cores": 2, "mem_available_kb": 10**6, "nofile_hard": 1 << 20, "nproc_hard": 1 << 20, "uid": 1000,
+             "ephemeral_ports": 28232}
+    assert capacity.problems("p3", 100, roomy) == []
+    [nofile] = capacity.problems("p3", 100, {**roomy, "nofile_hard": 64})
+    assert nofile.startswith("p3: its share of 100 devices needs 119 open files per fleet process; RLIMIT_NOFILE "
+                             "(hard) is 64: raise it") and "publisher_weight" in nofile
+    assert capacity.problems("p3", 100, {**roomy, "nproc_hard": 50, "uid": 0}) == []  # root: not enforced
+    assert len(capacity.problems("p3", 100, {**roomy, "nproc_hard": 50, "ephemeral_ports": 10})) == 2
+    here = capacity.limits()
+    assert here["cores"] and here["ephemeral_ports"] and here["nofile_hard"] != 0
+    roles, sc, lay, pki, spec = _cell(tmp_path, devices=300, connect_rate=100)
+    v = remote.cell_vars(sc, lay, pki, spec, roles, {}, tmp_path,
+                         device_argv=publisher_args(sc, lay, pki, spec, host=roles.broker_address))["testbed_lab"]
+    assert {h: argv[-4:] for h, argv in v["capacity"].items()} == {  # weights 1,2,1
+        "p1": ["--host", "p1", "--devices", "75"], "p2": ["--host", "p2", "--devices", "150"],
+        "p3": ["--host", "p3", "--devices", "75"]}

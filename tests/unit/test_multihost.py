@@ -68,7 +68,7 @@ def test_every_problem_of_an_inventory_is_listed_with_its_host() -> None:
     assert "broker: exactly one host is needed, found 2 (b1, b2)" in lines
     assert any(ln.startswith("b1: testbed_broker_runtime: must be native") and "'podman'" in ln for ln in lines)
     assert any(ln.startswith("b1: broker_address: not an IP address ('broker.lan')") for ln in lines)
-    assert "esp: publisher_weight: must be a positive integer, its share of a fleet (got 0)" in lines
+    assert "esp: publisher_weight: must be a whole number 1..100, its share of a fleet (got 0)" in lines
     assert any(ln.startswith("b1: testbed_remote_dir: must be an absolute folder") for ln in lines)
 
 
