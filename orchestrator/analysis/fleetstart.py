@@ -2,15 +2,21 @@
 
 Per host (metrics.json ``fleet.hosts.<host>``): its clock against the broker host's (offset before and after, drift,
 bound, its time discipline: a slew is a warning) and whether that bound allows one-way delay for ITS messages
-(analysis/clock.py's rule on the host's uplink median; otherwise withheld for that host, with the reason). The
-start (``fleet.start``): each host's first SYN on the broker-side capture (from its address towards the broker)
-against the slot of its first device on the common timeline (logs/fleet_start.json: the start on the broker
-host's clock, each host's first device, the connect rate); the spread is the largest start offset less the
-smallest, reported beside the sum of the hosts' bounds and the tolerance START_TOLERANCE_US.
+(analysis/clock.py's rule on the host's uplink median; otherwise withheld for that host, with the reason).
+
+The start (``fleet.start``): each host's first SYN on the broker-side capture (from its address towards the broker)
+against when its first device was due to connect on the common timeline: the start on the broker host's clock
+(logs/fleet_start.json) plus the earliest first-send moment of the host's devices after its own start, on its own
+clock (a device connects at its slot i / connect_rate plus its seeded offset within the first interval: the seq-0
+``t_intended_us`` of its send log as the host wrote it, logs/hosts/<host>/fleet/, less the host's --start-at-us: a
+difference on one clock, whatever that clock's offset). The spread is the largest start offset less the smallest,
+reported beside the sum of the hosts' bounds and the tolerance START_TOLERANCE_US.
 """
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -37,6 +43,18 @@ def first_syns(packets: pd.DataFrame, port: int | None = None) -> dict[str, floa
     return {ip: float(t) * 1e6 for ip, t in firsts.items() if ip}
 
 
+def first_due(folder: Path) -> int | None:
+    """The earliest seq-0 ``t_intended_us`` of the send logs in ``folder`` (a host's own fleet logs)."""
+    found = []
+    for path in folder.glob("*.csv") if folder.is_dir() else []:
+        with path.open() as f:
+            for row in csv.DictReader(f):
+                if row.get("seq") == "0" and (row.get("t_intended_us") or "").lstrip("-").isdigit():
+                    found.append(int(row["t_intended_us"]))
+                break
+    return min(found) if found else None
+
+
 def host_clock_block(record: dict[str, Any], uplink_median_ms: float | None) -> dict[str, Any]:
     """A host's clock figures and its one-way delay verdict."""
     disc = record.get("discipline") or {}
@@ -55,15 +73,22 @@ def host_clock_block(record: dict[str, Any], uplink_median_ms: float | None) -> 
     return out
 
 
-def start_block(start: dict[str, Any], syns: dict[str, float], bounds: dict[str, float | None]) -> dict[str, Any]:
-    """Each host's start offset (its first SYN less its first device's slot) and the spread."""
+def start_block(start: dict[str, Any], syns: dict[str, float], bounds: dict[str, float | None],
+                due: dict[str, int | None] | None = None) -> dict[str, Any]:
+    """Each host's start offset (its first SYN less when its first device was due) and the spread; ``due``: host ->
+    its earliest first send on its own clock (first_due), else its first device's slot."""
     rate = float(start["connect_rate"])
     hosts: dict[str, Any] = {}
     for host, first in (start.get("first_device") or {}).items():
         address = (start.get("addresses") or {}).get(host)
         seen = syns.get(str(address)) if address else None
-        slot = start["broker_us"] + first * 1e6 / rate if first is not None else None
-        hosts[host] = {"address": address, "first_device": first, "slot_us": slot, "first_syn_us": seen,
+        own = (due or {}).get(host)
+        at = ((start.get("hosts") or {}).get(host) or {}).get("start_at_us")
+        if own is not None and at is not None:
+            slot: float | None = start["broker_us"] + (own - at)
+        else:
+            slot = start["broker_us"] + first * 1e6 / rate if first is not None else None
+        hosts[host] = {"address": address, "first_device": first, "due_us": slot, "first_syn_us": seen,
                        "start_offset_us": round(seen - slot, 1) if seen is not None and slot is not None else None}
     offsets = [h["start_offset_us"] for h in hosts.values() if h["start_offset_us"] is not None]
     known = [b for b in bounds.values() if b is not None]
@@ -71,8 +96,9 @@ def start_block(start: dict[str, Any], syns: dict[str, float], bounds: dict[str,
     spread = max(offsets) - min(offsets) if len(offsets) == len(hosts) and offsets else None
     out = {"broker_us": start["broker_us"], "hosts": hosts, "spread_us": spread, "hosts_bound_sum_us": bound_sum,
            "tolerance_us": START_TOLERANCE_US,
-           "definition": "start offset: a host's first SYN on the capture less its first device's slot on the "
-                         "broker host's clock; spread: the largest offset less the smallest"}
+           "definition": "start offset: a host's first SYN on the capture less when its first device was due "
+                         "(the start on the broker host's clock plus the host's earliest first send after its own "
+                         "start, on its own clock); spread: the largest offset less the smallest"}
     out["within"] = (spread <= bound_sum + START_TOLERANCE_US) if spread is not None and bound_sum is not None \
         else None
     return out
@@ -100,7 +126,7 @@ def warnings(block: dict[str, Any]) -> list[str]:
 
 
 def add_fleet_hosts(metrics: dict[str, Any], packets: pd.DataFrame, host_clock: dict[str, Any],
-                    start: dict[str, Any] | None) -> list[str]:
+                    start: dict[str, Any] | None, due: dict[str, int | None] | None = None) -> list[str]:
     """metrics.json ``fleet.hosts`` completed with each host's clock, ``fleet.start``; the warnings."""
     block = metrics.get("fleet")
     if not isinstance(block, dict) or not block.get("hosts"):
@@ -111,7 +137,7 @@ def add_fleet_hosts(metrics: dict[str, Any], packets: pd.DataFrame, host_clock: 
                                             figures.get("uplink_median_ms"))
     if start:
         bounds = {h: (block["hosts"].get(h, {}).get("clock") or {}).get("bound_us") for h in start["first_device"]}
-        block["start"] = start_block(start, first_syns(packets), bounds)
+        block["start"] = start_block(start, first_syns(packets), bounds, due)
         for host, figures in block["start"]["hosts"].items():
             block["hosts"].setdefault(host, {})["start_offset_us"] = figures["start_offset_us"]
     found = warnings(block)

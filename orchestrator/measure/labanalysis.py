@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.analysis import metrics as run_metrics
-from orchestrator.analysis.fleetstart import add_fleet_hosts
+from orchestrator.analysis.fleetstart import add_fleet_hosts, first_due
 from orchestrator.measure.analyse import with_delay_verdict
 from orchestrator.model.layout import Layout
 from orchestrator.results.atomic import read_json
@@ -76,7 +76,9 @@ def add_lab_metrics(metrics: dict[str, Any], packets: pd.DataFrame, lay: Layout)
     (delay figures withdrawn when the clocks do not allow them) and the losses before the capture."""
     host_clock = read_json(lay.host_clock) or {"available": False, "reason": "no clock record came back"}
     metrics["clock"] = with_host_clock(metrics, host_clock)
-    add_fleet_hosts(metrics, packets, host_clock, read_json(lay.fleet_start))  # several publisher hosts
+    start = read_json(lay.fleet_start)  # a fleet over several publisher hosts
+    due = {h: first_due(lay.host_logs(h) / "fleet") for h in (start or {}).get("hosts", {})}
+    add_fleet_hosts(metrics, packets, host_clock, start, due)
     # the table as packets.csv holds it (the columns' types as a reader of that file sees them)
     as_written = pd.read_csv(io.StringIO(packets.to_csv(index=False)))
     metrics.setdefault("loss", {}).update(losses_before_capture(as_written))

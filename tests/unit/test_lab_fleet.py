@@ -217,6 +217,19 @@ def test_each_hosts_clock_and_start_offset_come_from_the_capture() -> None:
     late = fleetstart.start_block(plan, {"10.0.1.11": t0 + 400, "10.0.1.12": t0 + 40_000}, {"p1": 80, "p2": 120})
     assert late["within"] is False
     assert "latest to start: p2" in fleetstart.warnings({"start": late})[0]
+    # a device connects at its slot plus its seeded offset: the host's first send after its own start, its clock
+    plan["hosts"] = {"p1": {"start_at_us": 5_000_000}, "p2": {"start_at_us": 7_000_000}}
+    due = fleetstart.start_block(plan, {"10.0.1.11": t0 + 250_400, "10.0.1.12": t0 + 10_900},
+                                 {"p1": 80, "p2": 120}, {"p1": 5_250_000, "p2": None})
+    assert due["hosts"]["p1"]["due_us"] == t0 + 250_000 and due["hosts"]["p1"]["start_offset_us"] == 400
+    assert due["hosts"]["p2"]["start_offset_us"] == 900  # no logs of its own: its first device's slot
+
+
+def test_a_hosts_first_send_is_read_from_its_own_logs(tmp_path: Path) -> None:
+    (tmp_path / "f0000.csv").write_text("seq,t_send_us,bytes,t_intended_us\n0,1500,65,1400\n1,2500,65,2400\n")
+    (tmp_path / "f0003.csv").write_text("seq,t_send_us,bytes,t_intended_us\n0,1300,65,1200\n")
+    (tmp_path / "f0006.csv").write_text("seq,t_send_us,bytes,t_intended_us\n")
+    assert fleetstart.first_due(tmp_path) == 1200 and fleetstart.first_due(tmp_path / "none") is None
 
 
 def test_the_probe_records_the_hosts_time_discipline() -> None:
