@@ -83,17 +83,18 @@ def subscriber_command(scenario: Scenario, lay: Layout, spec: RunSpec, roles: La
 def publisher_command(device_argv: list[str], spec: RunSpec, roles: LabRoles) -> list[str]:
     """vdevice (or the fleet) on the first publisher host: ``device_argv`` (publishers/virtual.py publisher_args
     with ``host`` = the broker host's address) with the host's program (``testbed_<argv[0]>``) and paths."""
-    return publisher_commands(device_argv, spec, roles)[roles.publisher.name]
+    return publisher_commands(device_argv, roles)[roles.publisher.name]
 
 
-def publisher_commands(device_argv: list[str], spec: RunSpec, roles: LabRoles) -> dict[str, list[str]]:
-    """Each publisher host's command line: its program and paths; with several hosts (a fleet) each runs its
-    share, ``--share-weights W0,W1,.. --share-index k`` (orchestrator/model/shares.py deals the same devices)."""
+def publisher_commands(device_argv: list[str], roles: LabRoles, dealt: bool = False) -> dict[str, list[str]]:
+    """Each publisher host's command line: its program and paths; ``dealt`` (a fleet) over several hosts, each
+    runs its share, ``--share-weights W0,W1,.. --share-index k`` (orchestrator/model/shares.py deals the same
+    devices)."""
     out = {}
     for k, host in enumerate(roles.publishers):
         program = host_var(roles, host, f"testbed_{device_argv[0]}")
         argv = on_host([program, *device_argv[1:]], f"{host.lab_dir}/run")
-        if spec.is_fleet and len(roles.publishers) > 1:
+        if dealt and len(roles.publishers) > 1:
             argv += ["--share-weights", ",".join(str(w) for w in roles.weights), "--share-index", str(k)]
         out[host.name] = argv
     return out
@@ -211,16 +212,18 @@ def stage(lay: Layout, scenario: Scenario, spec: RunSpec, roles: LabRoles, pki: 
                                      role_made("publisher", scenario, pki)) for p in roles.publishers}}
 
 
-def share_sizes(spec: RunSpec, roles: LabRoles) -> dict[str, int]:
+def share_sizes(spec: RunSpec, roles: LabRoles, dealt: bool) -> dict[str, int]:
     """Each publisher host's devices in this cell (orchestrator/model/shares.py; one device: the first host's)."""
-    sizes = shares.share_sizes(spec.devices, roles.weights) if spec.is_fleet else [1]
+    sizes = shares.share_sizes(spec.devices, roles.weights) if dealt else [1]
     return {h.name: n for h, n in zip(roles.publishers, sizes, strict=False)}
 
 
 def cell_vars(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, roles: LabRoles,
-              staged: dict[str, str], fetched: Path, *, device_argv: list[str]) -> dict[str, Any]:
+              staged: dict[str, str], fetched: Path, *, device_argv: list[str],
+              dealt: bool = False) -> dict[str, Any]:
     """playbooks/lab.yml's ``testbed_lab`` for one cell (``fetched``: where the hosts' archives come back;
-    ``device_argv``: publishers/virtual.py publisher_args for the broker host's address)."""
+    ``device_argv``: publishers/virtual.py publisher_args for the broker host's address; ``dealt``: the variant's
+    devices are dealt over the publisher hosts, a fleet)."""
     b, p = roles.broker, roles.publisher
     hv = roles.hostvars.get(b.name, {})
     probe_python = {h.name: host_var(roles, h, "testbed_python") for h in roles.publishers}
@@ -240,12 +243,12 @@ def cell_vars(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, r
                       "--port", str(TIME_ECHO_PORT)],
         "time_echo_port": TIME_ECHO_PORT,
         "compose_env": compose_vars(scenario, lay, spec, roles),
-        "publisher_argv": publisher_commands(device_argv, spec, roles),
+        "publisher_argv": publisher_commands(device_argv, roles, dealt),
         "publish_timeout_s": round(spec.timeout_s() + (START_LEAD_S if len(roles.publishers) > 1 else 0)),
         "probe": {h: [python, "-m", "orchestrator.clients.clock_probe", "--host", roles.broker_address,
                       "--port", str(TIME_ECHO_PORT), "--count", str(PROBE_COUNT)]
                   for h, python in probe_python.items()},
         "capacity": {h: [probe_python[h], "-m", "orchestrator.clients.capacity", "--host", h, "--devices", str(n)]
-                     for h, n in share_sizes(spec, roles).items()},
+                     for h, n in share_sizes(spec, roles, dealt).items()},
         "count_expected": 0, "count_timeout_s": COUNT_WAIT_S, "probe_post": False,
     }}

@@ -108,7 +108,7 @@ def measure_lab(scenario: Scenario, spec: RunSpec, variant: Variant, impairment:
                 progress: Callable[[int, int], None], status: Callable[[str], None], source: Path) -> Observed:
     """The cell across hosts; the teardown on every host runs before this returns, also when it raises."""
     roles, inventory = load_lab(source)
-    roles = roles.for_cell(spec.is_fleet)  # one device: the first publisher host only
+    roles = roles.for_cell(variant.dealt_over_hosts)  # one device: the first publisher host only
     lay, pki = prepare_run_dir(record.lay.root, scenario)
     _fresh_records(lay, source, scenario, roles)
     seen = Observed()
@@ -116,7 +116,8 @@ def measure_lab(scenario: Scenario, spec: RunSpec, variant: Variant, impairment:
         folder = Path(tmp)
         staged = stage(lay, scenario, spec, roles, pki, variant.device_folders(lay))
         labvars = cell_vars(scenario, lay, pki, spec, roles, staged, folder,
-                            device_argv=publisher_args(scenario, lay, pki, spec, host=roles.broker_address))
+                            device_argv=publisher_args(scenario, lay, pki, spec, host=roles.broker_address),
+                            dealt=variant.dealt_over_hosts)
         status(f"{record.cell_id}: up on {roles.broker.name} ({roles.runtime}) and "
                f"{', '.join(h.name for h in roles.publishers)}")
         state: dict[str, Any] = {"interrupted": True}  # until _up_and_publish returns
@@ -165,7 +166,7 @@ def _up_and_publish(labvars: dict[str, Any], roles: LabRoles, inventory: LabInve
                            evidence="\n".join(problems[:10]) or None,
                            hint="run playbooks/lab.yml by hand with -vvv (docs/multi-host.md)")
     state["up"] = True
-    if spec.is_fleet and len(roles.publishers) > 1:  # one start on every host's clock (lab/start.py)
+    if variant.dealt_over_hosts and len(roles.publishers) > 1:  # one start on every host's clock (lab/start.py)
         plan = apply_start(up.outputs, labvars, time.monotonic() - returned, START_LEAD_S)
         write_json_atomic(record.lay.fleet_start, start_record(
             plan, devices=spec.devices, connect_rate=spec.connect_rate, weights=roles.weights,

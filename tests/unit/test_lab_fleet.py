@@ -85,7 +85,7 @@ def test_each_publisher_host_runs_its_share_with_its_own_paths(tmp_path: Path) -
     argv = publisher_args(sc, lay, pki, spec, host=roles.broker_address)
     staged = remote.stage(lay, sc, spec, roles, pki, [lay.fleet_dir])
     assert sorted(staged) == ["b1", "p1", "p2", "p3"]
-    v = remote.cell_vars(sc, lay, pki, spec, roles, staged, tmp_path, device_argv=argv)["testbed_lab"]
+    v = remote.cell_vars(sc, lay, pki, spec, roles, staged, tmp_path, device_argv=argv, dealt=True)["testbed_lab"]
     assert v["publishers"] == ["p1", "p2", "p3"] and set(v["fetch"]) == {"b1", "p1", "p2", "p3"}
     for k, host in enumerate(["p1", "p2", "p3"]):
         mine = v["publisher_argv"][host]
@@ -93,7 +93,7 @@ def test_each_publisher_host_runs_its_share_with_its_own_paths(tmp_path: Path) -
         assert mine[mine.index("--out-dir") + 1] == f"{roles.publishers[k].lab_dir}/run/logs/fleet"
         assert v["probe"][host][-6:] == ["--host", "10.0.2.10", "--port", "9123", "--count", str(remote.PROBE_COUNT)]
     single = RunSpec(scenario="tls", samples=20, interval_ms=1000, inventory="lab.yml")
-    one = roles.for_cell(single.is_fleet)
+    one = roles.for_cell(False)
     v1 = remote.cell_vars(sc, lay, pki, single, one, remote.stage(lay, sc, single, one, pki), tmp_path,
                           device_argv=publisher_args(sc, lay, pki, single, host=roles.broker_address))["testbed_lab"]
     assert list(v1["publisher_argv"]) == ["p1"] and "--share-index" not in v1["publisher_argv"]["p1"]
@@ -255,7 +255,8 @@ def test_a_share_the_host_cannot_carry_is_refused_naming_the_host_the_limit_and_
     assert here["cores"] and here["ephemeral_ports"] and here["nofile_hard"] != 0
     roles, sc, lay, pki, spec = _cell(tmp_path, devices=300, connect_rate=100)
     v = remote.cell_vars(sc, lay, pki, spec, roles, {}, tmp_path,
-                         device_argv=publisher_args(sc, lay, pki, spec, host=roles.broker_address))["testbed_lab"]
+                         device_argv=publisher_args(sc, lay, pki, spec, host=roles.broker_address),
+                         dealt=True)["testbed_lab"]
     assert {h: argv[-4:] for h, argv in v["capacity"].items()} == {  # weights 1,2,1
         "p1": ["--host", "p1", "--devices", "75"], "p2": ["--host", "p2", "--devices", "150"],
         "p3": ["--host", "p3", "--devices", "75"]}
