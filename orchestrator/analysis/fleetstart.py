@@ -104,7 +104,7 @@ def start_block(start: dict[str, Any], syns: dict[str, float], bounds: dict[str,
     return out
 
 
-def warnings(block: dict[str, Any]) -> list[str]:
+def start_warnings(block: dict[str, Any]) -> list[str]:
     out = []
     for host, figures in (block.get("hosts") or {}).items():
         clock = figures.get("clock") or {}
@@ -140,6 +140,6 @@ def add_fleet_hosts(metrics: dict[str, Any], packets: pd.DataFrame, host_clock: 
         block["start"] = start_block(start, first_syns(packets), bounds, due)
         for host, figures in block["start"]["hosts"].items():
             block["hosts"].setdefault(host, {})["start_offset_us"] = figures["start_offset_us"]
-    found = warnings(block)
+    found = start_warnings(block)
     metrics.setdefault("warnings", []).extend(found)
     return found

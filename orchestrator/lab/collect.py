@@ -167,7 +167,7 @@ def collect_broker(archive: Path, lay: Layout, host: str) -> bool:
     return True
 
 
-def discipline(folder: Path) -> dict[str, Any]:
+def time_discipline(folder: Path) -> dict[str, Any]:
     """The host's time discipline before and after the cell (clock_probe.py --discipline) and whether its kernel
     clock was slewed meanwhile: an offset being slewed away, or a frequency correction that changed, breaks the
     linear drift the bound assumes (a warning, measure/labanalysis.py)."""
@@ -197,7 +197,7 @@ def collect_publisher(archive: Path, lay: Layout, roles: LabRoles, host: LabHost
         got = Path(tmp)
         folder = _host_files(got, lay, host.name)
         est, record = host_clock_estimate(folder, host.name, roles.broker.name)
-        record["discipline"] = discipline(folder)
+        record["discipline"] = time_discipline(folder)
         for key in sorted((got / "run" / "keylogs").glob("*.keys")):
             name = f"{key.stem}.{host.name}.keys" if several else key.name
             with key.open("rb") as fin, open_with_mode(lay.keylogs / name) as fout:

@@ -29,7 +29,7 @@ SUMMED = ("devices", "connected", "failed", "messages", "messages_expected", "cp
           "processes", "log_rows")
 
 
-def with_host(text: str, host: str) -> list[list[str]]:
+def host_rows(text: str, host: str) -> list[list[str]]:
     """A CSV table's rows with the ``host`` column appended (the header first)."""
     rows = [r for r in csv.reader(io.StringIO(text)) if r]
     if not rows:
@@ -43,7 +43,7 @@ def merge_tables(parts: list[tuple[str, str]]) -> str:
     writer = csv.writer(out, lineterminator="\n")
     header: list[str] | None = None
     for host, text in parts:
-        rows = with_host(text, host)
+        rows = host_rows(text, host)
         if not rows:
             continue
         if header is None:

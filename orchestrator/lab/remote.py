@@ -212,7 +212,7 @@ def stage(lay: Layout, scenario: Scenario, spec: RunSpec, roles: LabRoles, pki: 
                                      role_made("publisher", scenario, pki)) for p in roles.publishers}}
 
 
-def share_sizes(spec: RunSpec, roles: LabRoles, dealt: bool) -> dict[str, int]:
+def host_devices(spec: RunSpec, roles: LabRoles, dealt: bool) -> dict[str, int]:
     """Each publisher host's devices in this cell (orchestrator/model/shares.py; one device: the first host's)."""
     sizes = shares.share_sizes(spec.devices, roles.weights) if dealt else [1]
     return {h.name: n for h, n in zip(roles.publishers, sizes, strict=False)}
@@ -249,6 +249,6 @@ def cell_vars(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, r
                       "--port", str(TIME_ECHO_PORT), "--count", str(PROBE_COUNT)]
                   for h, python in probe_python.items()},
         "capacity": {h: [probe_python[h], "-m", "orchestrator.clients.capacity", "--host", h, "--devices", str(n)]
-                     for h, n in share_sizes(spec, roles, dealt).items()},
+                     for h, n in host_devices(spec, roles, dealt).items()},
         "count_expected": 0, "count_timeout_s": COUNT_WAIT_S, "probe_post": False,
     }}

@@ -216,7 +216,7 @@ def test_each_hosts_clock_and_start_offset_come_from_the_capture() -> None:
     assert any(w.startswith("p1: its clock was slewed during the cell") for w in found)
     late = fleetstart.start_block(plan, {"10.0.1.11": t0 + 400, "10.0.1.12": t0 + 40_000}, {"p1": 80, "p2": 120})
     assert late["within"] is False
-    assert "latest to start: p2" in fleetstart.warnings({"start": late})[0]
+    assert "latest to start: p2" in fleetstart.start_warnings({"start": late})[0]
     # a device connects at its slot plus its seeded offset: the host's first send after its own start, its clock
     plan["hosts"] = {"p1": {"start_at_us": 5_000_000}, "p2": {"start_at_us": 7_000_000}}
     due = fleetstart.start_block(plan, {"10.0.1.11": t0 + 250_400, "10.0.1.12": t0 + 10_900},
