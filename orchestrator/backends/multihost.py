@@ -194,15 +194,17 @@ def host_problems(result: PlaybookResult) -> list[str]:
 
 
 def run_lab(action: str, extravars: Mapping[str, Any], inventory: Path, *, cancellable: bool = True,
-            check: bool = True, timeout_s: float | None = None, each_on_its_own: bool = False) -> PlaybookResult:
+            check: bool = True, timeout_s: float | None = None, each_on_its_own: bool = False,
+            stop_on_unreachable: bool = False) -> PlaybookResult:
     """playbooks/lab.yml with ``testbed_action`` = ``action``; ``check``: a TestbedError naming the host(s)
     when it did not succeed everywhere; ``timeout_s``: a bound on the whole action (each remote step has its own:
     backends/remote_bounds.py); ``each_on_its_own``: every host goes through the tasks at its own pace (Ansible's
     free strategy: a host that stopped answering does not hold the others at each task), for an action whose hosts
-    do not wait for one another."""
+    do not wait for one another; ``stop_on_unreachable``: the action is cancelled as soon as a host is lost."""
     result = run_playbook(PLAYBOOK, {**extravars, "testbed_action": action}, inventory=inventory,
                           cancellable=cancellable, timeout_s=timeout_s,
-                          env={"ANSIBLE_STRATEGY": "free"} if each_on_its_own else None)
+                          env={"ANSIBLE_STRATEGY": "free"} if each_on_its_own else None,
+                          stop_on_unreachable=stop_on_unreachable)
     if check and (result.status != "successful" or result.rc != 0):
         raise TestbedError(f"lab {action} failed: {'; '.join(host_problems(result)[:1]) or result.status}",
                            evidence="\n".join(host_problems(result)[:10]) or None,

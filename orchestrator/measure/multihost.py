@@ -178,7 +178,9 @@ def _up_and_publish(labvars: dict[str, Any], roles: LabRoles, inventory: LabInve
         record.lap("impair")
         status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B{variant.what(spec, rate=False)} on "
                f"{', '.join(h.name for h in roles.publishers)}")
-        state["published"] = run_lab("publish", labvars, source, check=False)
+        # a publisher host lost: the others' shares are not left to run to their end (the finish stops them)
+        state["published"] = run_lab("publish", labvars, source, check=False,
+                                     stop_on_unreachable=len(roles.publishers) > 1)
         record.lap("publish")
 
 
