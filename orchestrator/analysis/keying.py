@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from orchestrator.analysis import fleet, fleetbroker, fleetlag, metrics
+from orchestrator.analysis import fleet, fleetbroker, fleethosts, fleetlag, metrics
 from orchestrator.analysis.logs import LogTable, read_fleet_logs, read_publisher_log
 from orchestrator.analysis.messages import FLEET_KEY, SEQ_KEY
 from orchestrator.errors import TestbedError
@@ -155,8 +155,12 @@ class DeviceFleet:
                    summary: dict[str, Any]) -> dict[str, Any]:
         """devices.csv and metrics.json ``fleet`` (analysis/fleet.py; the broker's cost: analysis/fleetbroker.py).
         Returns the loader's own summary (logs/fleet/summary.json) for the resources block."""
-        connections = fleet.read_connections(lay.fleet_dir / fleet.CONNECTIONS)
+        hosts = fleethosts.read_hosts(lay.fleet_hosts)  # a fleet over several lab hosts: each device's host
+        connections = fleethosts.with_hosts(fleet.read_connections(lay.fleet_dir / fleet.CONNECTIONS), hosts)
         loader = read_json(lay.fleet_dir / fleet.SUMMARY)
+        if hosts:  # the per-message table (per_message.csv) and the send log carry the ``host`` column
+            analysis.per_message = fleethosts.with_hosts(analysis.per_message, hosts)
+            analysis.send_log = fleethosts.with_hosts(analysis.send_log, hosts)
         pm = analysis.per_message
         block = fleet.fleet_block(pm, analysis.send_log, connections, loader, devices=self.devices,
                                   samples=samples,
@@ -174,7 +178,11 @@ class DeviceFleet:
                         "broker_us_per_message": round(per_msg * 1000, 3) if per_msg is not None else None,
                         "host_cpus": res.get("host_cpus")}
         block["limited"] = fleetlag.limited(block)
-        write_text_atomic(lay.devices, fleet.device_table(pm, analysis.send_log, connections).to_csv(index=False))
+        table = fleet.device_table(pm, analysis.send_log, connections)
+        if hosts:
+            block["hosts"] = fleethosts.hosts_block(pm, analysis.send_log, hosts, samples)
+            table = fleethosts.with_hosts(table, hosts)
+        write_text_atomic(lay.devices, table.to_csv(index=False))
         analysis.metrics["fleet"] = block
         events = analysis.metrics.get("events")
         if isinstance(events, dict):  # its recovery figures came from a loader that may have fallen behind

@@ -6,12 +6,20 @@ CLOCK_REALTIME (the clock vdevice stamps its send log with), t2 and t3 on the ec
 (offset, drift and their bound) is made by the orchestrator from these lines (orchestrator/analysis/clock.py).
 Standard library only; playbooks/lab.yml runs it on each publisher host before and after a cell.
 
+``--discipline FILE``: the host's time discipline as JSON besides: the kernel's ``adjtimex`` state read without
+changing it (status bits, the offset it is still slewing away, its frequency correction) and which of chronyd,
+ntpd and systemd-timesyncd run. A slew between the two exchanges breaks the linear drift the bound assumes.
+
     python3 -m orchestrator.clients.clock_probe --host 10.0.0.10 --port 9123 --count 16 --out pre.csv
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
+import json
+import os
 import socket
 import sys
 import time
@@ -20,6 +28,53 @@ from pathlib import Path
 from orchestrator.clients import time_echo as wire
 
 HEADER = "t1_us,t2_us,t3_us,t4_us\n"
+DAEMONS = ("chronyd", "ntpd", "systemd-timesyn", "openntpd", "ntpd-rs")  # /proc/<pid>/comm (15 characters)
+STA_PLL, STA_UNSYNC, STA_NANO = 0x0001, 0x0040, 0x2000
+
+
+class Timex(ctypes.Structure):
+    """struct timex (linux/timex.h)."""
+
+    _fields_ = [("modes", ctypes.c_uint), ("offset", ctypes.c_long), ("freq", ctypes.c_long),
+                ("maxerror", ctypes.c_long), ("esterror", ctypes.c_long), ("status", ctypes.c_int),
+                ("constant", ctypes.c_long), ("precision", ctypes.c_long), ("tolerance", ctypes.c_long),
+                ("time_sec", ctypes.c_long), ("time_usec", ctypes.c_long), ("tick", ctypes.c_long),
+                ("ppsfreq", ctypes.c_long), ("jitter", ctypes.c_long), ("shift", ctypes.c_int),
+                ("stabil", ctypes.c_long), ("jitcnt", ctypes.c_long), ("calcnt", ctypes.c_long),
+                ("errcnt", ctypes.c_long), ("stbcnt", ctypes.c_long), ("tai", ctypes.c_int),
+                ("_reserved", ctypes.c_int * 11)]
+
+
+def adjtimex() -> dict[str, object]:
+    """The kernel clock's discipline, read only (modes 0 needs no privilege)."""
+    tx = Timex()
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        state = libc.adjtimex(ctypes.byref(tx))
+    except (OSError, AttributeError) as exc:
+        return {"available": False, "reason": str(exc)}
+    if state < 0:
+        return {"available": False, "reason": os.strerror(ctypes.get_errno())}
+    offset_us = tx.offset / 1000 if tx.status & STA_NANO else float(tx.offset)
+    return {"available": True, "state": state, "status": tx.status, "pll": bool(tx.status & STA_PLL),
+            "unsynchronised": bool(tx.status & STA_UNSYNC), "offset_us": offset_us,
+            "freq_ppm": tx.freq / 65536, "maxerror_us": tx.maxerror, "esterror_us": tx.esterror}
+
+
+def daemons() -> list[str]:
+    found = set()
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            name = comm.read_text().strip()
+        except OSError:
+            continue
+        if name in DAEMONS:
+            found.add(name)
+    return sorted(found)
+
+
+def discipline() -> dict[str, object]:
+    return {"adjtimex": adjtimex(), "daemons": daemons()}
 
 
 def request(seq: int, t1_us: int) -> bytes:
@@ -75,7 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--count", type=int, default=16)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--discipline", type=Path, help="the host's time discipline as JSON (adjtimex, daemons)")
     args = p.parse_args(argv)
+    if args.discipline is not None:
+        args.discipline.parent.mkdir(parents=True, exist_ok=True)
+        args.discipline.write_text(json.dumps(discipline()) + "\n")
     try:
         samples = probe(args.host, args.port, args.count)
     except OSError as exc:

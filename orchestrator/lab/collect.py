@@ -4,6 +4,10 @@ The broker host's archive gives capture/capture.pcapng, logs/subscriber.csv, log
 keylogs/; the publisher host's gives logs/publisher.csv, publisher_summary.json (publisher_connections.csv, or
 logs/fleet/ for a fleet) and keylogs/. Each host's process logs and exit codes go to logs/hosts/<host>/.
 
+Several publisher hosts (a fleet dealt over them): each host's logs are mapped with its own estimate and merged
+(lab/merge.py: a ``host`` column in the per-connection tables, logs/fleet_hosts.csv); logs/host_clock.json keeps
+every host's record under ``hosts``.
+
 Clocks: the publisher host stamps its logs with its own clock, the capture and the subscriber with the broker
 host's. The clock exchanges before and after the cell (orchestrator/clients/clock_probe.py against the time
 echo) give the offset and its bound (orchestrator/analysis/clock.py, the rule of the board's path): the send
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 import shutil
 import tarfile
@@ -25,6 +30,7 @@ from typing import Any
 from orchestrator.analysis import clock
 from orchestrator.backends.multihost import LabHost, LabRoles
 from orchestrator.errors import TestbedError
+from orchestrator.lab import merge
 from orchestrator.model.layout import Layout
 from orchestrator.results.atomic import open_with_mode, write_json_atomic
 
@@ -33,6 +39,9 @@ TIME_COLUMN = re.compile(r"^t_\w*_us$")
 VERSIONS = {"broker": ("mosquitto", "dumpcap", "subscriber_python", "python", "docker"),
             "publisher": ("vdevice", "fleet", "mbedtls", "python"),
             "router": ("tc", "nft", "python")}
+
+
+CAPACITY = ("cores", "mem_available_kb", "nofile_hard", "nproc_hard", "ephemeral_ports")
 
 
 def host_facts(text: str) -> dict[str, str]:
@@ -55,6 +64,7 @@ def host_record(host: LabHost, facts: dict[str, str], host_clock: dict[str, Any]
                            "note": "the capture and the subscriber stamp with this host's clock"}
     elif host.role == "publisher":
         record["clock"] = clock_summary(host_clock)
+        record["capacity"] = {k: facts[k] for k in CAPACITY if k in facts}  # orchestrator/clients/capacity.py
     return record
 
 
@@ -140,8 +150,9 @@ def _host_files(got: Path, lay: Layout, host: str) -> Path:
     for p in sorted((got / "procs").glob("*")):
         if p.suffix in (".log", ".rc", ".argv"):
             shutil.copyfile(p, folder / p.name)
-    for p in sorted((got / "clock").glob("*.csv")):
-        shutil.copyfile(p, folder / f"clock_{p.name}")
+    for p in sorted((got / "clock").glob("*")):
+        if p.suffix in (".csv", ".json"):
+            shutil.copyfile(p, folder / f"clock_{p.name}")
     return folder
 
 
@@ -156,25 +167,74 @@ def collect_broker(archive: Path, lay: Layout, host: str) -> bool:
     return True
 
 
-def collect_publisher(archive: Path, lay: Layout, roles: LabRoles) -> dict[str, Any] | None:
-    """The publisher's logs into logs/ (their times on the broker host's clock when there is an estimate) and,
-    as recorded, into logs/hosts/<publisher>/; keylogs/; logs/host_clock.json. The clock record (None: no archive)."""
-    host = roles.publisher.name
+def time_discipline(folder: Path) -> dict[str, Any]:
+    """The host's time discipline before and after the cell (clock_probe.py --discipline) and whether its kernel
+    clock was slewed meanwhile: an offset being slewed away, or a frequency correction that changed, breaks the
+    linear drift the bound assumes (a warning, measure/labanalysis.py)."""
+    phases = {}
+    for phase in ("pre", "post"):
+        try:
+            phases[phase] = json.loads((folder / f"clock_{phase}_discipline.json").read_text())
+        except (OSError, ValueError):
+            continue
+    kernel = [p.get("adjtimex") or {} for p in phases.values()]
+    kernel = [k for k in kernel if k.get("available")]
+    slewing = any(k.get("offset_us") for k in kernel) or len({k.get("freq_ppm") for k in kernel}) > 1
+    daemons = sorted({d for p in phases.values() for d in p.get("daemons") or []})
+    return {**phases, "daemons": daemons, "slewing": bool(slewing),
+            "recorded": bool(kernel)}
+
+
+def collect_publisher(archive: Path, lay: Layout, roles: LabRoles, host: LabHost,
+                      mapped: Path) -> dict[str, Any] | None:
+    """A publisher host's logs, their times on the broker host's clock when there is an estimate, into ``mapped``
+    (lab/merge.py merges every host's into logs/) and, as recorded, into logs/hosts/<host>/; keylogs/ (named after
+    the host when there are several). The host's clock record (None: no archive)."""
+    several = len(roles.publishers) > 1
     with tempfile.TemporaryDirectory(prefix="testbed-collect-") as tmp:
         if not unpack(archive, Path(tmp)):
             return None
         got = Path(tmp)
-        folder = _host_files(got, lay, host)
-        est, record = host_clock_estimate(folder, host, roles.broker.name)
-        _copy_tree(got / "run" / "keylogs", lay.keylogs)
+        folder = _host_files(got, lay, host.name)
+        est, record = host_clock_estimate(folder, host.name, roles.broker.name)
+        record["discipline"] = time_discipline(folder)
+        for key in sorted((got / "run" / "keylogs").glob("*.keys")):
+            name = f"{key.stem}.{host.name}.keys" if several else key.name
+            with key.open("rb") as fin, open_with_mode(lay.keylogs / name) as fout:
+                shutil.copyfileobj(fin, fout)
         logs = got / "run" / "logs"
         _copy_tree(logs, folder)  # as the publisher host wrote them, on its own clock
         for src in sorted(p for p in logs.rglob("*") if p.is_file()):
-            dest = lay.logs / src.relative_to(logs)
+            dest = mapped / src.relative_to(logs)
             dest.parent.mkdir(parents=True, exist_ok=True)
             if est is not None and src.suffix == ".csv":
                 dest.write_text(map_times(src.read_text(), est))
             else:
                 shutil.copyfile(src, dest)
-    write_json_atomic(lay.host_clock, record)
     return record
+
+
+def widest(records: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The clock record the run's one-way delay verdict takes: a host without an estimate, else the widest bound."""
+    missing = [r for r in records.values() if not r.get("available")]
+    if missing:
+        return missing[0]
+    return max(records.values(), key=lambda r: r.get("bound_us") or 0)
+
+
+def collect_publishers(folder: Path, lay: Layout, roles: LabRoles) -> dict[str, dict[str, Any] | None]:
+    """Every publisher host's archive (``folder``/<host>.tgz): host -> its clock record (None: no archive).
+    Their logs are merged into logs/ (lab/merge.py: the per-connection tables get a ``host`` column) and
+    logs/host_clock.json holds every host's record under ``hosts``, the worst host's figures at its top (the
+    run's one-way delay verdict: with one host, that host's)."""
+    out: dict[str, dict[str, Any] | None] = {}
+    with tempfile.TemporaryDirectory(prefix="testbed-merge-") as tmp:
+        mapped = {h.name: Path(tmp) / h.name for h in roles.publishers}
+        for h in roles.publishers:
+            mapped[h.name].mkdir()
+            out[h.name] = collect_publisher(folder / f"{h.name}.tgz", lay, roles, h, mapped[h.name])
+        merge.merge_logs({h: m for h, m in mapped.items() if out[h] is not None}, lay.logs)
+    records = {h: r or {"available": False, "reason": f"no records came back from {h}", "host": h}
+               for h, r in out.items()}
+    write_json_atomic(lay.host_clock, {**widest(records), "hosts": records})
+    return out

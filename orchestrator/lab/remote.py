@@ -27,14 +27,16 @@ from orchestrator.lab import credentials
 from orchestrator.lab.brokerconf import CONTAINER_PASSWORDS, CONTAINER_PKI, render_mosquitto_conf
 from orchestrator.lab.pki import Pki
 from orchestrator.lab.topology import subscriber_args
+from orchestrator.model import shares
 from orchestrator.model.layout import DATA, Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
 from orchestrator.paths import repo_root
 
 PROBE_COUNT = 16  # clock exchanges before and after a cell (the board's DEFAULT_SYNC_COUNT is of this order)
+START_LEAD_S = 6.0  # a fleet over several hosts: its start this long after the broker host's last clock stamp
 COUNT_WAIT_S = 15.0  # after the publisher ended: the last messages (TCP retransmissions) reach the subscriber
-CLIENT_MODULES = ("labhost", "clock_probe", "time_echo", "subscriber", "payload")
+CLIENT_MODULES = ("labhost", "clock_probe", "time_echo", "subscriber", "payload", "capacity")
 COLLECT = {"broker": ["run/capture", "run/logs", "run/keylogs", "procs"],
            "publisher": ["run/logs", "run/keylogs", "procs", "clock"]}
 # in this order, NAME:SIGNAL:TIMEOUT: the capture first, with SIGINT (dumpcap writes the end of the pcapng)
@@ -79,10 +81,23 @@ def subscriber_command(scenario: Scenario, lay: Layout, spec: RunSpec, roles: La
 
 
 def publisher_command(device_argv: list[str], spec: RunSpec, roles: LabRoles) -> list[str]:
-    """vdevice (or the fleet) on the publisher host: ``device_argv`` (publishers/virtual.py publisher_args with
-    ``host`` = the broker host's address) with the host's program (``testbed_<argv[0]>``) and paths."""
-    program = host_var(roles, roles.publisher, f"testbed_{device_argv[0]}")
-    return on_host([program, *device_argv[1:]], f"{roles.publisher.lab_dir}/run")
+    """vdevice (or the fleet) on the first publisher host: ``device_argv`` (publishers/virtual.py publisher_args
+    with ``host`` = the broker host's address) with the host's program (``testbed_<argv[0]>``) and paths."""
+    return publisher_commands(device_argv, roles)[roles.publisher.name]
+
+
+def publisher_commands(device_argv: list[str], roles: LabRoles, dealt: bool = False) -> dict[str, list[str]]:
+    """Each publisher host's command line: its program and paths; ``dealt`` (a fleet) over several hosts, each
+    runs its share, ``--share-weights W0,W1,.. --share-index k`` (orchestrator/model/shares.py deals the same
+    devices)."""
+    out = {}
+    for k, host in enumerate(roles.publishers):
+        program = host_var(roles, host, f"testbed_{device_argv[0]}")
+        argv = on_host([program, *device_argv[1:]], f"{host.lab_dir}/run")
+        if dealt and len(roles.publishers) > 1:
+            argv += ["--share-weights", ",".join(str(w) for w in roles.weights), "--share-index", str(k)]
+        out[host.name] = argv
+    return out
 
 
 def broker_processes(scenario: Scenario, lay: Layout, roles: LabRoles) -> dict[str, Any]:
@@ -190,22 +205,32 @@ def stage(lay: Layout, scenario: Scenario, spec: RunSpec, roles: LabRoles, pki: 
     run_folders = ["run", "run/logs", "run/keylogs"]
     pub_folders = [*run_folders, "run/pki", "clock", *(f"run/{p.relative_to(lay.root).as_posix()}"
                                                        for p in device_folders)]
-    b, p = roles.broker, roles.publisher
+    b = roles.broker
     return {b.name: stage_archive(b, roles, broker_files, [*run_folders, "run/config", "run/pki", "run/capture"],
                                   role_made("broker", scenario, pki)),
-            p.name: stage_archive(p, roles, role_files("publisher", lay, scenario), pub_folders,
-                                  role_made("publisher", scenario, pki))}
+            **{p.name: stage_archive(p, roles, role_files("publisher", lay, scenario), pub_folders,
+                                     role_made("publisher", scenario, pki)) for p in roles.publishers}}
+
+
+def host_devices(spec: RunSpec, roles: LabRoles, dealt: bool) -> dict[str, int]:
+    """Each publisher host's devices in this cell (orchestrator/model/shares.py; one device: the first host's)."""
+    sizes = shares.share_sizes(spec.devices, roles.weights) if dealt else [1]
+    return {h.name: n for h, n in zip(roles.publishers, sizes, strict=False)}
 
 
 def cell_vars(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, roles: LabRoles,
-              staged: dict[str, str], fetched: Path, *, device_argv: list[str]) -> dict[str, Any]:
+              staged: dict[str, str], fetched: Path, *, device_argv: list[str],
+              dealt: bool = False) -> dict[str, Any]:
     """playbooks/lab.yml's ``testbed_lab`` for one cell (``fetched``: where the hosts' archives come back;
-    ``device_argv``: publishers/virtual.py publisher_args for the broker host's address)."""
+    ``device_argv``: publishers/virtual.py publisher_args for the broker host's address; ``dealt``: the variant's
+    devices are dealt over the publisher hosts, a fleet)."""
     b, p = roles.broker, roles.publisher
     hv = roles.hostvars.get(b.name, {})
+    probe_python = {h.name: host_var(roles, h, "testbed_python") for h in roles.publishers}
     return {"testbed_lab": {
         "every_host": [h.name for h in roles.every_host], "roles": {h.name: h.role for h in roles.every_host},
-        "broker": b.name, "publisher": p.name, "runtime": roles.runtime,
+        "broker": b.name, "publisher": p.name, "publishers": [h.name for h in roles.publishers],
+        "runtime": roles.runtime,
         "dirs": {h.name: h.lab_dir for h in roles.contacted},
         "remote_dirs": {h.name: h.remote_dir for h in roles.contacted},
         "archives": staged, "fetch": {h.name: str(fetched / f"{h.name}.tgz") for h in roles.contacted},
@@ -218,9 +243,12 @@ def cell_vars(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, r
                       "--port", str(TIME_ECHO_PORT)],
         "time_echo_port": TIME_ECHO_PORT,
         "compose_env": compose_vars(scenario, lay, spec, roles),
-        "publisher_argv": publisher_command(device_argv, spec, roles),
-        "publish_timeout_s": round(spec.timeout_s()),
-        "probe": [host_var(roles, p, "testbed_python"), "-m", "orchestrator.clients.clock_probe",
-                  "--host", roles.broker_address, "--port", str(TIME_ECHO_PORT), "--count", str(PROBE_COUNT)],
+        "publisher_argv": publisher_commands(device_argv, roles, dealt),
+        "publish_timeout_s": round(spec.timeout_s() + (START_LEAD_S if len(roles.publishers) > 1 else 0)),
+        "probe": {h: [python, "-m", "orchestrator.clients.clock_probe", "--host", roles.broker_address,
+                      "--port", str(TIME_ECHO_PORT), "--count", str(PROBE_COUNT)]
+                  for h, python in probe_python.items()},
+        "capacity": {h: [probe_python[h], "-m", "orchestrator.clients.capacity", "--host", h, "--devices", str(n)]
+                     for h, n in host_devices(spec, roles, dealt).items()},
         "count_expected": 0, "count_timeout_s": COUNT_WAIT_S, "probe_post": False,
     }}

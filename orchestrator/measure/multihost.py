@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,9 +29,10 @@ from orchestrator.backends.process import which
 from orchestrator.backends.remote_bounds import lost_after_s
 from orchestrator.environment.record import lab_environment
 from orchestrator.errors import TestbedError
-from orchestrator.lab.collect import collect_broker, collect_publisher, host_facts, host_record
+from orchestrator.lab.collect import collect_broker, collect_publishers, host_facts, host_record
 from orchestrator.lab.keptlab import KeptLab
-from orchestrator.lab.remote import COUNT_WAIT_S, cell_vars, native_broker_conf, stage
+from orchestrator.lab.remote import COUNT_WAIT_S, START_LEAD_S, cell_vars, native_broker_conf, stage
+from orchestrator.lab.start import apply_start, start_record
 from orchestrator.lab.topology import count_lines, prepare_run_dir
 from orchestrator.measure.cell import CellWriter, Observed
 from orchestrator.measure.impairment import impairment_applied
@@ -42,13 +44,14 @@ from orchestrator.model.scenario import Scenario
 from orchestrator.model.sweep import SweepPlan
 from orchestrator.publishers.variants import Variant
 from orchestrator.publishers.virtual import publisher_args
-from orchestrator.results.atomic import copy_file_atomic, read_json
+from orchestrator.results.atomic import copy_file_atomic, read_json, write_json_atomic
 from orchestrator.runanalysis.analyse import MoreMetrics
 from orchestrator.runanalysis.labanalysis import add_lab_metrics
 from orchestrator.signals import sigint_deferred
 
 FACTS_TASK = "Lab folder and description of the host"  # playbooks/tasks/lab_up.yml
 DOWN_TASK = "Stop every process of ours and remove the lab folder"  # playbooks/tasks/lab_down.yml
+CAPACITY_TASK = "This publisher host can carry its share (cores, memory, open files, threads, ports)"  # lab_up.yml
 FINISH_INTERRUPTED_S = 60  # the finish after Ctrl-C or an error: a stuck host cannot hold the user longer
 
 
@@ -105,6 +108,7 @@ def measure_lab(scenario: Scenario, spec: RunSpec, variant: Variant, impairment:
                 progress: Callable[[int, int], None], status: Callable[[str], None], source: Path) -> Observed:
     """The cell across hosts; the teardown on every host runs before this returns, also when it raises."""
     roles, inventory = load_lab(source)
+    roles = roles.for_cell(variant.dealt_over_hosts)  # one device: the first publisher host only
     lay, pki = prepare_run_dir(record.lay.root, scenario)
     _fresh_records(lay, source, scenario, roles)
     seen = Observed()
@@ -112,8 +116,10 @@ def measure_lab(scenario: Scenario, spec: RunSpec, variant: Variant, impairment:
         folder = Path(tmp)
         staged = stage(lay, scenario, spec, roles, pki, variant.device_folders(lay))
         labvars = cell_vars(scenario, lay, pki, spec, roles, staged, folder,
-                            device_argv=publisher_args(scenario, lay, pki, spec, host=roles.broker_address))
-        status(f"{record.cell_id}: up on {roles.broker.name} ({roles.runtime}) and {roles.publisher.name}")
+                            device_argv=publisher_args(scenario, lay, pki, spec, host=roles.broker_address),
+                            dealt=variant.dealt_over_hosts)
+        status(f"{record.cell_id}: up on {roles.broker.name} ({roles.runtime}) and "
+               f"{', '.join(h.name for h in roles.publishers)}")
         state: dict[str, Any] = {"interrupted": True}  # until _up_and_publish returns
         try:
             _up_and_publish(labvars, roles, inventory, impairment, spec, variant, record, status, state)
@@ -128,8 +134,10 @@ def measure_lab(scenario: Scenario, spec: RunSpec, variant: Variant, impairment:
                 record.lap("teardown")
     seen.received = count_lines(lay.subscriber_log)
     progress(seen.received, spec.messages_expected)
-    seen.publisher_exit_code = _exit_code(lay, roles.publisher.name, "publisher")
-    seen.error = lab_verdict(state["published"], finished, seen, spec, lay, roles)
+    codes = {h.name: _exit_code(lay, h.name, "publisher") for h in roles.publishers}
+    state["failed_host"] = next((h for h, c in codes.items() if c not in (0, None)), roles.publisher.name)
+    seen.publisher_exit_code = codes[state["failed_host"]]
+    seen.error = lab_verdict(state["published"], finished, seen, spec, lay, roles, state["failed_host"])
     return seen
 
 
@@ -137,7 +145,8 @@ def _fresh_records(lay: Layout, source: Path, scenario: Scenario, roles: LabRole
     """The inventory's copy, the broker's native configuration; no record of an earlier attempt left."""
     copy_file_atomic(source, inventory_copy(lay.root, source))  # 0600: a secret
     lay.native_broker_conf.write_text(native_broker_conf(scenario, roles.broker.lab_dir))
-    for stale in (lay.host_clock, lay.publisher_log, lay.publisher_summary, lay.publisher_connections):
+    for stale in (lay.host_clock, lay.publisher_log, lay.publisher_summary, lay.publisher_connections,
+                  lay.fleet_hosts, lay.fleet_start):
         stale.unlink(missing_ok=True)
     for folder in (lay.logs / "hosts", lay.fleet_dir):
         shutil.rmtree(folder, ignore_errors=True)
@@ -148,20 +157,30 @@ def _up_and_publish(labvars: dict[str, Any], roles: LabRoles, inventory: LabInve
                     state: dict[str, Any]) -> None:
     source = Path(inventory.source)
     up = run_lab("up", labvars, source, check=False)
-    state["facts"] = {h: host_facts(out.get(FACTS_TASK, {}).get("stdout", "")) for h, out in up.outputs.items()}
+    returned = time.monotonic()
+    state["facts"] = {h: host_facts("\n".join(out.get(t, {}).get("stdout", "") for t in (FACTS_TASK, CAPACITY_TASK)))
+                      for h, out in up.outputs.items()}
     problems = host_problems(up)
     if up.status != "successful" or up.rc != 0:
         raise TestbedError(f"lab up failed: {problems[0] if problems else up.status}",
                            evidence="\n".join(problems[:10]) or None,
                            hint="run playbooks/lab.yml by hand with -vvv (docs/multi-host.md)")
     state["up"] = True
+    if variant.dealt_over_hosts and len(roles.publishers) > 1:  # one start on every host's clock (lab/start.py)
+        plan = apply_start(up.outputs, labvars, time.monotonic() - returned, START_LEAD_S)
+        write_json_atomic(record.lay.fleet_start, start_record(
+            plan, devices=spec.devices, connect_rate=spec.connect_rate, weights=roles.weights,
+            hosts=[h.name for h in roles.publishers],
+            addresses={h.name: state["facts"].get(h.name, {}).get("route_src") or h.address for h in roles.publishers}))
     record.lap("up")
     with impairment_applied(impairment, record.lay, "netem", spec.seed, targets=targets_for_router(inventory),
                             inventory=source):
         record.lap("impair")
         status(f"{record.cell_id}: publishing {spec.samples} x {spec.payload} B{variant.what(spec, rate=False)} on "
-               f"{roles.publisher.name}")
-        state["published"] = run_lab("publish", labvars, source, check=False)
+               f"{', '.join(h.name for h in roles.publishers)}")
+        # a publisher host lost: the others' shares are not left to run to their end (the finish stops them)
+        state["published"] = run_lab("publish", labvars, source, check=False,
+                                     stop_on_unreachable=len(roles.publishers) > 1)
         record.lap("publish")
 
 
@@ -225,12 +244,12 @@ def _clear_again(record: CellWriter, inventory: LabInventory) -> None:
 
 def _collect(folder: Path, lay: Layout, roles: LabRoles, record: CellWriter, state: dict[str, Any]) -> None:
     """The fetched archives into the run folder; cell.json's hosts."""
-    broker, publisher = roles.broker.name, roles.publisher.name
+    broker = roles.broker.name
     got = {broker: collect_broker(folder / f"{broker}.tgz", lay, broker)}
-    host_clock = collect_publisher(folder / f"{publisher}.tgz", lay, roles)
-    got[publisher] = host_clock is not None
+    clocks = collect_publishers(folder, lay, roles)
+    got.update({h: c is not None for h, c in clocks.items()})
     facts = state.get("facts") or {}
-    record.record.hosts = [host_record(h, facts.get(h.name, {}), host_clock) for h in roles.every_host]
+    record.record.hosts = [host_record(h, facts.get(h.name, {}), clocks.get(h.name)) for h in roles.every_host]
     record.record.inventory = {"source": roles.source, "copy": inventory_copy(lay.root, Path(roles.source)).name}
     state["missing"] = [h for h, ok in got.items() if not ok]
 
@@ -256,14 +275,14 @@ def publisher_error(lay: Layout, host: str) -> str:
 
 
 def lab_verdict(published: PlaybookResult | None, finished: PlaybookResult, seen: Observed, spec: RunSpec, lay: Layout,
-                roles: LabRoles) -> str | None:
+                roles: LabRoles, publisher: str | None = None) -> str | None:
     """None for a good cell, else the error, naming the host where it went wrong first."""
     if published is not None and (published.status != "successful" or published.rc != 0):
         problems = host_problems(published)
         return f"publish: {problems[0] if problems else published.status}"
+    host = publisher or roles.publisher.name  # the publisher host whose program failed
     if seen.publisher_exit_code not in (0, None):
-        return f"publisher on {roles.publisher.name} exited {seen.publisher_exit_code}: " \
-               f"{publisher_error(lay, roles.publisher.name)}"
+        return f"publisher on {host} exited {seen.publisher_exit_code}: {publisher_error(lay, host)}"
     problems = host_problems(finished)
     if problems:
         return f"finish: {problems[0]}"

@@ -266,6 +266,16 @@ class Layout:
         """The publisher host's clock against the broker host's (a lab run across hosts)."""
         return self.logs / "host_clock.json"
 
+    @property
+    def fleet_hosts(self) -> Path:
+        """device,host: which lab host ran each device of a fleet (lab/merge.py)."""
+        return self.logs / "fleet_hosts.csv"
+
+    @property
+    def fleet_start(self) -> Path:
+        """A fleet over several lab hosts: its start on the broker host's clock and on each host's (lab/start.py)."""
+        return self.logs / "fleet_start.json"
+
     def host_logs(self, host: str) -> Path:
         """logs/hosts/<host>/: what a lab host ran (process logs, exit codes) and its own-clock records."""
         return self.logs / "hosts" / host

@@ -40,6 +40,9 @@ class Variant(Protocol):
     @property
     def fresh_lab_reason(self) -> str | None: ...  # why its cells cannot share a block's kept-up lab (None: can)
 
+    @property
+    def dealt_over_hosts(self) -> bool: ...  # its devices are dealt over a lab's publisher hosts (else: the first)
+
 
     def check(self, spec: RunSpec) -> None: ...  # before the impairment profile is read
     def mechanism_to_check(self, impairment: Impairment, spec: RunSpec) -> str: ...  # the delay mechanism it will use
@@ -62,6 +65,7 @@ class VirtualDevice:
 
     name: str = "virtual"
     board_path: bool = False
+    dealt_over_hosts: bool = False  # one device: a lab's first publisher host
     fresh_lab_reason: str | None = None  # a new publisher program per cell, in the block's kept-up publisher container
 
     def check(self, spec: RunSpec) -> None:
@@ -110,6 +114,7 @@ class Fleet(VirtualDevice):
     broker (publishers/fleet.py checks both limits)."""
 
     name: str = "fleet"
+    dealt_over_hosts: bool = True  # a lab's publisher hosts each run a share (orchestrator/model/shares.py)
 
     def check(self, spec: RunSpec) -> None:
         fleet.check_planned(spec)
@@ -135,6 +140,7 @@ class Board:
 
     name: str = "board"
     board_path: bool = True
+    dealt_over_hosts: bool = False
     # its lab is published on the board's address with its own exposure and time echo, and the board reconnects
     # on its own schedule: a broker restarted under it has not been shown sound, so each cell has a fresh lab
     fresh_lab_reason: str | None = "a board's cell brings a fresh lab up for its exposure and the board's clock"

@@ -3,7 +3,9 @@
 The analysis is the single-host one (runanalysis/analyse.py analyse_run_folder), for every run. A run across hosts
 (its spec names an inventory) adds two things (add_lab_metrics, before metrics.json is written):
 
-* the publisher HOST's clock against the broker host's (logs/host_clock.json, orchestrator/lab/collect.py),
+* the publisher HOST's clock against the broker host's (logs/host_clock.json, orchestrator/lab/collect.py; with
+  several publisher hosts the widest bound's, each host's own in metrics.json ``fleet.hosts`` with its start:
+  analysis/fleetstart.py),
   given the board's treatment (runanalysis/analyse.py with_delay_verdict, analysis/clock.py's rule): metrics.json
   ``clock`` holds the estimate and whether its bound allows one-way delay; when it does not, or when there is
   no estimate, delay_ms and uplink_ms are withdrawn with the reason;
@@ -27,6 +29,7 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.analysis import metrics as run_metrics
+from orchestrator.analysis.fleetstart import add_fleet_hosts, first_due
 from orchestrator.model.layout import Layout
 from orchestrator.results.atomic import read_json
 from orchestrator.runanalysis.analyse import with_delay_verdict
@@ -73,6 +76,9 @@ def add_lab_metrics(metrics: dict[str, Any], packets: pd.DataFrame, lay: Layout)
     (delay figures withdrawn when the clocks do not allow them) and the losses before the capture."""
     host_clock = read_json(lay.host_clock) or {"available": False, "reason": "no clock record came back"}
     metrics["clock"] = with_host_clock(metrics, host_clock)
+    start = read_json(lay.fleet_start)  # a fleet over several publisher hosts
+    due = {h: first_due(lay.host_logs(h) / "fleet") for h in (start or {}).get("hosts", {})}
+    add_fleet_hosts(metrics, packets, host_clock, start, due)
     # the table as packets.csv holds it (the columns' types as a reader of that file sees them)
     as_written = pd.read_csv(io.StringIO(packets.to_csv(index=False)))
     metrics.setdefault("loss", {}).update(losses_before_capture(as_written))

@@ -12,6 +12,10 @@ it from a route a throwaway helper container adds in their namespace (NET_ADMIN 
 `ip route` command): the hosts themselves keep Docker's default capabilities, so nothing reached over SSH on
 them can change their routes or firewall.
 
+``open_lab(folder, publishers=3)`` adds publisher hosts testbed-host-pub2, testbed-host-pub3 on the edge network
+beside the first (roles ``publisher2``, ``publisher3`` in ``Lab.hosts``; each a virtual publisher host of the
+inventory): a fleet dealt over several hosts.
+
 ``open_lab(folder)`` (a context manager) and the ``lab_hosts`` fixture yield a ``Lab``: the inventory (format of
 playbooks/inventory.example.yml), the key, each host's addresses and interfaces, ``ssh``/``pause``/``unpause``.
 Teardown always removes the containers, the networks and the folder with the key; ``leftovers()`` lists what
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import re
 import shlex
 import shutil
@@ -45,6 +50,11 @@ LABEL = "io.testbed.owned=true"
 EDGE, CORE = "testbed-lab-edge", "testbed-lab-core"  # publisher side, broker side
 BROKER, ROUTER, PUBLISHER = "testbed-host-broker", "testbed-host-router", "testbed-host-pub"
 ROLES = {"broker": BROKER, "router": ROUTER, "publisher": PUBLISHER}
+
+
+def roles_of(publishers: int = 1) -> dict[str, str]:
+    """role -> container: the first publisher host is ``publisher``, the others ``publisher2``, ``publisher3``..."""
+    return {**ROLES, **{f"publisher{k}": f"{PUBLISHER}{k}" for k in range(2, publishers + 1)}}
 SSH_OPTIONS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
 # Our own ssh (Lab.ssh) keeps a master connection per host: without keepalives a command on a host that stopped
 # answering (paused) waits on it forever. Ansible's keepalives are the product's own (backends/remote_bounds.py):
@@ -104,6 +114,8 @@ class Lab:
     def host(self, host: str | LabHost) -> LabHost:
         if isinstance(host, LabHost):
             return host
+        if host in self.hosts:  # a key: broker, router, publisher, publisher2, ...
+            return self.hosts[host]
         for h in self.hosts.values():
             if host in (h.role, h.name):
                 return h
@@ -111,7 +123,7 @@ class Lab:
 
     def control_path(self, host: str | LabHost) -> Path:
         """The socket of ``ssh``'s master connection to the host (one handshake for all its commands)."""
-        return self.folder / "cp" / f"ssh-{self.host(host).role}"
+        return self.folder / "cp" / f"ssh-{self.host(host).name}"
 
     def ssh_argv(self, host: str | LabHost, *argv: str) -> list[str]:
         return ["ssh", "-F", "/dev/null", "-i", str(self.key), *SSH_OPTIONS, *KEEPALIVE, "-o", "BatchMode=yes",
@@ -203,12 +215,13 @@ def _parallel(*jobs: Callable[[], object]) -> None:
             future.result()
 
 
-def _start_hosts(pubkey: str, edge: ipaddress.IPv4Network, core: ipaddress.IPv4Network) -> dict[str, dict[str, str]]:
+def _start_hosts(pubkey: str, edge: ipaddress.IPv4Network, core: ipaddress.IPv4Network,
+                 roles: dict[str, str]) -> dict[str, dict[str, str]]:
     """Networks and containers; returns container -> network -> address."""
     _parallel(*(partial(docker, "network", "create", "--driver", "bridge", "--label", LABEL, "--subnet", str(net),
                         "--gateway", str(net[1]), name) for name, net in ((EDGE, edge), (CORE, core))))
-    addresses = {PUBLISHER: {EDGE: str(edge[10])}, ROUTER: {EDGE: str(edge[2]), CORE: str(core[2])},
-                 BROKER: {CORE: str(core[10])}}
+    addresses = {ROUTER: {EDGE: str(edge[2]), CORE: str(core[2])}, BROKER: {CORE: str(core[10])},
+                 **{name: {EDGE: str(edge[10 + k])} for k, name in enumerate(publisher_names(roles))}}
     common = ["--label", LABEL, "-e", f"TESTBED_AUTHORIZED_KEY={pubkey}"]
 
     def router() -> None:
@@ -221,15 +234,21 @@ def _start_hosts(pubkey: str, edge: ipaddress.IPv4Network, core: ipaddress.IPv4N
         docker("run", "-d", "--name", name, "--hostname", hostname, *common, "--network", net,
                "--ip", addresses[name][net], IMAGE)
 
-    _parallel(router, partial(end_host, BROKER, CORE, "broker"), partial(end_host, PUBLISHER, EDGE, "pub"))
+    _parallel(router, partial(end_host, BROKER, CORE, "broker"),
+              *(partial(end_host, name, EDGE, name.removeprefix("testbed-host-")) for name in publisher_names(roles)))
     return addresses
 
 
+def publisher_names(roles: dict[str, str]) -> list[str]:
+    return [name for role, name in roles.items() if role.startswith("publisher")]
+
+
 def _route_via_router(addresses: dict[str, dict[str, str]], edge: ipaddress.IPv4Network,
-                      core: ipaddress.IPv4Network) -> None:
+                      core: ipaddress.IPv4Network, roles: dict[str, str]) -> None:
     """The publisher reaches core through the router's edge address, the broker reaches edge through its core
     address: `ip route` in a helper sharing the host's namespace, with NET_ADMIN only, removed at once."""
-    routes = ((PUBLISHER, core, addresses[ROUTER][EDGE]), (BROKER, edge, addresses[ROUTER][CORE]))
+    routes = (*((name, core, addresses[ROUTER][EDGE]) for name in publisher_names(roles)),
+              (BROKER, edge, addresses[ROUTER][CORE]))
     procs = [subprocess.Popen(["docker", "run", "--rm", "--label", LABEL, "--network", f"container:{name}",
                                "--cap-drop", "ALL", "--cap-add", "NET_ADMIN", "--entrypoint", "ip", IMAGE,
                                "route", "replace", str(net), "via", via],
@@ -268,7 +287,8 @@ def _wait_for_ssh(lab: Lab) -> None:
 def write_inventory(lab: Lab) -> None:
     """groups broker, router, publisher as in playbooks/inventory.example.yml; Ansible's SSH control sockets in
     the lab's folder (a later lab on the same addresses never reuses a master connection to a removed host)."""
-    b, r, p = lab.hosts["broker"], lab.hosts["router"], lab.hosts["publisher"]
+    b, r = lab.hosts["broker"], lab.hosts["router"]
+    pubs = [h for role, h in lab.hosts.items() if role.startswith("publisher")]
     remote_dir = "/opt/testbed"
 
     def conn(h: LabHost) -> dict[str, str]:
@@ -291,11 +311,21 @@ def write_inventory(lab: Lab) -> None:
                                           "impair_egress_interface": r.interfaces[CORE],
                                           "impair_peer_ip": b.addresses[CORE]}}},
             "publisher": {"hosts": {p.name: {**conn(p), "publisher_kind": "virtual",
-                                             "publisher_ip": p.addresses[EDGE], "testbed_remote_dir": remote_dir}}},
+                                             "publisher_ip": p.addresses[EDGE], "testbed_remote_dir": remote_dir}
+                                    for p in pubs}},
         },
     }}
     lab.inventory.write_text("# made by tests/integration/labhosts.py; removed with the lab\n"
                              + yaml.safe_dump(inventory, sort_keys=False))
+
+
+def _own_fleet(names: list[str]) -> None:
+    """TESTBED_LAB_FLEET=PATH: that fleet program instead of the image's on every publisher host (one built from a
+    change to the fleet, tried before the images are rebuilt; the same Debian 12 and mbedTLS 2.28 as the image)."""
+    path = os.environ.get("TESTBED_LAB_FLEET")
+    if path:
+        for name in names:
+            docker("cp", path, f"{name}:/usr/local/bin/fleet")
 
 
 def _close_control_masters(sockets: Iterable[Path]) -> None:
@@ -306,8 +336,9 @@ def _close_control_masters(sockets: Iterable[Path]) -> None:
 
 
 @contextmanager
-def open_lab(workdir: Path) -> Iterator[Lab]:
-    """Make the three hosts, yield the Lab, ALWAYS remove everything (also on failure or Ctrl-C)."""
+def open_lab(workdir: Path, publishers: int = 1) -> Iterator[Lab]:
+    """Make the hosts (``publishers`` publisher hosts), yield the Lab, ALWAYS remove everything (also on failure
+    or Ctrl-C)."""
     if docker("image", "inspect", IMAGE, check=False).returncode:
         raise RuntimeError(f"image {IMAGE} not built (`testbed images build`)")
     folder = workdir / "lab"
@@ -316,14 +347,16 @@ def open_lab(workdir: Path) -> Iterator[Lab]:
         remove_ours()  # a previous run killed before its teardown
         key = _keypair(folder)
         edge, core = pick_subnets()
-        addresses = _start_hosts(key.with_suffix(".pub").read_text().strip(), edge, core)
-        _route_via_router(addresses, edge, core)
+        roles = roles_of(publishers)
+        addresses = _start_hosts(key.with_suffix(".pub").read_text().strip(), edge, core, roles)
+        _route_via_router(addresses, edge, core, roles)
+        _own_fleet(publisher_names(roles))
         lab = Lab(folder=folder, inventory=folder / "inventory.yml", key=key,
                   subnets={EDGE: str(edge), CORE: str(core)})
-        with ThreadPoolExecutor(max_workers=len(ROLES)) as pool:
-            found = {name: pool.submit(interfaces_of, name, addresses[name]) for name in ROLES.values()}
-            lab.hosts.update({role: LabHost(name=name, role=role, addresses=addresses[name],
-                                            interfaces=found[name].result()) for role, name in ROLES.items()})
+        with ThreadPoolExecutor(max_workers=len(roles)) as pool:
+            found = {name: pool.submit(interfaces_of, name, addresses[name]) for name in roles.values()}
+            lab.hosts.update({role: LabHost(name=name, role=role.rstrip("0123456789"), addresses=addresses[name],
+                                            interfaces=found[name].result()) for role, name in roles.items()})
         (folder / "cp").mkdir(mode=0o700)
         write_inventory(lab)
         _wait_for_ssh(lab)

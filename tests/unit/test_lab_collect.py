@@ -98,12 +98,13 @@ def test_the_hosts_records_land_under_the_single_host_names(tmp_path: Path) -> N
     assert lay.capture.read_text() == "pcap" and lay.subscriber_log.exists()
     assert (lay.keylogs / "subscriber.keys").exists()
     assert sorted(p.name for p in lay.host_logs("b1").iterdir()) == ["broker.log", "broker.rc"]
-    record = collect.collect_publisher(_archive(tmp_path / "p1.tgz", {
+    _archive(tmp_path / "p1.tgz", {
         "run/logs/publisher.csv": "seq,t_send_us,bytes\n0,1030000000,65\n",
         "run/logs/publisher_summary.json": '{"simulated": true}', "procs/publisher.rc": "0\n",
-        "clock/pre.csv": _exchanges(-700, 1_000_000_000), "clock/post.csv": _exchanges(-700, 1_060_000_000)}),
-        lay, lab)
-    assert record is not None and record["available"] and json.loads(lay.host_clock.read_text()) == record
+        "clock/pre.csv": _exchanges(-700, 1_000_000_000), "clock/post.csv": _exchanges(-700, 1_060_000_000)})
+    record = collect.collect_publishers(tmp_path, lay, lab)["p1"]
+    assert record is not None and record["available"]
+    assert json.loads(lay.host_clock.read_text()) == {**record, "hosts": {"p1": record}}
     assert lay.publisher_log.read_text() == "seq,t_send_us,bytes\n0,1029999300,65\n"  # on the broker's clock
     assert (lay.host_logs("p1") / "publisher.csv").read_text().endswith("0,1030000000,65\n")  # its own clock
     assert (lay.host_logs("p1") / "clock_pre.csv").exists() and lay.publisher_summary.exists()

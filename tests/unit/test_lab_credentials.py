@@ -140,7 +140,7 @@ def test_no_device_command_line_carries_the_password(tmp_path: Path) -> None:
         assert args[args.index("--username") + 1] == "publisher"
         assert args[args.index("--password-file") + 1] == "/data/pki/publisher.password"  # the container's path
     v = remote.cell_vars(sc, lay, pki, spec, lab, {"b1": "", "p1": ""}, tmp_path, device_argv=argv)["testbed_lab"]
-    on_host = v["publisher_argv"]
+    on_host = v["publisher_argv"]["p1"]
     assert on_host[on_host.index("--password-file") + 1] == "/opt/mqtt-tls-testbed/lab/run/pki/publisher.password"
     assert pki.password_for("publisher") not in repr(v)
     anonymous = scenario("plain")

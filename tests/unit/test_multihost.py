@@ -59,7 +59,7 @@ def test_roles_come_from_the_groups_with_their_defaults() -> None:
 def test_every_problem_of_an_inventory_is_listed_with_its_host() -> None:
     bad = listing(testbed_broker_runtime="podman", broker_address="broker.lan", testbed_remote_dir="opt/tb")
     bad["broker"]["hosts"] = ["b1", "b2"]
-    bad["_meta"]["hostvars"]["esp"]["publisher_kind"] = "virtual"
+    bad["_meta"]["hostvars"]["esp"].update(publisher_kind="virtual", publisher_weight=0)
     with pytest.raises(TestbedError) as err:
         roles_of(parse_inventory_listing(bad, "lab.yml", LAB_GROUPS))
     assert err.value.message == "lab.yml: the inventory cannot run a lab"
@@ -68,7 +68,7 @@ def test_every_problem_of_an_inventory_is_listed_with_its_host() -> None:
     assert "broker: exactly one host is needed, found 2 (b1, b2)" in lines
     assert any(ln.startswith("b1: testbed_broker_runtime: must be native") and "'podman'" in ln for ln in lines)
     assert any(ln.startswith("b1: broker_address: not an IP address ('broker.lan')") for ln in lines)
-    assert any(ln.startswith("publisher: 2 hosts with publisher_kind virtual (esp, p1)") for ln in lines)
+    assert "esp: publisher_weight: must be a whole number 1..100, its share of a fleet (got 0)" in lines
     assert any(ln.startswith("b1: testbed_remote_dir: must be an absolute folder") for ln in lines)
 
 
@@ -169,7 +169,7 @@ def test_cell_vars_are_plain_data_for_the_playbook(tmp_path: Path) -> None:
     assert v["fetch"]["p1"] == str(tmp_path / "fetched" / "p1.tgz")
     assert v["stops"]["broker"][:2] == ["--stop", "capture:INT:20"]  # the capture first, with SIGINT
     assert v["publish_timeout_s"] == round(spec.timeout_s())
-    assert v["probe"][-6:] == ["--host", "10.0.2.10", "--port", "9123", "--count", str(remote.PROBE_COUNT)]
+    assert v["probe"]["p1"][-6:] == ["--host", "10.0.2.10", "--port", "9123", "--count", str(remote.PROBE_COUNT)]
     assert v["compose_env"] == {}
     compose = roles()  # a Docker broker host: compose/testbed.yml's environment, paths of that host
     env = remote.compose_vars(sc, lay, spec, compose)

@@ -20,7 +20,8 @@ _LAYERS = "the `testbed` command (cli/main.py), the lab session it drives (lab/s
 # (kind, name) -> (the modules that define it, relative to orchestrator/; why they share the name)
 ALLOWED: dict[tuple[str, str], tuple[frozenset[str], str]] = {
     ("function", "main"): (frozenset({"backends/impairment/cli_plan.py", "cli/main.py", "clients/clock_probe.py",
-                                      "clients/labhost.py", "clients/subscriber.py", "clients/time_echo.py"}),
+                                      "clients/capacity.py", "clients/labhost.py", "clients/subscriber.py",
+                                      "clients/time_echo.py"}),
                            "the entry point of a program run as `python -m` (or the `testbed` script)"),
     ("function", "build_parser"): (frozenset({"clients/labhost.py", "clients/subscriber.py", "clients/time_echo.py"}),
                                    "each client program's argparse parser, the one its main() parses with"),

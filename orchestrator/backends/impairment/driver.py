@@ -133,6 +133,7 @@ def run_playbook(
     cancellable: bool = True,
     timeout_s: float | None = None,
     env: Mapping[str, str] | None = None,
+    stop_on_unreachable: bool = False,
 ) -> PlaybookResult:
     """Run ``playbooks/<playbook>`` through ansible-runner and read its artifacts (never stdout).
 
@@ -141,7 +142,8 @@ def run_playbook(
     We pass our own cancel callback: otherwise ansible-runner installs SIGINT/SIGTERM handlers that
     it never removes and later Ctrl-C presses would be swallowed. ``timeout_s``: the whole run's bound (then
     killed, status "timeout"); each remote step has its own (backends/remote_bounds.py). ``env``: more of Ansible's
-    settings (e.g. ANSIBLE_STRATEGY).
+    settings (e.g. ANSIBLE_STRATEGY). ``stop_on_unreachable``: the run is cancelled as soon as a host is lost (the
+    other hosts' work is then stopped by the caller's teardown, not left to run to its end).
     """
     import ansible_runner  # backends only: model/ must not import it
 
@@ -153,6 +155,13 @@ def run_playbook(
 
     inv: Any = str(inventory) if isinstance(inventory, Path) else (inventory or local_inventory())
     pending: list[int] = []
+    lost: list[str] = []
+
+    def watch(event: dict[str, Any]) -> bool:
+        if stop_on_unreachable and event.get("event") == "runner_on_unreachable":
+            lost.append(str((event.get("event_data") or {}).get("host")))
+        return True
+
     with stop_signals_held(pending), tempfile.TemporaryDirectory(prefix="testbed-ansible-") as private:
         runner = ansible_runner.run(
             private_data_dir=private,
@@ -161,7 +170,8 @@ def run_playbook(
             extravars=dict(extravars),
             quiet=True,
             envvars={**_ansible_env(), **(env or {})},
-            cancel_callback=(lambda: bool(pending)) if cancellable else (lambda: False),
+            cancel_callback=(lambda: bool(pending) or bool(lost)) if cancellable else (lambda: bool(lost)),
+            event_handler=watch,
             settings=runner_settings(),
             timeout=max(1, round(timeout_s)) if timeout_s else None,
         )

@@ -10,8 +10,8 @@ from typing import Any
 
 from orchestrator.analysis import fleetlag
 from orchestrator.model.cell import CellRecord
-from orchestrator.report import fleet as fleet_report
 from orchestrator.report import events, headline
+from orchestrator.report import fleet as fleet_report
 from orchestrator.report.compare import limited_of
 from orchestrator.report.document import Table
 from orchestrator.report.loader import Cell
