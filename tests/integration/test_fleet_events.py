@@ -130,6 +130,10 @@ def test_the_link_outage_is_late_not_lost_and_the_restart_lost_only_what_nobody_
     tl = block["timeline"]
     assert max(tl["connected"]) <= DEVICES and sum(sum(v) for v in tl["handshakes"].values()) == len(
         pd.read_csv(run / "connections.csv"))
+    # the loader's verdict read these outages from this block (metrics.json events): the sends the schedule wanted
+    # in them are left out of its rule, and the block repeats the verdict beside the recovery figures
+    lag = json.loads((run / "metrics.json").read_text())["fleet"]["schedule_lag_us"]
+    assert lag["steady"]["outage_excluded"] > 0 and block["loader_limited"] is lag["loader_limited"]
     assert owned("container") == [] and owned("network") == []
 
 
