@@ -30,17 +30,15 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleet_loader import Subscriber, make_pki, raise_nofile, start_broker
+from fleet_loader import with_bench_lab
 from loader_common import CHACHA_IANA, read_proc, tree
 
 from orchestrator.analysis.fleet import schedule_lag
@@ -244,30 +242,7 @@ def main() -> int:
         subprocess.run(["cmake", "-S", str(src), "-B", str(args.build_dir)], check=True, stdout=subprocess.DEVNULL)
         subprocess.run(["cmake", "--build", str(args.build_dir), "-j2", "--target", "fleet"], check=True,
                        stdout=subprocess.DEVNULL)
-    raise_nofile()
-    signal.signal(signal.SIGTERM, lambda s, f: sys.exit(128 + s))
-    tmp = Path(tempfile.mkdtemp(prefix="bench-capacity-"))
-    tmp.chmod(0o755)
-    ctx: dict[str, Any] = {"tmp": tmp, "build": args.build_dir, "children": []}
-    broker = None
-    try:
-        ctx["ca"] = make_pki(tmp)
-        broker, ctx["plain"], ctx["tls"] = start_broker(tmp)
-        ctx["sub"] = Subscriber(ctx["plain"])
-        try:
-            bench(ctx, args)
-        finally:
-            ctx["sub"].close()
-    finally:
-        for p in [*ctx["children"], *([broker] if broker else [])]:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+    with_bench_lab("bench-capacity-", args.build_dir, lambda ctx: bench(ctx, args))
     return 0
 
 

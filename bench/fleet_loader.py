@@ -38,8 +38,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from loader_common import CHACHA_IANA, CHACHA_OPENSSL, pss_kb, thread_cpu_ns, tree
 
@@ -355,6 +357,35 @@ def bench(args: argparse.Namespace, ctx: dict) -> None:
         print_tvp(threads, run_vdevices(ctx, *key, args, f"vdevice-{key[0]}-{key[1]}"))
 
 
+def with_bench_lab(prefix: str, build_dir: Path, body: Callable[[dict[str, Any]], None]) -> None:
+    """Runs ``body(ctx)`` beside a Mosquitto on loopback (plain and TLS ports, a test CA) and one subscriber, in a
+    temporary folder; the broker, the folder and every process the body put in ``ctx["children"]`` go after it."""
+    raise_nofile()
+    signal.signal(signal.SIGTERM, lambda s, f: sys.exit(128 + s))
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    tmp.chmod(0o755)
+    ctx: dict[str, Any] = {"tmp": tmp, "build": build_dir, "children": []}
+    broker = None
+    try:
+        ctx["ca"] = make_pki(tmp)
+        broker, ctx["plain"], ctx["tls"] = start_broker(tmp)
+        ctx["sub"] = Subscriber(ctx["plain"])
+        try:
+            body(ctx)
+        finally:
+            ctx["sub"].close()
+    finally:
+        for p in [*ctx["children"], *([broker] if broker else [])]:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="100,1000")
@@ -378,30 +409,7 @@ def main() -> int:
         src = REPO / "firmware" / "platformio" / "host"
         subprocess.run(["cmake", "-S", str(src), "-B", str(args.build_dir)], check=True, stdout=subprocess.DEVNULL)
         subprocess.run(["cmake", "--build", str(args.build_dir), "-j2"], check=True, stdout=subprocess.DEVNULL)
-    raise_nofile()
-    signal.signal(signal.SIGTERM, lambda s, f: sys.exit(128 + s))
-    tmp = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
-    tmp.chmod(0o755)
-    ctx: dict = {"tmp": tmp, "build": args.build_dir, "children": []}
-    broker = None
-    try:
-        ctx["ca"] = make_pki(tmp)
-        broker, ctx["plain"], ctx["tls"] = start_broker(tmp)
-        ctx["sub"] = Subscriber(ctx["plain"])
-        try:
-            bench(args, ctx)
-        finally:
-            ctx["sub"].close()
-    finally:
-        for p in [*ctx["children"], *([broker] if broker else [])]:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+    with_bench_lab("bench-fleet-", args.build_dir, lambda ctx: bench(args, ctx))
     return 0
 
 
