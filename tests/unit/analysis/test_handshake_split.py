@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from orchestrator.analysis import lifecycle
 from orchestrator.analysis.connections import connection_frames, connections_from_frames, connections_table
 from orchestrator.analysis.handshake_split import SYN
 from orchestrator.backends.tshark import export_chunks
@@ -187,3 +188,13 @@ def test_a_connack_held_for_the_devices_delayed_ack_is_told_apart() -> None:
     row = _split(_table(0)).iloc[0]
     assert 39.0 < row["split_held_ms"] < 41.0
     assert row["split_broker_ms"] < 1.0
+
+
+def test_metrics_give_each_parts_median_per_kind() -> None:
+    rows = _table(1)  # TLS 1.3 on our 3.6 device: full, then two PSK-resumed
+    block = lifecycle.lifecycle(rows, [], mode="resume-ticket", per_connection=2, close="disconnect", expected=3,
+                                readings=6, tls=True)
+    psk = rows[rows["handshake"] == "resumed-psk"]
+    for col in ("split_device_ms", "split_broker_ms", "split_network_ms", "split_held_ms", "split_span_ms"):
+        assert block["by_kind"]["resumed-psk"][f"{col}_median"] == pytest.approx(psk[col].median(), abs=1e-3)
+    assert block["by_kind"]["full"]["split_held_ms_median"] > 39.0
