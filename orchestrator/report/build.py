@@ -59,7 +59,7 @@ def build_document(
         *impairment_section(all_cells),
         *board_section(all_cells),
         *lifecycle.lifecycle_section(all_cells, groups(ok)),
-        *handshake_split.section(ok),
+        *handshake_split.split_section(ok),
         *exchanges_section(ok),
         *stacks_section(ok),
         *fleet_section(all_cells, groups(ok)),
@@ -109,7 +109,7 @@ def build_report(
     comparisons = comparison_rows(bundle, baseline=options.baseline, seed=options.seed, resamples=options.resamples)
     study = study_rows(comparisons, load_study(), tls_scenarios_in(bundle, options.baseline))
     figures = [*make_figures(bundle, order), *lifecycle.figures(groups(bundle.ok_cells)),
-               *handshake_split.figures(sorted(bundle.ok_cells, key=cell_sort_key(order))),
+               *handshake_split.split_figures(sorted(bundle.ok_cells, key=cell_sort_key(order))),
                *storm_figures(sorted(bundle.ok_cells, key=cell_sort_key(order)))]
     blocks = build_document(bundle, options, comparisons, figures, study, order)
 

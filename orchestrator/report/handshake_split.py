@@ -43,7 +43,7 @@ def _stack(cell: Cell) -> tuple[str, str]:
     return found if found else ("plain", "none")
 
 
-def connections(cells: Sequence[Cell]) -> pd.DataFrame:
+def split_connections(cells: Sequence[Cell]) -> pd.DataFrame:
     """Every split connection of ``cells``, with its cell's stack and TLS version."""
     frames = []
     for cell in cells:
@@ -64,7 +64,7 @@ def connections(cells: Sequence[Cell]) -> pd.DataFrame:
 
 def medians(cells: Sequence[Cell]) -> pd.DataFrame:
     """One row per (stack, TLS version, handshake kind): the connections and each part's median."""
-    table = connections(cells)
+    table = split_connections(cells)
     if table.empty:
         return table
     cols = [c for c, _ in PARTS] + ["split_span_ms", "mqtt_connect_ms", "split_rtt_ms"]
@@ -78,7 +78,7 @@ def _ms(value: object) -> str:
     return NA if value is None or pd.isna(value) else f"{float(value):.3f}"  # type: ignore[arg-type]
 
 
-def section(cells: Sequence[Cell]) -> list[Block]:
+def split_section(cells: Sequence[Cell]) -> list[Block]:
     table = medians(cells)
     if table.empty:
         return []
@@ -88,7 +88,7 @@ def section(cells: Sequence[Cell]) -> list[Block]:
     return [Heading(2, TITLE), Paragraph(ABOUT), Table(COLUMNS, rows, "The handshake split, measured on the wire")]
 
 
-def figures(cells: Sequence[Cell]) -> list[Figure]:
+def split_figures(cells: Sequence[Cell]) -> list[Figure]:
     """Stacked bars per (stack, TLS version, kind): device, broker, network, held (medians), labelled measured."""
     table = medians(cells)
     if table.empty:

@@ -51,7 +51,7 @@ def cells(tmp_path_factory: pytest.TempPathFactory) -> list[Cell]:
 
 
 def test_one_row_per_stack_version_and_kind_with_the_connections_medians(cells: list[Cell]) -> None:
-    blocks = handshake_split.section(cells)
+    blocks = handshake_split.split_section(cells)
     table = next(b for b in blocks if isinstance(b, Table))
     keys = [r[:4] for r in table.rows]
     assert keys == [("mbedtls-2.28", "TLS 1.2", "full", "2"), ("mbedtls-3.6", "TLS 1.2", "full", "2"),
@@ -65,7 +65,7 @@ def test_one_row_per_stack_version_and_kind_with_the_connections_medians(cells: 
 
 
 def test_the_stacked_bars_are_drawn_and_labelled_measured(cells: list[Cell]) -> None:
-    (figure,) = handshake_split.figures(cells)
+    (figure,) = handshake_split.split_figures(cells)
     assert figure.filename == "plots/handshake_split.png" and figure.png.startswith(b"\x89PNG")
     assert "measured on the wire" in figure.caption
 
@@ -75,5 +75,5 @@ def test_a_cell_without_the_split_columns_adds_nothing(tmp_path: Path, cells: li
     old.mkdir()
     pd.read_csv(cells[0].folder / "connections.csv").filter(regex="^(?!split_)").to_csv(old / "connections.csv")
     record = CellRecord.model_validate({"cell_id": "old", "scenario": "tls", "payload": 65, "status": "ok"})
-    assert handshake_split.section([Cell(record, old, metrics={"tls": {"version": "TLS 1.2"}})]) == []
-    assert handshake_split.figures([]) == []
+    assert handshake_split.split_section([Cell(record, old, metrics={"tls": {"version": "TLS 1.2"}})]) == []
+    assert handshake_split.split_figures([]) == []
