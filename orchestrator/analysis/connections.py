@@ -36,6 +36,9 @@ PSK = 1, a HelloRetryRequest one more; None for plain MQTT or a handshake that n
 ``payload_*`` = distinct TCP payload bytes (the sequence span of the data segments, so a retransmitted
 or duplicated segment is counted once), ``retransmitted_*`` = the payload bytes sent again on top,
 ``wire_*`` = frame bytes (all headers) of every captured frame, retransmissions included.
+``split_span_ms`` first SYN -> CONNACK, and its parts ``split_device_ms``, ``split_broker_ms`` and
+``split_network_ms`` (they add up to it), ``split_rtt_ms`` TCP's round trip they use and ``split_turns`` the times
+the device answered the broker (``analysis/handshake_split.py``, no keys needed);
 ``connack_time`` the broker's CONNACK and ``end_time`` the first FIN or RST (epoch seconds; None when not seen):
 when the connection was up (the events' timeline, analysis/events.py).
 How it ended: ``tcp_end`` the first FIN or RST (``FIN client``, ``RST server``, ...) or ``capture end``;
@@ -60,6 +63,7 @@ import pandas as pd
 
 from orchestrator.analysis.fields import AGGREGATOR, ExportRequest, FieldExporter
 from orchestrator.analysis.handshake_flights import round_trips
+from orchestrator.analysis.handshake_split import connack_without_keys, split
 from orchestrator.analysis.pcapfile import scan_capture
 
 # (column, tshark field). Order = output column order.
@@ -271,6 +275,7 @@ def connection_row(pk: pd.DataFrame, broker_port: int, tls: bool) -> dict[str, A
     connect_t = _t(connect)
     client_id = str(connect["mqtt_client_id"]).split(AGGREGATOR)[0] if connect is not None else ""
     publish_t = _t(_first_with(c, "mqtt_type", MQTT_PUBLISH))
+    connack = _first_with(s, "mqtt_type", MQTT_CONNACK)
     (up, up_re), (down, down_re) = _payload(c), _payload(s)
     ip = (c["ip_src"].iloc[0] or c["ipv6_src"].iloc[0]) if len(c) else None
     port = int(c["src_port"].iloc[0]) if len(c) else (int(s["dst_port"].iloc[0]) if len(s) else None)
@@ -281,14 +286,26 @@ def connection_row(pk: pd.DataFrame, broker_port: int, tls: bool) -> dict[str, A
         "syn_time": syn_t, "tcp_connect_ms": _ms(syn_t, ack_t), **tls_part,
         "handshake_round_trips": round_trips(pk, from_client, tls_part["tls_version"]) if tls else None,
         "client_id": client_id or None,
-        "mqtt_connect_ms": _ms(connect_t, _t(_first_with(s, "mqtt_type", MQTT_CONNACK))),
+        "mqtt_connect_ms": _ms(connect_t, _t(connack)),
         "syn_to_first_publish_ms": _ms(syn_t, publish_t),
         "payload_client_to_server": up, "payload_server_to_client": down,
         "retransmitted_client_to_server": up_re, "retransmitted_server_to_client": down_re,
         "wire_client_to_server": int(c["frame_len"].sum()), "wire_server_to_client": int(s["frame_len"].sum()),
         "tcp_end": _tcp_end(pk, from_client), **ending,
-        "connack_time": _t(_first_with(s, "mqtt_type", MQTT_CONNACK)), "end_time": _end_time(pk),
+        "connack_time": _t(connack), "end_time": _end_time(pk),
+        **_split(pk, from_client, connack, tls_part["tls_version"]),
     }
+
+
+def _split(pk: pd.DataFrame, from_client: np.ndarray, connack: pd.Series | None, version: str | None
+           ) -> dict[str, Any]:
+    """The handshake split up to the CONNACK (TLS 1.2 without keys: the broker's first application record)."""
+    if connack is not None:
+        return split(pk, from_client, int(pk.index.get_loc(connack.name)))
+    if version == "TLS 1.2":
+        return split(pk, from_client, connack_without_keys(pk, from_client),
+                     "the broker's first application-data record after the client's (no keys)")
+    return split(pk, from_client, None)
 
 
 def connections_from_frames(frames: pd.DataFrame, broker_port: int, tls: bool) -> pd.DataFrame:
@@ -298,13 +315,19 @@ def connections_from_frames(frames: pd.DataFrame, broker_port: int, tls: bool) -
     return pd.DataFrame(rows)
 
 
-def connections_table(pcap: Path, broker_port: int, tls: bool, keylogs: tuple[Path, ...] | list[Path],
+def connection_frames(pcap: Path, broker_port: int, tls: bool, keylogs: tuple[Path, ...] | list[Path],
                       exporter: FieldExporter) -> pd.DataFrame:
-    """Per-connection table of ``pcap`` (columns: the module docstring), exported by ``exporter``."""
+    """The per-frame table of ``pcap`` that :func:`connections_from_frames` reads, exported by ``exporter``."""
     request = ExportRequest(pcap, broker_port, tls, tuple(keylogs), fields=tuple(f for _, f in CONNECTION_FIELDS))
     chunks: list[str] = []
     handle: Callable[[str], None] = chunks.append
     outcome = exporter(request, handle)
     if outcome.returncode != 0 and not scan_capture(pcap).truncated_bytes:
         raise outcome.error(pcap)
-    return connections_from_frames(parse_connection_fields("".join(chunks)), broker_port, tls)
+    return parse_connection_fields("".join(chunks))
+
+
+def connections_table(pcap: Path, broker_port: int, tls: bool, keylogs: tuple[Path, ...] | list[Path],
+                      exporter: FieldExporter) -> pd.DataFrame:
+    """Per-connection table of ``pcap`` (columns: the module docstring), exported by ``exporter``."""
+    return connections_from_frames(connection_frames(pcap, broker_port, tls, keylogs, exporter), broker_port, tls)

@@ -31,7 +31,9 @@ import pandas as pd
 
 RESUMED = ("resumed-id", "resumed-ticket", "resumed-psk")
 KINDS = ("full", *RESUMED, "none", "unknown")
-MEDIANS = ("tcp_connect_ms", "tls_handshake_ms", "mqtt_connect_ms", "syn_to_first_publish_ms")
+# the split: analysis/handshake_split.py
+MEDIANS = ("tcp_connect_ms", "tls_handshake_ms", "mqtt_connect_ms", "syn_to_first_publish_ms", "split_span_ms",
+           "split_device_ms", "split_broker_ms", "split_network_ms", "split_held_ms")
 
 
 def read_claims(path: Path) -> pd.DataFrame | None:

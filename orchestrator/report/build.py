@@ -13,7 +13,7 @@ from pathlib import Path
 from orchestrator.analysis import stats
 from orchestrator.model.axes import AXES, AxisTable
 from orchestrator.model.layout import BundleLayout
-from orchestrator.report import claims, lifecycle, sections
+from orchestrator.report import claims, handshake_split, lifecycle, sections
 from orchestrator.report.board import board_section
 from orchestrator.report.document import Block, Bullets, Figure, Heading, render_html, render_markdown
 from orchestrator.report.events import events_figures, events_section
@@ -59,6 +59,7 @@ def build_document(
         *impairment_section(all_cells),
         *board_section(all_cells),
         *lifecycle.lifecycle_section(all_cells, groups(ok)),
+        *handshake_split.split_section(ok),
         *exchanges_section(ok),
         *stacks_section(ok),
         *fleet_section(all_cells, groups(ok)),
@@ -108,6 +109,7 @@ def build_report(
     comparisons = comparison_rows(bundle, baseline=options.baseline, seed=options.seed, resamples=options.resamples)
     study = study_rows(comparisons, load_study(), tls_scenarios_in(bundle, options.baseline))
     figures = [*make_figures(bundle, order), *lifecycle.figures(groups(bundle.ok_cells)),
+               *handshake_split.split_figures(sorted(bundle.ok_cells, key=cell_sort_key(order))),
                *events_figures(sorted(bundle.ok_cells, key=cell_sort_key(order)))]
     blocks = build_document(bundle, options, comparisons, figures, study, order)
 

@@ -265,3 +265,26 @@ def cost_per_reading(lines: Sequence[tuple[str, float, float]], marks: Sequence[
     ax.set_ylabel("wire bytes per reading")
     ax.legend(fontsize=7)
     return _png(fig)
+
+
+SPLIT_COLOURS = ("#e6550d", "#3182bd", "#31a354", "#bdbdbd")  # device, broker, network, held by TCP
+
+
+def split_bars(bars: Sequence[tuple[str, Sequence[float]]], parts: Sequence[str]) -> bytes | None:
+    """Stacked bars, one per (label, the parts' ms in ``parts`` order), labelled measured on the wire."""
+    if not bars:
+        return None
+    with matplotlib.rc_context(RC):
+        fig = _figure(max(6.0, min(1.4 * len(bars) + 3, 12.6)), 4.0)
+        ax = fig.add_subplot()
+        x = np.arange(len(bars))
+        bottom = np.zeros(len(bars))
+        for i, name in enumerate(parts):
+            heights = np.array([values[i] for _, values in bars], dtype=float)
+            ax.bar(x, heights, 0.6, bottom=bottom, color=SPLIT_COLOURS[i % len(SPLIT_COLOURS)], label=name)
+            bottom += heights
+        ax.set_xticks(x, [label for label, _ in bars], fontsize=7)
+        ax.set_ylabel("ms (median per part)")
+        ax.set_title("Connection set-up, first SYN -> CONNACK: measured on the wire")
+        ax.legend(fontsize=7)
+        return _png(fig)
