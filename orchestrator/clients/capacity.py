@@ -32,7 +32,7 @@ FD_RESERVE = 16  # fleet_shard.h kFdReserve
 THREADS_RESERVE = 64  # fleet_shard.cpp ensure_limits
 
 
-def limits() -> dict[str, int | None]:
+def host_limits() -> dict[str, int | None]:
     """The host's figures (None: unlimited or unreadable)."""
     def hard(which: int) -> int | None:
         value = resource.getrlimit(which)[1]
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host", required=True, help="the inventory's name of this host (named in every refusal)")
     p.add_argument("--devices", type=int, required=True, help="the devices of this host's share")
     args = p.parse_args(argv)
-    have = limits()
+    have = host_limits()
     for key, value in have.items():
         print(f"{key}={'' if value is None else value}")
     found = problems(args.host, args.devices, have)

@@ -251,7 +251,7 @@ def test_a_share_the_host_cannot_carry_is_refused_naming_the_host_the_limit_and_
                              "(hard) is 64: raise it") and "publisher_weight" in nofile
     assert capacity.problems("p3", 100, {**roomy, "nproc_hard": 50, "uid": 0}) == []  # root: not enforced
     assert len(capacity.problems("p3", 100, {**roomy, "nproc_hard": 50, "ephemeral_ports": 10})) == 2
-    here = capacity.limits()
+    here = capacity.host_limits()
     assert here["cores"] and here["ephemeral_ports"] and here["nofile_hard"] != 0
     roles, sc, lay, pki, spec = _cell(tmp_path, devices=300, connect_rate=100)
     v = remote.cell_vars(sc, lay, pki, spec, roles, {}, tmp_path,
