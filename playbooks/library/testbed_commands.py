@@ -5,7 +5,9 @@ start, about 0.4 s, per item: a plan of 40 commands took 37 s to apply that way,
 Options: commands (list of {label, argv, tolerate}); changes (bool: report changed). Every command runs,
 in order, like a loop; a command fails unless its exit code is 0 or its stderr holds one of its
 `tolerate` fragments. The result's `testbed_items` has one entry per command (item, rc, stdout,
-stderr, failed); the task fails when any command failed. Used by tasks/run_commands.yml.
+stderr, failed); the task fails when any command failed. Each step of impair.yml, clear.yml and show.yml
+is one task of it, named by the step (an include_tasks per step cost Ansible 0.1-0.3 s more each); the
+preflight's check runs through tasks/run_commands.yml.
 
 Consecutive commands that enter the same container (``docker exec CONTAINER ...``, no exec options) run in
 ONE ``docker exec CONTAINER sh -c SCRIPT`` (each exec costs 0.1-0.2 s on a loaded host, a step has up to 8):
