@@ -23,11 +23,13 @@ from typing import Any
 
 from orchestrator.backends.compose import TIME_ECHO_PORT, Topology, compose_env
 from orchestrator.backends.multihost import LabHost, LabRoles
+from orchestrator.errors import TestbedError
 from orchestrator.lab import credentials
 from orchestrator.lab.brokerconf import CONTAINER_PASSWORDS, CONTAINER_PKI, render_mosquitto_conf
 from orchestrator.lab.pki import Pki
 from orchestrator.lab.topology import subscriber_args
 from orchestrator.model import shares
+from orchestrator.model.axes import MAX_DEVICES_PER_HOST
 from orchestrator.model.layout import DATA, Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
@@ -215,7 +217,13 @@ def stage(lay: Layout, scenario: Scenario, spec: RunSpec, roles: LabRoles, pki: 
 def host_devices(spec: RunSpec, roles: LabRoles, dealt: bool) -> dict[str, int]:
     """Each publisher host's devices in this cell (orchestrator/model/shares.py; one device: the first host's)."""
     sizes = shares.share_sizes(spec.devices, roles.weights) if dealt else [1]
-    return {h.name: n for h, n in zip(roles.publishers, sizes, strict=False)}
+    found = {h.name: n for h, n in zip(roles.publishers, sizes, strict=False)}
+    over = [f"{host} {n}" for host, n in found.items() if n > MAX_DEVICES_PER_HOST]
+    if over:  # the fleet refuses such a share too, but on its host, once the cell's broker runs
+        raise TestbedError(f"--devices {spec.devices}: a share above the per-host limit of {MAX_DEVICES_PER_HOST} "
+                           f"devices ({', '.join(over)})",
+                           hint="add publisher hosts to the inventory or change their publisher_weight")
+    return found
 
 
 def cell_vars(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, roles: LabRoles,

@@ -31,7 +31,7 @@ from orchestrator.environment.record import lab_environment
 from orchestrator.errors import TestbedError
 from orchestrator.lab.collect import collect_broker, collect_publishers, host_facts, host_record
 from orchestrator.lab.keptlab import KeptLab
-from orchestrator.lab.remote import COUNT_WAIT_S, START_LEAD_S, cell_vars, native_broker_conf, stage
+from orchestrator.lab.remote import COUNT_WAIT_S, START_LEAD_S, cell_vars, host_devices, native_broker_conf, stage
 from orchestrator.lab.start import apply_start, start_record
 from orchestrator.lab.topology import count_lines, prepare_run_dir
 from orchestrator.measure.cell import CellWriter, Observed
@@ -69,7 +69,7 @@ class LabSite:
         return add_lab_metrics  # the publisher host's clock, the losses before the capture
 
     def preflight(self, spec: RunSpec, variant: Variant) -> Impairment:
-        return lab_preflight(spec, self.inventory)
+        return lab_preflight(spec, self.inventory, variant)
 
     def check_profile(self, impairment: str, mechanism: str) -> None:
         """Nothing here: the routers' kernels matter, and their playbook checks them."""
@@ -86,8 +86,9 @@ class LabSite:
         return lab_manifest(self.inventory, bundle)
 
 
-def lab_preflight(spec: RunSpec, source: Path) -> Impairment:
-    """What can be refused before a host is contacted: the profile on the routers, the inventory's roles."""
+def lab_preflight(spec: RunSpec, source: Path, variant: Variant) -> Impairment:
+    """What can be refused before a host is contacted: the profile on the routers, the inventory's roles, a share
+    above the per-host limit."""
     impairment = load_impairment(spec.impairment)
     try:  # the rules on the profile (orchestrator/model/rules.py), e.g. the routers impair publisher->broker only
         rules.check_profile(impairment, spec.values())
@@ -95,7 +96,8 @@ def lab_preflight(spec: RunSpec, source: Path) -> Impairment:
         raise TestbedError(str(exc)) from None
     if which("tshark") is None:
         raise TestbedError("tshark is missing on this host (the analysis runs here)", hint="apt-get install -y tshark")
-    _roles, inventory = load_lab(source)
+    roles, inventory = load_lab(source)
+    host_devices(spec, roles, variant.dealt_over_hosts)
     if not impairment.is_noop and not inventory.router:
         raise TestbedError(f"impairment {impairment.name} needs a router host (group router) in {spec.inventory}: "
                            "the profile is applied on its own interfaces", hint="docs/multi-host.md")

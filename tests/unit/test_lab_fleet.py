@@ -260,3 +260,26 @@ def test_a_share_the_host_cannot_carry_is_refused_naming_the_host_the_limit_and_
     assert {h: argv[-4:] for h, argv in v["capacity"].items()} == {  # weights 1,2,1
         "p1": ["--host", "p1", "--devices", "75"], "p2": ["--host", "p2", "--devices", "150"],
         "p3": ["--host", "p3", "--devices", "75"]}
+
+
+def test_a_share_above_the_per_host_limit_is_refused_by_the_controller_before_the_play(tmp_path: Path) -> None:
+    roles, _sc, _lay, _pki, _spec = _cell(tmp_path, devices=300, connect_rate=100)  # weights 1,2,1
+    spec = RunSpec(scenario="tls", samples=2, interval_ms=1000, devices=30_000, inventory="lab.yml")
+    with pytest.raises(TestbedError) as err:
+        remote.host_devices(spec, roles, dealt=True)
+    assert str(err.value) == ("--devices 30000: a share above the per-host limit of 10000 devices (p2 15000)")
+    assert "publisher_weight" in (err.value.hint or "")
+    assert remote.host_devices(spec.model_copy(update={"devices": 20_000}), roles, dealt=True) == {
+        "p1": 5000, "p2": 10000, "p3": 5000}
+
+
+def test_the_lab_preflight_refuses_that_share_before_any_host_is_contacted() -> None:
+    from orchestrator.measure.multihost import lab_preflight  # measure/ is above lab/: only this test needs it
+    from orchestrator.publishers.variants import variant_for
+
+    example = Path(__file__).resolve().parents[2] / "playbooks" / "inventory.lab.example.yml"  # one publisher host
+    spec = RunSpec(scenario="tls", samples=2, interval_ms=1000, devices=10_001, inventory=str(example))
+    with pytest.raises(TestbedError, match=r"^--devices 10001: a share above the per-host limit of 10000 devices "
+                                           r"\(pi-publisher 10001\)$"):
+        lab_preflight(spec, example, variant_for(spec))
+    assert lab_preflight(spec.model_copy(update={"devices": 10_000}), example, variant_for(spec)).is_noop
