@@ -3,7 +3,7 @@
 logs/fleet_hosts.csv (``device,host``, written by lab/merge.py from what each host's archive held) gives the
 ``host`` column (the inventory host name) of the per-message table, the send log, the per-device connection table
 and devices.csv; metrics.json ``fleet.hosts`` gets per host its devices, messages expected, sent, delivered and
-lost, and the devices with loss (measure/labanalysis.py adds each host's clock and start offset).
+lost, and the devices with loss (runanalysis/labanalysis.py adds each host's clock and start offset).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def hosts_block(pm: pd.DataFrame, send_log: pd.DataFrame | None, hosts: dict[str
             "expected": devices * samples, "sent": int(mine["sent"].sum()),
             "delivered": int((mine["sent"] & mine["received"]).sum()), "lost": int(len(lost)),
             "devices_with_loss": int(lost["device"].nunique())}}
-        if "uplink_ms" in pm.columns:  # the host's uplink median: its one-way delay verdict (measure/labanalysis.py)
+        if "uplink_ms" in pm.columns:  # its one-way delay verdict (runanalysis/labanalysis.py)
             uplink = pd.to_numeric(pm.loc[pm["device"].astype(str).map(hosts) == host, "uplink_ms"],
                                    errors="coerce").dropna()
             out[host]["uplink_median_ms"] = float(uplink.median()) if len(uplink) else None

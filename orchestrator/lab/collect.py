@@ -170,7 +170,7 @@ def collect_broker(archive: Path, lay: Layout, host: str) -> bool:
 def time_discipline(folder: Path) -> dict[str, Any]:
     """The host's time discipline before and after the cell (clock_probe.py --discipline) and whether its kernel
     clock was slewed meanwhile: an offset being slewed away, or a frequency correction that changed, breaks the
-    linear drift the bound assumes (a warning, measure/labanalysis.py)."""
+    linear drift the bound assumes (a warning, runanalysis/labanalysis.py)."""
     phases = {}
     for phase in ("pre", "post"):
         try:

@@ -96,8 +96,10 @@ def merge_logs(mapped: dict[str, Path], dest: Path) -> dict[str, str]:
         for src in sorted(p for p in folder.rglob("*") if p.is_file()):
             rel = src.relative_to(folder).as_posix()
             if rel in TABLES:
-                tables.setdefault(rel, []).append((host, src.read_text()))
-                devices.update({d: host for d in _device_rows(src.read_text()) if rel == TABLES[0]})
+                text = src.read_text()
+                tables.setdefault(rel, []).append((host, text))
+                if rel == TABLES[0]:
+                    devices.update(dict.fromkeys(_device_rows(text), host))
                 continue
             if rel == SUMMARY:
                 summaries[host] = json.loads(src.read_text() or "{}")
