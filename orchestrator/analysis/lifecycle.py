@@ -63,11 +63,14 @@ UNATTRIBUTED = "unattributed"  # a connection that could carry no CONNECT: refus
 
 
 def _cut(rows: pd.DataFrame) -> pd.Series:
-    """Rows whose connection never got as far as a CONNECT: no TLS handshake completed, or no byte from the
-    client (a SYN refused while a broker restarted)."""
+    """Rows whose connection never got as far as a CONNECT: no byte from the client (a SYN refused while a broker
+    restarted), no TLS handshake seen, or a TLS handshake that never finished (the broker gone between its flight
+    and the client's Finished: the wire knows the kind from the server's flight, but no Finished pair ended it)."""
     cut = pd.Series(False, index=rows.index)
     if "handshake" in rows:
         cut |= rows["handshake"].astype(str) == "unknown"
+    if "tls_version" in rows and "tls_finished_from" in rows:
+        cut |= rows["tls_version"].notna() & rows["tls_finished_from"].isna()
     if "payload_client_to_server" in rows:
         cut |= rows["payload_client_to_server"].fillna(0).astype(float) == 0
     return cut
@@ -190,6 +193,19 @@ def lifecycle(rows: pd.DataFrame, mismatches: list[dict[str, Any]], *, mode: str
                                  if per_reading and len(rows) and setup.notna().any() else None),
         **{f"{c}_median": _median(rows, c) for c in MEDIANS},
     }
+
+
+def attribution_warnings(rows: pd.DataFrame, by: str | None) -> list[str]:
+    """A fleet whose connections could not be told apart by device (some finished a handshake and carry no client
+    id: their CONNECT not decrypted), which made every per-device figure one device's: said, not silent."""
+    if by is None or by not in rows or rows.empty or set(rows["device"]) != {""}:
+        return []
+    ids = rows[by]
+    named = ids.notna() & (ids.astype(str) != "")
+    if not bool(named.any()):
+        return []
+    return [f"{int((~named).sum())} of {len(rows)} connections carry no client id, and one that finished its "
+            "handshake among them (no key for it?): the fleet's connections are counted as one device's"]
 
 
 def mismatch_warnings(block: dict[str, Any]) -> list[str]:

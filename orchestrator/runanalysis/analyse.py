@@ -202,6 +202,7 @@ def connections_of(run: RunFolder) -> dict[str, Any]:
     warnings = lifecycle.mismatch_warnings(block)
     if block["missing"]:
         warnings.append(f"{block['missing']} of {block['expected']} expected connections are not on the capture")
+    warnings += lifecycle.attribution_warnings(rows, run.keying.connections_by)
     analysis.warnings.extend(warnings)
     if analysis.metrics.get("warnings") is not analysis.warnings:
         analysis.metrics.setdefault("warnings", []).extend(warnings)

@@ -76,6 +76,31 @@ def test_a_connection_cut_before_its_connect_is_unattributed() -> None:
     assert _block(rows, [])["devices"] == len(DEVICES)  # the refused SYN is no device's
 
 
+def test_a_handshake_the_broker_never_finished_is_unattributed_and_the_claims_still_compare() -> None:
+    """CI stop 46: a broker restarted between its flight (which tells the wire the handshake's kind) and the
+    client's Finished. That connection never carried a CONNECT (the device does not number it either), so it is
+    no device's; before, the one row without a client id made the whole fleet one device and every per-device
+    figure of the events (reconnected, first after, the claims compared) came out empty."""
+    table = _rows()
+    table["tls_version"] = "TLS 1.2"
+    table["tls_finished_from"] = "decrypted Finished"
+    table["payload_client_to_server"] = 600
+    cut = pd.DataFrame([{**table.iloc[4].to_dict(), "stream": 99, "client_id": None, "handshake": "full",
+                         "tls_finished_from": None, "syn_time": 102.15}])
+    table = pd.concat([table, cut], ignore_index=True).sort_values("syn_time", ignore_index=True)
+    rows, mismatches = lifecycle.with_claims(table, _claims(), "client_id")
+    assert list(rows.loc[rows["stream"] == 99, "device"]) == [lifecycle.UNATTRIBUTED]
+    assert mismatches == [] and _block(rows, mismatches)["client_claims"]["compared"] == len(DEVICES) * CONNS
+    finished = table.copy()
+    finished.loc[finished["stream"] == 99, "tls_finished_from"] = "decrypted Finished"  # finished, yet no CONNECT
+    rows, _ = lifecycle.with_claims(finished, _claims(), "client_id")
+    assert set(rows["device"]) == {""}  # not told apart: and said so
+    assert lifecycle.attribution_warnings(rows, "client_id") == [
+        "1 of 10 connections carry no client id, and one that finished its handshake among them (no key for "
+        "it?): the fleet's connections are counted as one device's"]
+    assert lifecycle.attribution_warnings(lifecycle.with_claims(table, None, "client_id")[0], "client_id") == []
+
+
 def test_a_connection_without_a_client_id_makes_it_one_device() -> None:
     table = _rows()
     table.loc[4, "client_id"] = None  # not decrypted
