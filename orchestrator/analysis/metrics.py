@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
+from scipy import special
 
 from orchestrator.analysis import segments
 
@@ -60,7 +60,7 @@ def describe(values: np.ndarray | pd.Series) -> dict[str, Any]:
         return out
     mean = float(v.mean())
     std = float(v.std(ddof=1)) if n > 1 else None
-    half = (float(sps.t.ppf(0.975, n - 1)) * std / math.sqrt(n)) if std is not None else None
+    half = (float(special.stdtrit(n - 1, 0.975)) * std / math.sqrt(n)) if std is not None else None
     out.update({
         "mean": mean, "median": float(np.median(v)),
         "p95": float(np.percentile(v, 95)), "p99": float(np.percentile(v, 99)),

@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass
 from typing import TypeAlias
 
 import numpy as np
-from scipy import stats as sps
 
 Sample: TypeAlias = Sequence[float] | np.ndarray
 
@@ -133,6 +132,8 @@ def welch_p(baseline: np.ndarray, scenario: np.ndarray) -> float | None:
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
+        from scipy import stats as sps  # here, not at import: 1-2 s that a cell's analysis never needs
+
         result = sps.ttest_ind(y, x, equal_var=False)
     return _finite_or_none(result.pvalue)
 
@@ -144,6 +145,8 @@ def mannwhitney_p(baseline: np.ndarray, scenario: np.ndarray) -> float | None:
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
+        from scipy import stats as sps
+
         result = sps.mannwhitneyu(y, x, alternative="two-sided")
     return _finite_or_none(result.pvalue)
 
