@@ -48,21 +48,16 @@ images: venv system-demo docker
 demo: images
 	$(TESTBED) sweep $(DEMO_ARGS)
 
-# Two pytest processes side by side: the tests marked docker (real containers; mostly waiting on messages sent at
-# their interval) in the foreground, and the rest (unit, firmware-core builds, network namespaces) beside them,
-# niced so that the containers' timing comes first; its output is shown after (build/test-nodocker.log). Each ends
-# with its slowest tests (--durations), where CI's minutes go; the target fails when either fails (5, no tests,
-# is a failure too), and Ctrl-C stops both. `make lint` (ruff, mypy, the size rule) comes first: a lint or type
-# error fails `make test` before anything is installed or built. Under CI=true a skip that tests/skips.py does not
-# allow fails the run (tests/conftest.py).
+# The tests in three pytest lanes (scripts/test-lanes.sh): the docker tests (real containers; mostly waiting on
+# messages sent at their interval) in the foreground, first the ones that need the engine alone (the fault suite),
+# then the rest; beside them the tests without Docker (unit, firmware-core builds, network namespaces) niced so that
+# the containers' timing comes first, then a second docker lane (tests/conftest.py SECOND_LANE) as its own user.
+# Each ends with its slowest tests (--durations), where CI's minutes go; the target fails when any fails (5, no
+# tests, is a failure too), and Ctrl-C stops them all. `make lint` (ruff, mypy, the size rule) comes first: a lint
+# or type error fails `make test` before anything is installed or built. Under CI=true a skip that tests/skips.py
+# does not allow fails the run (tests/conftest.py).
 test: lint system docker images
-	@mkdir -p build
-	@echo "pytest -m 'not docker', beside pytest -m docker (log: build/test-nodocker.log)"
-	@nice -n 10 $(BIN)/python scripts/sigint-default.py $(BIN)/pytest --durations=15 -m "not docker" $(PYTEST_ARGS) > build/test-nodocker.log 2>&1 & other=$$!; \
-	trap 'kill $$other 2>/dev/null' INT TERM; \
-	$(BIN)/pytest --durations=25 -m docker $(PYTEST_ARGS); docker=$$?; \
-	wait $$other; nodocker=$$?; echo "== not docker (build/test-nodocker.log)"; cat build/test-nodocker.log; \
-	echo "make test: docker exit $$docker, not docker exit $$nodocker"; exit $$(( docker || nodocker ))
+	@bash scripts/test-lanes.sh $(BIN) $(PYTEST_ARGS)
 
 # two pytest processes, one per core: tests/firmware (mostly C++ builds, from ccache after the first run) in the
 # background with CHECK_BESIDE, the unit tests that even the two out (warm, here: 2:00 + 0:36 beside 3:03 - 0:36),

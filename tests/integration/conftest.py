@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from .docker_user import DockerUser
+from .docker_user import LANE_USERS, DockerUser
+from .docker_user import NAME as LANE_USER
 
 TESTBED = str(Path(sys.executable).parent / "testbed")
 
@@ -63,20 +64,33 @@ class Poller:
         self._thread.join(timeout=10)
 
 
+def other_lanes() -> set[str]:
+    """The users of the other docker lane (docker_user.LANE_USERS but this lane's): what they make is theirs."""
+    return set(LANE_USERS) - {LANE_USER}
+
+
 def owned(kind: str) -> list[str]:
-    ls = {"container": ["ps", "-aq"], "network": ["network", "ls", "-q"], "volume": ["volume", "ls", "-q"]}[kind]
-    proc = subprocess.run(["docker", *ls, "--filter", "label=io.testbed.owned=true"], capture_output=True,
-                          text=True, check=True)
-    return proc.stdout.split()
+    """Our containers or networks (ids) or volumes (names), label io.testbed.owned, that this lane made: none whose
+    owner label is the other lane's user."""
+    ls = {"container": ["ps", "-a"], "network": ["network", "ls"], "volume": ["volume", "ls"]}[kind]
+    key = "{{.Name}}" if kind == "volume" else "{{.ID}}"
+    proc = subprocess.run(["docker", *ls, "--filter", "label=io.testbed.owned=true", "--format",
+                           key + ' {{.Label "io.testbed.owner"}}'], capture_output=True, text=True, check=True)
+    return [ident for ident, owner in rows(proc.stdout) if owner not in other_lanes()]
+
+
+def rows(text: str) -> list[tuple[str, str]]:
+    """(first, second) word of each line, "" for a missing second."""
+    return [(words[0], words[1] if len(words) > 1 else "") for line in text.splitlines() if (words := line.split())]
 
 
 def service_container(service: str) -> str:
     """The name of the testbed container of compose service ``service`` (any project: each invocation has its
     own, testbed-<user>-<id>, so names are looked up, not assumed); "none" while there is none."""
     proc = subprocess.run(["docker", "ps", "-a", "--filter", "label=io.testbed.owned=true", "--filter",
-                           f"label=com.docker.compose.service={service}", "--format", "{{.Names}}"],
-                          capture_output=True, text=True, check=False)
-    names = proc.stdout.split()
+                           f"label=com.docker.compose.service={service}", "--format",
+                           '{{.Names}} {{.Label "io.testbed.owner"}}'], capture_output=True, text=True, check=False)
+    names = [name for name, owner in rows(proc.stdout) if owner not in other_lanes()]
     return names[0] if names else "none"
 
 

@@ -23,7 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-NAME = "testbed-user"
+# make test runs the docker tests in two lanes at once (tests/conftest.py SECOND_LANE): each lane has its own user,
+# named by TESTBED_TEST_USER (the second lane's testbed-userb), and the "nothing left" checks look only at what
+# their lane's users and root made (tests/integration/conftest.py owned)
+NAME = os.environ.get("TESTBED_TEST_USER") or "testbed-user"
+LANE_USERS = ("testbed-user", "testbed-userb")
 CACHE = Path("/var/cache/testbed")
 USER_PATH = "/usr/local/bin:/usr/bin:/bin"  # an ordinary Debian user's PATH: no sbin folders
 KEPT_VENV = ".testbed-venv-kept"  # in the user's home while its clone is made again
