@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.backends import ssh_masters
 from orchestrator.backends.impairment import helpers, queue
 from orchestrator.backends.impairment.argv import NETEM_MISSING
 from orchestrator.backends.impairment.models import LOCALHOST, ImpairmentRecord, ImpairmentTarget, PlanCommand
@@ -54,6 +55,8 @@ def _ansible_env() -> dict[str, str]:
         "ANSIBLE_DEPRECATION_WARNINGS": "0",
         "ANSIBLE_PIPELINING": "1",
         **ansible_bounds_env(),  # keepalive, connect and task timeouts of every remote step
+        # the SSH masters' folder (the user's, or this process's own): closed when the command ends
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(ssh_masters.folder_for_playbooks()),
     }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from orchestrator.backends import docker
+from orchestrator.backends import docker, ssh_masters
 from orchestrator.backends.impairment.models import Hook, ImpairmentTarget
 from orchestrator.backends.process import run
 from orchestrator.errors import TestbedError
@@ -142,7 +142,9 @@ def load_inventory(path: Path, required: tuple[str, ...] = REQUIRED_GROUPS) -> L
     proc = run(argv, check=False, timeout=60, env={"ANSIBLE_INVENTORY_UNPARSED_FAILED": "1"})
     if proc.returncode != 0:
         raise TestbedError(f"{path}: ansible-inventory cannot parse it", evidence=proc.stderr.strip()[-2000:])
-    return parse_inventory_listing(json.loads(proc.stdout), str(path), required)
+    lab = parse_inventory_listing(json.loads(proc.stdout), str(path), required)
+    ssh_masters.note_inventory(lab.hostvars)  # the masters in its control path folders are closed at exit
+    return lab
 
 
 def targets_for_router(lab: LabInventory) -> list[ImpairmentTarget]:
