@@ -1,0 +1,53 @@
+"""A run folder with a board's timings, for the energy tests (issue 42): its connections' kinds are those of a
+recorded fixture (tests/fixtures/connections/<case>.json, in order), its times those of an ESP32 (a full TLS
+handshake about 0.9 s, a resumed one 0.16 s: docs/energy.md), so each phase is long enough for a trace to measure.
+Its metrics.json ``connections`` block is made by the analysis's own function (analysis/lifecycle.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from orchestrator.analysis.lifecycle import lifecycle, with_device_numbers
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "connections"
+T0 = 1_780_000_000.0
+# (TCP set-up, TLS handshake, MQTT connect) ms, and wire bytes up / down per connection, by kind
+KIND = {"full": (28.0, 910.0, 41.0, 1450, 2600), "resumed-id": (27.0, 160.0, 39.0, 700, 520),
+        "resumed-ticket": (27.0, 170.0, 39.0, 900, 560), "resumed-psk": (27.0, 240.0, 39.0, 900, 700),
+        "none": (26.0, 0.0, 38.0, 420, 260)}
+PUBLISH_FRAME = 140
+
+
+def fixture_kinds(case: str) -> list[str]:
+    return [c["kind"] for c in json.loads((FIXTURES / f"{case}.json").read_text())["connections"]]
+
+
+def board_timed_run(folder: Path, kinds: list[str], *, per_connection: int = 2, interval_s: float = 0.25,
+                    gap_s: float = 0.6) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    rows, sends, t = [], [], T0
+    for kind in kinds:
+        tcp, tls, mqtt, up, down = KIND[kind]
+        connack = t + (tcp + tls + mqtt) / 1e3
+        pubs = [connack + 0.005 + j * interval_s for j in range(per_connection)]
+        end = pubs[-1] + 0.060
+        rows.append({"syn_time": t, "tcp_connect_ms": tcp, "tls_handshake_ms": tls if kind != "none" else None,
+                     "mqtt_connect_ms": mqtt, "connack_time": connack, "end_time": end, "handshake": kind,
+                     "wire_client_to_server": up + per_connection * PUBLISH_FRAME, "wire_server_to_client": down,
+                     "tcp_end": "FIN client", "syn_to_first_publish_ms": (pubs[0] - t) * 1e3})
+        sends += pubs
+        t = end + gap_s
+    table = with_device_numbers(pd.DataFrame(rows))
+    table.to_csv(folder / "connections.csv", index=False)
+    pd.DataFrame({"seq": range(len(sends)), "broker_in_us": [round(s * 1e6) for s in sends],
+                  "frame_len": PUBLISH_FRAME, "msgs_in_frame": 1}).to_csv(folder / "per_message.csv", index=False)
+    tls = any(k != "none" for k in kinds)
+    block = lifecycle(table, [], mode="resume-id" if tls else "reconnect", per_connection=per_connection,
+                      close="clean", expected=len(kinds), readings=len(sends), tls=tls)
+    metrics = {"inputs": {"tls": tls}, "loss": {"publisher_logged": len(sends)}, "connections": block}
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    (folder / "cell.json").write_text(json.dumps({"spec": {"interval_ms": interval_s * 1e3}}))
+    return folder
