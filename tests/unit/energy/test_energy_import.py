@@ -131,3 +131,23 @@ def test_the_commands_synth_then_import(tmp_path: Path, capsys: pytest.CaptureFi
     printed = capsys.readouterr().out
     assert "aligned by marker" in printed and "Main current (A)" in printed and "MEASURED" in printed
     assert (run / "energy.json").is_file()
+
+
+@pytest.mark.parametrize("case", ["t12_ticket", "t13_psk"])
+def test_without_a_marker_the_bound_holds_over_drift_rate_and_noise(case: str, tmp_path: Path) -> None:
+    """Three connections leave the line through their places one residual: the bound adds how far a connection's
+    two halves of boundaries disagree (with the residual alone, 10 of 48 such traces fell outside it)."""
+    from orchestrator.analysis.tracealign import by_current
+
+    run = board_timed_run(tmp_path / "run", fixture_kinds(case))
+    conns = run_connections(run)
+    events = np.array([t for c in conns for t in (c.start, c.tls_end, c.connack, c.end)])
+    rng = np.random.default_rng(7)
+    for seed in range(6):
+        spec = SynthSpec(drift_ppm=float(rng.uniform(-400, 400)), rate_hz=float(rng.choice([2000, 4000, 10000])),
+                         noise_ma=float(rng.uniform(1, 5)), lead_s=float(rng.uniform(0.2, 2)), seed=seed)
+        syn = synthesize(conns, run_facts(run).readings, spec)
+        m = syn.truth["map"]
+        al = by_current(syn.trace, conns, "synthetic")
+        real = m["offset"] + m["scale"] * (events - m["ref"])  # type: ignore[index]
+        assert np.abs(al.to_trace(events) - real).max() <= al.bound_s, (seed, spec)

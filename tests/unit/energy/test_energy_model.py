@@ -70,6 +70,9 @@ def test_one_connection_by_hand(tmp_path: Path) -> None:
     assert m.life_days == pytest.approx(1000 / (per / 10) / 24)
     assert m.as_dict()["label"] == "modelled"
     assert m.notes == ["handshake compute projected (300 ms, full)"]
+    board = em.ConnectionFigures("full", 2, 2200, 900, 100, 10, 500, 20, host_compute_ms=100, board_measured=True)
+    assert em.tls_device_ms(model, board) == 500  # a board's handshake as it measured it, nothing projected
+    assert em.model_reading(model, board, sleep="deep-sleep", interval_s=10, capacity_mah=1000).notes == []
 
 
 def test_sleep_modes_and_kinds_order_as_they_should() -> None:
