@@ -53,3 +53,24 @@ def board_timed_run(folder: Path, kinds: list[str], *, per_connection: int = 2, 
     (folder / "cell.json").write_text(json.dumps({"spec": {"interval_ms": interval_s * 1e3},
                                                   "board": {"board": "esp32dev"}}))
     return folder
+
+
+def persistent_run(folder: Path, readings: int = 6, *, interval_s: float = 0.25, tls: bool = True) -> Path:
+    """A persistent cell: one connection, no connections.csv; its frames in packets.csv, its set-up times in the
+    handshake block of metrics.json (as analysis/pipeline.py writes them)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tcp, hs, mqtt, up, down = KIND["full" if tls else "none"]
+    connack = T0 + (tcp + hs + mqtt) / 1e3
+    sends = [connack + 0.005 + j * interval_s for j in range(readings)]
+    frames = [(T0, "publisher->broker", 74), (connack, "broker->publisher", 70),
+              *((s, "publisher->broker", PUBLISH_FRAME) for s in sends), (sends[-1] + 0.06, "publisher->broker", 66)]
+    pd.DataFrame(frames, columns=["time", "leg", "frame_len"]).to_csv(folder / "packets.csv", index=False)
+    pd.DataFrame({"seq": range(readings), "broker_in_us": [round(s * 1e6) for s in sends],
+                  "frame_len": PUBLISH_FRAME, "msgs_in_frame": 1}).to_csv(folder / "per_message.csv", index=False)
+    metrics = {"inputs": {"tls": tls}, "loss": {"publisher_logged": readings},
+               "handshake": {"tcp_connect_ms": tcp, "tls_handshake_ms": hs if tls else None, "mqtt_connect_ms": mqtt,
+                             "bytes_client_to_server": up, "bytes_server_to_client": down}}
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    (folder / "cell.json").write_text(json.dumps({"spec": {"interval_ms": interval_s * 1e3},
+                                                  "board": {"board": "esp32dev"}}))
+    return folder
