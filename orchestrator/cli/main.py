@@ -247,9 +247,10 @@ def verify_cmd(archive_path: Annotated[Path, typer.Argument(help="a .tar.gz made
 
 def _register_subapps() -> None:
     """Sub-apps that live in their own modules."""
-    from orchestrator.cli import board, compare, firmware, impair
+    from orchestrator.cli import board, compare, energy, firmware, impair
 
     app.add_typer(board.app, name="board")
+    app.add_typer(energy.app, name="energy")
     app.add_typer(firmware.app, name="firmware")
     app.add_typer(impair.app, name="impair")
     compare.register(app)

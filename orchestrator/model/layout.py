@@ -48,6 +48,7 @@ IMPAIRMENT = "impairment.json"
 RESOURCES = "resources.json"
 SCENARIO = "scenario.json"
 CONTAINERS = "containers.json"
+ENERGY = "energy.json"  # a power trace imported against the run, and the model beside it (runanalysis/energyimport.py)
 ANALYSIS_OUTPUTS = (PER_MESSAGE, PACKETS, METRICS)
 INVENTORY_COPY = "inventory"  # + the inventory's own suffix (.yml, .yaml, .ini or none)
 
@@ -211,6 +212,11 @@ class Layout:
     def publisher_connections(self) -> Path:
         """The publisher's own record of each connection (not persistent): its claim of resumption."""
         return self.logs / "publisher_connections.csv"
+
+    @property
+    def energy(self) -> Path:
+        """What the run cost the device's battery: an imported power trace and the model (docs/energy.md)."""
+        return self.root / ENERGY
 
     @property
     def connections(self) -> Path:

@@ -16,6 +16,7 @@ from orchestrator.model.layout import BundleLayout
 from orchestrator.report import claims, handshake_split, lifecycle, sections
 from orchestrator.report.board import board_section
 from orchestrator.report.document import Block, Bullets, Figure, Heading, render_html, render_markdown
+from orchestrator.report.energy import energy_section
 from orchestrator.report.events import events_figures, events_section
 from orchestrator.report.exchanges import exchanges_section
 from orchestrator.report.figures import make_figures
@@ -59,6 +60,7 @@ def build_document(
         *impairment_section(all_cells),
         *board_section(all_cells),
         *lifecycle.lifecycle_section(all_cells, groups(ok)),
+        *energy_section(all_cells, groups(ok)),
         *handshake_split.split_section(ok),
         *exchanges_section(ok),
         *stacks_section(ok),
