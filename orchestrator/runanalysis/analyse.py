@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.analysis import brokercpu, handshakecost, lifecycle, tlsrecords
+from orchestrator.analysis import brokercpu, device_phases, handshakecost, lifecycle, tlsrecords
 from orchestrator.analysis import metrics as run_metrics
 from orchestrator.analysis.clock import one_way_delay_available
 from orchestrator.analysis.connections import connections_table
@@ -191,15 +191,18 @@ def connections_of(run: RunFolder) -> dict[str, Any]:
     ips = set(up["ip_src"].dropna().astype(str)) | set(up["ipv6_src"].dropna().astype(str))
     sub_streams = set(pk.loc[pk["leg"].isin(["subscriber->broker", "broker->subscriber"]), "stream"].astype(int))
     table = connections_table(lay.capture, scenario.port, scenario.is_tls, run.keylogs, export_chunks)
-    rows, mismatches = lifecycle.with_claims(lifecycle.publisher_rows(table, ips - {""}, sub_streams),
-                                             lifecycle.read_claims(lay.publisher_connections),
+    claims = lifecycle.read_claims(lay.publisher_connections)
+    rows, mismatches = lifecycle.with_claims(lifecycle.publisher_rows(table, ips - {""}, sub_streams), claims,
                                              run.keying.connections_by)
     readings = int(analysis.metrics.get("loss", {}).get("publisher_logged") or spec.samples)
     block = lifecycle.lifecycle(rows, mismatches, mode=spec.connection, per_connection=spec.per_connection,
                                 close=spec.close, expected=spec.connections_expected, readings=readings,
                                 tls=scenario.is_tls)
+    phases = device_phases.phases_block(rows, claims, device_phases.clock_label(run.summary), scenario.is_tls)
+    if phases is not None:
+        block["device_phases"] = phases
     rows.to_csv(lay.connections, index=False)
-    warnings = lifecycle.mismatch_warnings(block)
+    warnings = lifecycle.mismatch_warnings(block) + device_phases.phase_warnings(phases)
     if block["missing"]:
         warnings.append(f"{block['missing']} of {block['expected']} expected connections are not on the capture")
     warnings += lifecycle.attribution_warnings(rows, run.keying.connections_by)
@@ -272,7 +275,8 @@ def resources_of(run: RunFolder) -> dict[str, Any]:
 
 
 STEPS: tuple[AnalysisStep, ...] = (
-    AnalysisStep("connections", connections_of, reads=("capture", "keylogs", "publisher_connections"),
+    AnalysisStep("connections", connections_of,
+                 reads=("capture", "keylogs", "publisher_connections", "publisher_summary"),
                  key="connections", writes=("connections",), amends=("warnings",), when=reconnects),
     AnalysisStep("device padding", device_padding, reads=("publisher_summary", "fleet_dir"),
                  amends=("overhead_bytes",)),
