@@ -9,6 +9,7 @@ Capturing on lo needs root (CI runs as root)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from fwtest_support import Broker, HostBuild, LoCapture, Pki
 from test_firmware_tls_acceptance import _need_capture
 from test_mbedtls36_device import TLS12_CHACHA, TLS13_CHACHA, broker13, vdevice  # noqa: F401 (broker13: fixture)
 
-from orchestrator.analysis import device_phases, lifecycle
+from orchestrator.analysis import lifecycle
 from orchestrator.analysis.connections import connections_table
 from orchestrator.backends.tshark import export_chunks
 
@@ -38,6 +39,8 @@ def _vdevice228(build: HostBuild, pki: Pki, broker: Broker, out: Path, samples: 
 
 def _against_wire(cap: Path, port: int, out: Path) -> pd.DataFrame:
     """The run's connections as the analysis makes them: the wire's rows with the device's claims and phases."""
+    from orchestrator.analysis import device_phases  # issue 41's (imported here: the log's checks run without it)
+
     table = connections_table(cap, port, True, [out / "keys.log"], export_chunks)
     table = table[table["split_span_ms"].notna()].sort_values("syn_time").reset_index(drop=True)
     claims = lifecycle.read_claims(out / "connections.csv")
@@ -114,3 +117,42 @@ def test_tls13_phases_full_and_psk_agree_with_the_wire(build36, pki: Pki, broker
     rows = _against_wire(cap.path, broker13, tmp_path)
     assert list(rows["handshake"]) == ["full"] + ["resumed-psk"] * 5
     _agree(rows)
+
+
+def test_board_emu_reports_its_phases_over_the_serial_protocol(board_emu, broker_factory, pki: Pki,
+                                                                 tmp_path: Path) -> None:
+    """The board's HANDSHAKE and CONN lines carry the device's own phases (the core's BoardSession, here in
+    board-emu); the host's records write them into the connections log the analysis reads, and the summary names
+    the clock they ran on."""
+    from orchestrator.model.layout import Layout
+    from orchestrator.publishers.board import protocol as p
+    from orchestrator.publishers.board.lines import Conn, Handshake
+    from orchestrator.publishers.board.link import BoardLink
+    from orchestrator.publishers.board.records import append_connection, write_outputs
+
+    broker = broker_factory(CHACHA_OPENSSL)
+    emu = board_emu()
+    cell = p.RunCell(id="phases-1", host="127.0.0.1", port=broker.tls_port, transport="tls", payload=65, samples=3,
+                     interval_us=20000, ciphers=(TLS12_CHACHA,), ca=pki.ca.read_text(), server_name="localhost",
+                     connect_timeout_ms=2000, mode="resume-ticket", per_connection=1)
+    with BoardLink(emu.pty) as link:
+        link.wait_ready(timeout_s=10)
+        link.send_run(cell)
+        lines = list(link.run_lines(10.0))
+    conns = [x for x in lines if isinstance(x, Conn)]
+    assert [c.resumed for c in conns] == [False, True, True]
+    assert all(c.phases is not None and (c.phases["device_busy_ms"] or 0) > 0 for c in conns)
+    assert conns[0].phases and conns[0].phases["verified_ms"] is not None and conns[1].phases
+    assert conns[1].phases["verified_ms"] is None  # resumed: no certificate
+    shake = next(x for x in lines if isinstance(x, Handshake))
+    assert shake.phases == conns[0].phases  # the first connection's, as HANDSHAKE's times are
+    lay = Layout(tmp_path / "run")
+    lay.logs.mkdir(parents=True)
+    lay.keylogs.mkdir(parents=True, exist_ok=True)
+    for c in conns:
+        append_connection(lay, c)
+    write_outputs(lay, lines, None, link.banner)
+    log = pd.read_csv(lay.publisher_connections)
+    assert list(log.columns[-6:]) == PHASE_COLUMNS and log["device_busy_ms"].notna().all()
+    summary = json.loads(lay.publisher_summary.read_text())
+    assert summary["handshake_phases"] == shake.phases and summary["cpu_model"].startswith("board-emu at ")
