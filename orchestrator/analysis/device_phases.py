@@ -22,6 +22,9 @@ answer read (the first read after a send ends) to its next send, less the reads 
   measures it at its first turn: the device's own TCP connect time (SYN -> connect() returned) less the wire's (SYN
   -> its ACK of the SYN/ACK at the broker), at least 0. A device woken later in a later turn than in its first lands
   outside the bound, and is said (a warning).
+- what the bound leaves out: the device busy while the broker sends what the device does not wait for (TLS 1.3's
+  NewSessionTickets after the client's Finished, before its CONNECT): the wire gives that gap to the broker, the
+  device's clock to the device (measured on loopback: up to 2 ms on a loaded host).
 
 The device's figures are labelled with what they ran on (``clock``: the publisher summary's ``cpu_model``; a virtual
 device's is the host's CPU, a board's its chip). A device whose log has no phases (a build before them), or whose

@@ -57,8 +57,9 @@ def _against_wire(cap: Path, port: int, out: Path) -> pd.DataFrame:
 
 
 def _agree(rows: pd.DataFrame) -> None:
-    """Each kind's median |device - wire| within its median bound: one connection woken late by a loaded host is
-    outside its own bound (the analysis warns), the kind's typical connection is not."""
+    """Each kind's median |device - wire| within its median bound: one connection woken late by a loaded host, or
+    busy while the broker sent what it does not wait for (TLS 1.3's tickets after its Finished), is outside its own
+    bound (the analysis warns), the kind's typical connection is not."""
     for kind, part in rows.groupby("handshake"):
         diff = part["device_vs_wire_ms"].abs().median()
         assert diff <= part["device_wire_bound_ms"].median(), (kind, part[["device_busy_ms", "split_device_ms",
@@ -103,7 +104,7 @@ def test_tls13_phases_full_and_psk_agree_with_the_wire(build36, pki: Pki, broker
     _need_capture()
     cap = LoCapture(tmp_path / "tls13.pcapng", broker13)
     try:
-        vdevice(build36, pki, broker13, tmp_path, 65, 6, TLS13_CHACHA, "--connection", "resume-ticket",
+        vdevice(build36, pki, broker13, tmp_path, 65, 9, TLS13_CHACHA, "--connection", "resume-ticket",
                 "--per-connection", "1", "--connections-log", str(tmp_path / "connections.csv"))
     finally:
         cap.stop()
@@ -115,7 +116,7 @@ def test_tls13_phases_full_and_psk_agree_with_the_wire(build36, pki: Pki, broker
         assert r["resumed"] == 1 and pd.isna(r["verified_ms"]), r.to_dict()
         assert _ordered(r, "hello_sent_ms", "kex_done_ms", "flight_in_ms", "finished_sent_ms"), r.to_dict()
     rows = _against_wire(cap.path, broker13, tmp_path)
-    assert list(rows["handshake"]) == ["full"] + ["resumed-psk"] * 5
+    assert list(rows["handshake"]) == ["full"] + ["resumed-psk"] * 8
     _agree(rows)
 
 
