@@ -57,13 +57,13 @@ def _against_wire(cap: Path, port: int, out: Path) -> pd.DataFrame:
 
 
 def _agree(rows: pd.DataFrame) -> None:
-    """Each kind's median |device - wire| within its median bound: one connection woken late by a loaded host, or
-    busy while the broker sent what it does not wait for (TLS 1.3's tickets after its Finished), is outside its own
-    bound (the analysis warns), the kind's typical connection is not."""
-    for kind, part in rows.groupby("handshake"):
-        diff = part["device_vs_wire_ms"].abs().median()
-        assert diff <= part["device_wire_bound_ms"].median(), (kind, part[["device_busy_ms", "split_device_ms",
-                                                                          "device_wire_bound_ms"]].to_string())
+    """The run's median |device - wire| within its median bound. One connection woken late by a loaded host, or busy
+    while the broker sent what it does not wait for (TLS 1.3's tickets after its Finished), is outside its own bound
+    (the analysis warns, per kind); the run's typical connection is not. (Per kind, a full handshake is one
+    connection here: under make check's load a single late wake-up of 3 ms put it outside.)"""
+    diff = rows["device_vs_wire_ms"].abs().median()
+    assert diff <= rows["device_wire_bound_ms"].median(), rows[["handshake", "device_busy_ms", "split_device_ms",
+                                                                 "device_wire_bound_ms"]].to_string()
 
 
 def _ordered(row: pd.Series, *cols: str) -> bool:
@@ -156,4 +156,5 @@ def test_board_emu_reports_its_phases_over_the_serial_protocol(board_emu, broker
     log = pd.read_csv(lay.publisher_connections)
     assert list(log.columns[-6:]) == PHASE_COLUMNS and log["device_busy_ms"].notna().all()
     summary = json.loads(lay.publisher_summary.read_text())
-    assert summary["handshake_phases"] == shake.phases and summary["cpu_model"].startswith("board-emu at ")
+    assert summary["handshake_phases"] == shake.phases
+    assert summary["cpu_model"] == "board-emu (the host's CPU, not an ESP32's)"
