@@ -39,6 +39,11 @@ SLOW: dict[str, str] = {
                                                  "config (20 s cached, 1.5 min cold on 2 busy cores)",
     "tests/firmware/test_board_publisher.py::test_a_board_whose_network_drops_fails_the_cell_by_name_and_the_next_too":
         "waits out the publisher's real 10 s and 20 s timeouts (50 s)",
+    "tests/firmware/test_handshake_phases.py::test_tls12_phases_full_and_resumed_agree_with_the_wire":
+        "the device's own time against a loopback capture's: make check's load on 2 cores wakes the device late "
+        "(ms), which the comparison's bound does not hold (about 25 s with its builds)",
+    "tests/firmware/test_handshake_phases.py::test_tls13_phases_full_and_psk_agree_with_the_wire":
+        "as the TLS 1.2 one, on the mbedTLS 3.6 build (about 20 s with it)",
     "tests/unit/test_ci_skips.py": "runs pytest in subprocesses: eight test files with their tools off PATH, a "
                                    "netns module as nobody, generated test files (about 45 s in all; make check "
                                    "took 187 s on a quiet host with them, its budget is 180)",

@@ -4,8 +4,8 @@ what each cost, and whether the publisher's own claim of resumption agrees.
 Input: the per-connection table of the capture (``analysis/connections.py``, every connection to the
 broker port), the publisher's addresses (from the packets the analysis put on the publisher->broker
 leg) and, when the publisher wrote one, its connections log (``logs/publisher_connections.csv``:
-``conn,t_open_us,tcp_connect_ms,handshake_ms,connack_ms,resumed,messages,close,error``; a fleet's has
-``device`` first, its rows in no particular order).
+``conn,t_open_us,tcp_connect_ms,handshake_ms,connack_ms,resumed,messages,close,error`` and the device's own handshake
+phases after them, ``analysis/device_phases.py``; a fleet's has ``device`` first, its rows in no particular order).
 
 Whose connection: the keying says (``Keying.connections_by``, analysis/keying.py). One device's are all its
 own; a fleet's are told apart by the MQTT client id of their CONNECT (the table's ``client_id``, where the
@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from orchestrator.analysis import device_phases
 
 RESUMED = ("resumed-id", "resumed-ticket", "resumed-psk")
 KINDS = ("full", *RESUMED, "none", "unknown")
@@ -102,29 +104,33 @@ def with_device_numbers(rows: pd.DataFrame, by: str | None = None) -> pd.DataFra
     return out
 
 
-def _claim_positions(rows: pd.DataFrame, claims: pd.DataFrame) -> list[tuple[int, object]]:
-    """(row index, claimed resumed) pairs: a fleet's by (device, connection number), one device's in order; none
-    for a fleet's claims when the capture does not name the devices (not decrypted)."""
+def _claim_positions(rows: pd.DataFrame, claims: pd.DataFrame) -> list[tuple[int, int]]:
+    """(row index, claim's row position) pairs: a fleet's by (device, connection number), one device's in order;
+    none for a fleet's claims when the capture does not name the devices (not decrypted)."""
     if "device" in claims:
         if not (rows["device"] != "").all():
             return []
         where = {(c, int(n)): i for i, (c, n) in enumerate(zip(rows["device"], rows["device_conn"], strict=True))}
-        return [(where[(str(d), int(n))], value) for d, n, value in
-                zip(claims["device"], claims["conn"], claims["resumed"], strict=True) if (str(d), int(n)) in where]
-    return list(enumerate(claims["resumed"].tolist()[: len(rows)]))
+        return [(where[(str(d), int(n))], j) for j, (d, n) in enumerate(zip(claims["device"], claims["conn"],
+                                                                             strict=True)) if (str(d), int(n)) in where]
+    return [(i, i) for i in range(min(len(rows), len(claims)))]
 
 
 def with_claims(rows: pd.DataFrame, claims: pd.DataFrame | None,
                 by: str | None = None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """``device``, ``device_conn`` and ``claimed_resumed`` beside each wire row (a fleet's claim by device and
-    number, one device's i-th claim for its i-th connection), and where the two disagree."""
+    number, one device's i-th claim for its i-th connection), the device's own handshake phases against the wire's
+    split (analysis/device_phases.py), and where the claim and the wire disagree."""
     out = with_device_numbers(rows, by)
     out["claimed_resumed"] = None
     if claims is None or out.empty:
         return out, []
     mismatches: list[dict[str, Any]] = []
-    for i, value in _claim_positions(out, claims):
-        claim = _claim(value)
+    positions = _claim_positions(out, claims)
+    if "device_busy_ms" in claims:
+        out = device_phases.with_phases(out, claims, positions)
+    for i, j in positions:
+        claim = _claim(claims["resumed"].iloc[j])
         out.at[i, "claimed_resumed"] = claim
         wire = str(out.at[i, "handshake"])
         if claim is None or wire in ("none", "unknown"):

@@ -10,6 +10,7 @@ in the report.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.analysis import brokercpu, handshakecost, lifecycle, tlsrecords
+from orchestrator.analysis import brokercpu, device_phases, handshakecost, lifecycle, projection, tlsrecords
 from orchestrator.analysis import metrics as run_metrics
 from orchestrator.analysis.clock import one_way_delay_available
 from orchestrator.analysis.connections import connections_table
@@ -191,15 +192,20 @@ def connections_of(run: RunFolder) -> dict[str, Any]:
     ips = set(up["ip_src"].dropna().astype(str)) | set(up["ipv6_src"].dropna().astype(str))
     sub_streams = set(pk.loc[pk["leg"].isin(["subscriber->broker", "broker->subscriber"]), "stream"].astype(int))
     table = connections_table(lay.capture, scenario.port, scenario.is_tls, run.keylogs, export_chunks)
-    rows, mismatches = lifecycle.with_claims(lifecycle.publisher_rows(table, ips - {""}, sub_streams),
-                                             lifecycle.read_claims(lay.publisher_connections),
+    claims = lifecycle.read_claims(lay.publisher_connections)
+    rows, mismatches = lifecycle.with_claims(lifecycle.publisher_rows(table, ips - {""}, sub_streams), claims,
                                              run.keying.connections_by)
     readings = int(analysis.metrics.get("loss", {}).get("publisher_logged") or spec.samples)
     block = lifecycle.lifecycle(rows, mismatches, mode=spec.connection, per_connection=spec.per_connection,
                                 close=spec.close, expected=spec.connections_expected, readings=readings,
                                 tls=scenario.is_tls)
+    phases = device_phases.phases_block(rows, claims, device_phases.clock_label(run.summary), scenario.is_tls)
+    if phases is not None:
+        block["device_phases"] = phases
+    if scenario.is_tls and len(rows):
+        block["esp32_projection"] = esp32_projection(rows, scenario)
     rows.to_csv(lay.connections, index=False)
-    warnings = lifecycle.mismatch_warnings(block)
+    warnings = lifecycle.mismatch_warnings(block) + device_phases.phase_warnings(phases)
     if block["missing"]:
         warnings.append(f"{block['missing']} of {block['expected']} expected connections are not on the capture")
     warnings += lifecycle.attribution_warnings(rows, run.keying.connections_by)
@@ -207,6 +213,18 @@ def connections_of(run: RunFolder) -> dict[str, Any]:
     if analysis.metrics.get("warnings") is not analysis.warnings:
         analysis.metrics.setdefault("warnings", []).extend(warnings)
     return block
+
+
+def esp32_projection(rows: pd.DataFrame, scenario: Scenario) -> dict[str, Any]:
+    """metrics.json ``connections.esp32_projection`` (analysis/projection.py): each handshake kind of the cell,
+    projected on an ESP32 from the table TESTBED_ESP32_OPS_TABLE names, or the one shipped."""
+    given = os.environ.get(projection.TABLE_ENV)
+    table = projection.load_ops_table(Path(given) if given else None)
+    wire = rows.assign(wire_bytes=rows["wire_client_to_server"] + rows["wire_server_to_client"])
+    keys = ["tls_version", "cipher_suite_id", "handshake"]
+    kinds = wire.dropna(subset=keys).groupby(keys, sort=True)["wire_bytes"].median().reset_index()
+    client_cert = bool(scenario.tls and scenario.tls.client_auth == "certificate")
+    return projection.projection_block(kinds.to_dict("records"), table, client_cert)
 
 
 def device_padding(run: RunFolder) -> None:
@@ -272,7 +290,8 @@ def resources_of(run: RunFolder) -> dict[str, Any]:
 
 
 STEPS: tuple[AnalysisStep, ...] = (
-    AnalysisStep("connections", connections_of, reads=("capture", "keylogs", "publisher_connections"),
+    AnalysisStep("connections", connections_of,
+                 reads=("capture", "keylogs", "publisher_connections", "publisher_summary"),
                  key="connections", writes=("connections",), amends=("warnings",), when=reconnects),
     AnalysisStep("device padding", device_padding, reads=("publisher_summary", "fleet_dir"),
                  amends=("overhead_bytes",)),

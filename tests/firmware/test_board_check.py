@@ -18,7 +18,7 @@ from orchestrator.publishers.board import protocol as p
 from orchestrator.publishers.board.check import board_envs
 from orchestrator.publishers.board.publisher import LINKS
 
-LATER = "run, suites, clock, heap, rssi"
+LATER = "run, suites, clock, heap, rssi, phases"
 
 
 def _check(capsys: pytest.CaptureFixture[str], port: str, *extra: str) -> list[str]:

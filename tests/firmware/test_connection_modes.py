@@ -34,7 +34,8 @@ CHACHA_OPENSSL = "ECDHE-ECDSA-CHACHA20-POLY1305"
 CHACHA_IANA = "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"
 TOPIC = "testbed/sensors"
 N = 6
-HEADER = ["conn", "t_open_us", "tcp_connect_ms", "handshake_ms", "connack_ms", "resumed", "messages", "close", "error"]
+HEADER = ["conn", "t_open_us", "tcp_connect_ms", "handshake_ms", "connack_ms", "resumed", "messages", "close", "error",
+          "hello_sent_ms", "flight_in_ms", "verified_ms", "kex_done_ms", "finished_sent_ms", "device_busy_ms"]
 OPENSSL3_DROP = "unexpected eof while reading"
 
 

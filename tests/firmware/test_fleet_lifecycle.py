@@ -23,7 +23,8 @@ from test_fleet_loader import CHACHA_OPENSSL, Subscriber, _fleet_argv
 DEVICES, K, CONNS = 6, 3, 3
 INTERVAL_MS, SLEEP_MS = 100, 400
 LOG_HEADER = ["device", "conn", "t_open_us", "tcp_connect_ms", "handshake_ms", "connack_ms", "resumed", "messages",
-              "close", "error"]
+              "close", "error",
+              "hello_sent_ms", "flight_in_ms", "verified_ms", "kex_done_ms", "finished_sent_ms", "device_busy_ms"]
 
 
 def _run(host_build: HostBuild, pki: Pki, broker_factory, out: Path, mode: str) -> tuple[subprocess.CompletedProcess,

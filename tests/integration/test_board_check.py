@@ -15,7 +15,7 @@ from .board_emu import emulate
 from .conftest import owned
 from .docker_user import DockerUser
 
-STEPS = ("port", "banner", "run", "suites", "clock", "heap", "rssi")
+STEPS = ("port", "banner", "run", "suites", "clock", "heap", "rssi", "phases")
 
 
 def _check(user: DockerUser, name: str, *emu_args: str) -> tuple[int, list[str], str, Path]:
@@ -47,6 +47,7 @@ def test_a_board_that_behaves_passes_every_step(docker_user: DockerUser) -> None
         "offered TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256 (0xcca9); the broker chose "
         "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256")
     assert "bound +-" in _step(lines, "clock") and "-55 .. -55 dBm" in _step(lines, "rssi")
+    assert "key exchange" in _step(lines, "phases") and "(board-emu (the host's CPU" in _step(lines, "phases")
     assert "board check passed" in said
     metrics = json.loads((out / "metrics.json").read_text())  # the run folder is kept as the evidence
     assert metrics["loss"]["received_unique"] == 20 and metrics["clock"]["available"]

@@ -11,6 +11,7 @@ from orchestrator.publishers.board.check import (
     BoardCheck,
     clock_step,
     heap_step,
+    phases_step,
     rssi_step,
 )
 
@@ -46,3 +47,17 @@ def test_a_run_without_clock_mapping_fails_with_the_reason() -> None:
              "one_way_delay": {"available": True}}
     assert _one(clock_step, {"clock": clock}, {}) == (
         "ok", "offset +1.500 ms, bound +-0.800 ms, drift +3.2 ppm; one-way delay reported")
+
+
+def test_the_phases_are_shown_never_failed_and_a_whole_handshake_is_said() -> None:
+    phases = {"hello_sent_ms": 2.0, "flight_in_ms": 400.0, "verified_ms": 210.0, "kex_done_ms": 700.0,
+              "finished_sent_ms": 760.0, "device_busy_ms": 1100.0}
+    tls = {"transport": "tls", "handshake_ms": 1210.0, "cpu_model": "esp32 at 240 MHz"}
+    assert _one(phases_step, {**tls, "handshake_phases": phases}) == (
+        "ok", "hello 2.0, certificate verified 210.0, server flight read 400.0, key exchange 700.0, Finished 760.0 ms "
+        "into a 1210.0 ms handshake; busy 1100.0 ms (esp32 at 240 MHz's clock)")
+    whole = _one(phases_step, {**tls, "handshake_phases": dict.fromkeys(phases)})
+    assert whole == ("ok", "the whole handshake only, 1210.0 ms: its TLS runs inside Arduino's WiFiClientSecure, "
+                           "which gives no steps")
+    assert _one(phases_step, tls)[1].startswith("the firmware reports no handshake phases")
+    assert _one(phases_step, {"transport": "plain"}) == ("ok", "plain MQTT: no TLS handshake")

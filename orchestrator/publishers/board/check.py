@@ -9,6 +9,7 @@ seen and, when it fails, what is wrong (docs/board-check.md says what good looks
 - clock   the board's clock exchanges with the lab's time-echo service give an offset with its bound
 - heap    the free heap during the handshake and the run stays above HEAP_FLOOR_BYTES
 - rssi    the weakest WiFi signal of the run is at least RSSI_FLOOR_DBM
+- phases  the board's own TLS handshake phases (its HANDSHAKE line), shown: never a failure
 A step that fails leaves the steps that need it "not run", with why. The run folder is kept as the evidence.
 The cell runs through the function handed in (the CLI hands measure/run.py's execute_run: a board's cell is run
 as a sweep runs it; this module sits below measure/ and starts no lab itself).
@@ -82,7 +83,7 @@ class BoardCheck:
         self.steps += [Step(n, "not run", why) for n in names]
 
 
-AFTER_BANNER = ("run", "suites", "clock", "heap", "rssi")
+AFTER_BANNER = ("run", "suites", "clock", "heap", "rssi", "phases")
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,28 @@ def rssi_step(check: BoardCheck, summary: dict[str, Any]) -> None:
               if weakest < RSSI_FLOOR_DBM else None, seen)
 
 
+def _ms(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.1f}"
+
+
+def phases_step(check: BoardCheck, summary: dict[str, Any]) -> None:
+    """The board's own handshake phases as its HANDSHAKE line gave them (firmware's HandshakePhases), shown."""
+    phases, whole = summary.get("handshake_phases"), _ms(summary.get("handshake_ms"))
+    if summary.get("transport") != "tls":
+        check.add("phases", None, "plain MQTT: no TLS handshake")
+    elif phases is None:
+        check.add("phases", None, f"the firmware reports no handshake phases (built before them): {whole} ms whole")
+    elif all(v is None for v in phases.values()):
+        check.add("phases", None, f"the whole handshake only, {whole} ms: its TLS runs inside Arduino's "
+                  "WiFiClientSecure, which gives no steps")
+    else:
+        names = (("hello_sent_ms", "hello"), ("verified_ms", "certificate verified"), ("flight_in_ms",
+                 "server flight read"), ("kex_done_ms", "key exchange"), ("finished_sent_ms", "Finished"))
+        steps = ", ".join(f"{name} {_ms(phases.get(col))}" for col, name in names)
+        check.add("phases", None, f"{steps} ms into a {whole} ms handshake; busy {_ms(phases.get('device_busy_ms'))}"
+                  f" ms ({summary.get('cpu_model') or 'the board'}'s clock)")
+
+
 def run_step(check: BoardCheck, opts: CheckOptions, run: RunCell, status: Callable[[str], None]) -> Layout | None:
     """The 20-message cell through the board's open link; its run folder when it ran at all."""
     spec = RunSpec.model_validate({"scenario": opts.scenario, "samples": SAMPLES, "publisher": "esp32",
@@ -264,6 +287,7 @@ def run_board_check(opts: CheckOptions, run: RunCell, status: Callable[[str], No
         clock_step(check, metrics, summary)
         heap_step(check, summary)
         rssi_step(check, summary)
+        phases_step(check, summary)
         return check
     finally:
         LINKS.close()

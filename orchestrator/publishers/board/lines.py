@@ -79,6 +79,12 @@ class Keylog:
     line: str  # an NSS key log line, "CLIENT_RANDOM <hex> <hex>"
 
 
+# The device's own TLS handshake phases, optional fields of HANDSHAKE and CONN (ms on the board's clock, "-" where not
+# reached; firmware's HandshakePhases): the line's key -> the connections log's column (records.py).
+PHASES = {"hello_ms": "hello_sent_ms", "flight_ms": "flight_in_ms", "verified_ms": "verified_ms",
+          "kex_ms": "kex_done_ms", "finished_ms": "finished_sent_ms", "busy_ms": "device_busy_ms"}
+
+
 @dataclass(frozen=True)
 class Handshake:
     tcp_ms: float | None
@@ -88,6 +94,7 @@ class Handshake:
     suite: str | None
     min_heap: int
     heap_before: int
+    phases: dict[str, float | None] | None = None  # PHASES' columns; None from a board that prints none
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,7 @@ class Conn:
     resumed: bool | None  # the board's claim: the session's master secret is the one it offered
     msgs: int
     close: str
+    phases: dict[str, float | None] | None = None  # as Handshake's
 
 
 @dataclass(frozen=True)
@@ -207,10 +215,18 @@ def _sync(line: str, rest: str) -> Sync:
     return Sync(f["phase"], _int(line, f, "count"), _int(line, f, "got"), f["status"])
 
 
+def _phases(line: str, f: dict[str, str]) -> dict[str, float | None] | None:
+    """The optional phase fields (PHASES) by their column names; None when the line has none of them."""
+    if not any(k in f for k in PHASES):
+        return None
+    return {col: _ms(line, f, key) if key in f else None for key, col in PHASES.items()}
+
+
 def _handshake(line: str, rest: str) -> Handshake:
     f = _fields(line, rest, ("tcp_ms", "tls_ms", "connack_ms", "version", "suite", "min_heap", "heap_before"))
     return Handshake(_ms(line, f, "tcp_ms"), _ms(line, f, "tls_ms"), _ms(line, f, "connack_ms"),
-                     _dash(f["version"]), _dash(f["suite"]), _int(line, f, "min_heap"), _int(line, f, "heap_before"))
+                     _dash(f["version"]), _dash(f["suite"]), _int(line, f, "min_heap"), _int(line, f, "heap_before"),
+                     _phases(line, f))
 
 
 def _msg(line: str, rest: str) -> Msg:
@@ -225,7 +241,7 @@ def _conn(line: str, rest: str) -> Conn:
     f = _fields(line, rest, ("i", "tcp_ms", "tls_ms", "connack_ms", "resumed", "msgs", "close"))
     resumed = None if f["resumed"] == "-" else f["resumed"] == "1"
     return Conn(_int(line, f, "i"), _ms(line, f, "tcp_ms"), _ms(line, f, "tls_ms"), _ms(line, f, "connack_ms"),
-                resumed, _int(line, f, "msgs"), f["close"])
+                resumed, _int(line, f, "msgs"), f["close"], _phases(line, f))
 
 
 def _done(line: str, rest: str) -> Done:

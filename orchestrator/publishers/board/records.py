@@ -30,6 +30,7 @@ from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
 from orchestrator.publishers.board import protocol as p
 from orchestrator.publishers.board.lines import (
+    PHASES,
     Banner,
     BoardLine,
     ClockSample,
@@ -42,6 +43,7 @@ from orchestrator.publishers.board.lines import (
 from orchestrator.results.atomic import write_text_atomic
 
 BOARD_MESSAGES = "board_messages.csv"
+EMU_CHIP = "board-emu"  # board-emu's chip= (firmware/platformio/host/src/board_emu/board_emu_main.cpp)
 
 
 def run_cell(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, host: str, port: int,
@@ -66,7 +68,8 @@ def run_cell(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, ho
         sync_count=p.DEFAULT_SYNC_COUNT if sync else None, extra=extra, **options)  # type: ignore[arg-type]
 
 
-CONNECTIONS_HEADER = "conn,t_open_us,tcp_connect_ms,handshake_ms,connack_ms,resumed,messages,close,error\n"
+CONNECTIONS_HEADER = ("conn,t_open_us,tcp_connect_ms,handshake_ms,connack_ms,resumed,messages,close,error,"
+                      + ",".join(PHASES.values()) + "\n")
 
 
 def append_connection(lay: Layout, conn: Conn) -> None:
@@ -79,11 +82,12 @@ def append_connection(lay: Layout, conn: Conn) -> None:
         return "" if v is None else f"{v:.3f}"
 
     resumed = "" if conn.resumed is None else str(int(conn.resumed))
+    phases = ",".join(ms((conn.phases or {}).get(col)) for col in PHASES.values())
     with path.open("a", encoding="ascii") as f:
         if new:
             f.write(CONNECTIONS_HEADER)
         f.write(f"{conn.index},,{ms(conn.tcp_ms)},{ms(conn.tls_ms)},{ms(conn.connack_ms)},{resumed},{conn.msgs},"
-                f"{conn.close},\n")
+                f"{conn.close},,{phases}\n")
 
 
 def append_send(lay: Layout, msg: Msg) -> None:
@@ -119,6 +123,15 @@ def puback_rtt_ms(msgs: list[Msg]) -> dict[str, Any] | None:
             "p95": round(float(np.percentile(rtt, 95)), 3), "max": round(float(rtt.max()), 3)}
 
 
+def _clock_of(banner: Banner | None) -> str | None:
+    """What the board's own times ran on (a virtual device's summary names the host's CPU model): its chip and clock;
+    board-emu's (the firmware core on this host) are the host CPU's, not an ESP32's."""
+    if banner is None:
+        return None
+    return "board-emu (the host's CPU, not an ESP32's)" if banner.chip == EMU_CHIP else \
+        f"{banner.chip} at {banner.cpu_mhz} MHz"
+
+
 def _summary(lines: list[BoardLine], failure: str | None, banner: Banner | None,
              est: clock.ClockEstimate | None, why: str | None) -> dict[str, Any]:
     hs = next((x for x in lines if isinstance(x, Handshake)), None)
@@ -129,6 +142,8 @@ def _summary(lines: list[BoardLine], failure: str | None, banner: Banner | None,
         "transport": "tls" if hs and hs.version else "plain",
         "tls_version": hs.version if hs else None, "cipher_suite": hs.suite if hs else None,
         "tcp_connect_ms": hs.tcp_ms if hs else None, "handshake_ms": hs.tls_ms if hs else None,
+        "handshake_phases": hs.phases if hs else None,
+        "cpu_model": _clock_of(banner),
         "connack_ms": hs.connack_ms if hs else None, "messages_sent": done.sent if done else len(msgs),
         "errors": [failure] if failure else [], "ok": failure is None and done is not None,
         "heap": {"before_connect": hs.heap_before if hs else None, "min_during_handshake": hs.min_heap if hs else None,

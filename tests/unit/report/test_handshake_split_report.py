@@ -77,3 +77,39 @@ def test_a_cell_without_the_split_columns_adds_nothing(tmp_path: Path, cells: li
     record = CellRecord.model_validate({"cell_id": "old", "scenario": "tls", "payload": 65, "status": "ok"})
     assert handshake_split.split_section([Cell(record, old, metrics={"tls": {"version": "TLS 1.2"}})]) == []
     assert handshake_split.split_figures([]) == []
+
+
+def _with_device(tmp: Path, cell: Cell, busy: list[float], clock: str) -> Cell:
+    """The cell's wire rows with a device's phase columns beside them, as lifecycle.with_claims writes them."""
+    from orchestrator.analysis import device_phases, lifecycle, projection
+    rows = pd.read_csv(cell.folder / "connections.csv")
+    n = len(rows)
+    claims = pd.DataFrame({"conn": range(n), "resumed": [0] * n, "tcp_connect_ms": rows["tcp_connect_ms"],
+                           "hello_sent_ms": [0.1] * n, "flight_in_ms": [2.0] * n, "verified_ms": [1.0] * n,
+                           "kex_done_ms": [3.0] * n, "finished_sent_ms": [3.5] * n, "device_busy_ms": busy[:n]})
+    joined, _ = lifecycle.with_claims(rows, claims)
+    folder = tmp / f"{cell.record.cell_id}-dev"
+    folder.mkdir()
+    joined.to_csv(folder / "connections.csv", index=False)
+    kinds = joined.assign(wire_bytes=joined["wire_client_to_server"] + joined["wire_server_to_client"])
+    connections = {"device_phases": device_phases.phases_block(joined, claims, clock, tls=True),
+                   "esp32_projection": projection.projection_block(kinds.to_dict("records"),
+                                                                   projection.load_ops_table())}
+    return Cell(cell.record, folder, metrics={**(cell.metrics or {}), "connections": connections})
+
+
+def test_the_devices_own_phases_and_the_projection_are_beside_the_split_each_labelled(
+        tmp_path: Path, cells: list[Cell]) -> None:
+    t12 = _with_device(tmp_path, cells[0], [9.0, 11.0], "host CPU Test CPU (virtual device)")
+    blocks = handshake_split.split_section([t12])
+    phases, projected, sources = (b for b in blocks if isinstance(b, Table) and b is not blocks[2])
+    row = dict(zip(phases.columns, phases.rows[0], strict=True))
+    assert (row["clock"], row["compared"], row["device busy ms (median)"]) == (
+        "host CPU Test CPU (virtual device)", "2", "10.000")
+    wire = pd.read_csv(cells[0].folder / "connections.csv")["split_device_ms"]
+    assert float(row["wire's device ms (median)"]) == pytest.approx(wire.median(), abs=5e-4)
+    assert "projected (ESP32 240 MHz, table: orchestrator/grading/esp32_tls_ops.yaml)" in projected.caption
+    by_stack = {r[3]: r for r in projected.rows}
+    assert by_stack["mbedtls-3.6"][4] == "at least 428.0" and by_stack["mbedtls-2.28"][4].endswith("(no figure in "
+                                                                                                   "the table)")
+    assert any(r[1] == "ecdsa_p256_verify" and "TF-PSA-Crypto PR #873" in r[4] for r in sources.rows)

@@ -16,6 +16,23 @@ std::string tls_library() {
   return version;
 }
 
+std::string cpu_model() {
+  FILE* f = fopen("/proc/cpuinfo", "r");
+  if (f == nullptr) return "";
+  char line[256];
+  std::string model;
+  while (model.empty() && fgets(line, sizeof(line), f) != nullptr) {
+    if (strncmp(line, "model name", 10) != 0) continue;
+    const char* colon = strchr(line, ':');
+    if (colon == nullptr) continue;
+    model = colon + 1;
+    while (!model.empty() && (model.front() == ' ' || model.front() == '\t')) model.erase(0, 1);
+    while (!model.empty() && (model.back() == '\n' || model.back() == ' ')) model.pop_back();
+  }
+  fclose(f);
+  return model;
+}
+
 int tls13_padding_granularity() {
 #if MBEDTLS_VERSION_MAJOR >= 3 && defined(MBEDTLS_SSL_PROTO_TLS1_3)
   return MBEDTLS_SSL_CID_TLS1_3_PADDING_GRANULARITY;

@@ -17,6 +17,10 @@ std::string json_string(const std::string& s);
 // as "tls_library" so that a cell records the device's stack from the device itself.
 std::string tls_library();
 
+// The CPU this program runs on, as /proc/cpuinfo's first "model name" says ("" when it says none): the summaries
+// carry it as "cpu_model", the label of the device's own handshake phase times (a virtual device's are the host's).
+std::string cpu_model();
+
 // The TLS 1.3 record padding granularity this program's mbedTLS was built with
 // (MBEDTLS_SSL_CID_TLS1_3_PADDING_GRANULARITY, as its own headers and user config set it), or -1 when the
 // library speaks no TLS 1.3 (2.28). The summaries carry it as "tls13_padding_granularity" (null for -1).

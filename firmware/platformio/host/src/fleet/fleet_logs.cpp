@@ -87,7 +87,7 @@ void DeviceLog::on_connection(const tb::ConnectionStats& c) {
   ++connections_;
   if (c.resumed == 1) ++resumed_;
   if (connections_path_.empty()) return;
-  char line[192];
+  char line[320];
   vdev::format_connection_row(c, line, sizeof(line));
   conn_buf_ += device_ + "," + line + "\n";
 }

@@ -183,6 +183,7 @@ bool write_summary(const FleetOptions& o, const FleetOutcome& r, std::string* er
   const std::string text = std::string(head) + share_fields(o, r) + counts + ",\"messages_expected\":" +
                            std::to_string(static_cast<uint64_t>(o.share_size()) * o.conn.publish.samples) +
                            ",\"tls_library\":" + json_string(vdev::tls_library()) +
+                     ",\"cpu_model\":" + json_string(vdev::cpu_model()) +
                            ",\"tls13_padding_granularity\":" + vdev::tls13_padding_granularity_json() +
                            ",\"schedule_lag_us\":" + lag_json(r.lag) + ",\"steady_lag_us\":" + lag_json(r.steady) + "," +
                            cpu + per_msg + tail + "}\n";

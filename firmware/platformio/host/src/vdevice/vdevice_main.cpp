@@ -100,7 +100,7 @@ class SendLog : public tb::SendObserver {
   }
   void on_connection(const tb::ConnectionStats& c) override {
     if (conn_ == nullptr) return;
-    char line[160];
+    char line[320];
     format_connection_row(c, line, sizeof(line));
     conn_->line(line);  // a failed write is reported at the end (LineFile::failed)
   }
@@ -173,6 +173,7 @@ bool write_summary(const Options& o, const Outcome& r, std::string* error) {
                      ",\"inflight\":" + std::to_string(o.publish.inflight) + ",\"reconnects\":" +
                      std::to_string(r.stats.reconnects) + ",\"resent\":" + std::to_string(r.stats.resent) +
                      ",\"lost\":" + std::to_string(r.stats.lost) + ",\"tls_library\":" + json_string(tls_library()) +
+                     ",\"cpu_model\":" + json_string(cpu_model()) +
                      ",\"tls13_padding_granularity\":" + tls13_padding_granularity_json() + "," + cpu +
                      ",\"errors\":" + errs + ",\"ok\":" + (r.errors.empty() ? "true" : "false") + "}\n";
   const std::string summary = o.config.summary;

@@ -38,6 +38,18 @@ void fmt_ms(int64_t us, char* out, size_t cap) {
   snprintf(out, cap, "%" PRId64 ".%03" PRId64, us / 1000, us % 1000);
 }
 
+// " hello_ms=.. flight_ms=.. verified_ms=.. kex_ms=.. finished_ms=.. busy_ms=..": the device's own TLS handshake
+// phases (HandshakePhases; "-" where not reached), fields a host that does not know them ignores; printed for a TLS
+// connection only. A transport that runs the handshake whole (the WiFiClientSecure env) has none: every one is "-".
+void fmt_phases(const HandshakePhases& p, char* out, size_t cap) {
+  char v[6][24];
+  const int64_t us[6] = {p.hello_sent_us, p.flight_in_us, p.verified_us, p.kex_done_us, p.finished_sent_us,
+                         p.busy_us};
+  for (int i = 0; i < 6; ++i) fmt_ms(us[i], v[i], sizeof(v[i]));
+  snprintf(out, cap, " hello_ms=%s flight_ms=%s verified_ms=%s kex_ms=%s finished_ms=%s busy_ms=%s", v[0], v[1],
+           v[2], v[3], v[4], v[5]);
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ the transport the Publisher sees
@@ -349,9 +361,11 @@ void BoardSession::print_handshake() {
   fmt_ms(stats_.tcp_connect_us, tcp, sizeof(tcp));
   fmt_ms(stats_.handshake_us, tls, sizeof(tls));
   fmt_ms(stats_.connack_us, connack, sizeof(connack));
-  line("%s tcp_ms=%s tls_ms=%s connack_ms=%s version=%s suite=%s min_heap=%" PRIu32 " heap_before=%" PRIu32,
+  char phases[224] = "";  // TLS only: a plain connection has no handshake
+  if (ts.tls_version[0] != '\0') fmt_phases(ts.phases, phases, sizeof(phases));
+  line("%s tcp_ms=%s tls_ms=%s connack_ms=%s version=%s suite=%s min_heap=%" PRIu32 " heap_before=%" PRIu32 "%s",
        proto::kLineHandshake, tcp, tls, connack, ts.tls_version[0] ? ts.tls_version : "-",
-       ts.cipher_suite[0] ? ts.cipher_suite : "-", port_.min_free_heap(), heap_before_);
+       ts.cipher_suite[0] ? ts.cipher_suite : "-", port_.min_free_heap(), heap_before_, phases);
 }
 
 bool BoardSession::on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes,
@@ -373,8 +387,10 @@ void BoardSession::on_connection(const ConnectionStats& c) {
   fmt_ms(c.handshake_us, tls, sizeof(tls));
   fmt_ms(c.connack_us, connack, sizeof(connack));
   const char* resumed = c.resumed == 1 ? "1" : c.resumed == 0 ? "0" : "-";
-  line("%s i=%" PRIu32 " tcp_ms=%s tls_ms=%s connack_ms=%s resumed=%s msgs=%" PRIu32 " close=%s", proto::kLineConn,
-       c.index, tcp, tls, connack, resumed, c.messages, close_mode_name(c.close));
+  char phases[224] = "";  // TLS only, as HANDSHAKE's
+  if (board_transport_.stats().tls_version[0] != '\0') fmt_phases(c.phases, phases, sizeof(phases));
+  line("%s i=%" PRIu32 " tcp_ms=%s tls_ms=%s connack_ms=%s resumed=%s msgs=%" PRIu32 " close=%s%s", proto::kLineConn,
+       c.index, tcp, tls, connack, resumed, c.messages, close_mode_name(c.close), phases);
 }
 
 // Between messages: a STOP line from the host stops the run before the next one (the publisher's

@@ -194,6 +194,7 @@ Err Publisher::connect(const PublishConfig& cfg, ConnectionStats* cs) {
   e = transport_.write_all(packet_, len);
   if (e != Err::Ok) return transport_error(e, "sending CONNECT failed");
   cs->connect_sent = true;
+  cs->phases = transport_.stats().phases;  // busy_us ends at this first application write
   size_t rlen = 0;
   e = read_packet(cfg.ack_timeout_ms, &rlen);
   if (e != Err::Ok) {

@@ -83,6 +83,7 @@ struct ConnectionStats {
   bool session_offered = false;
   bool connect_sent = false;  // its CONNECT was handed to the transport (the wire may show its client id)
   uint32_t messages = 0;      // PUBLISH handed to the transport on this connection
+  HandshakePhases phases;     // TLS: the device's own handshake phases (TransportStats::phases), set once CONNECT is written
   CloseMode close{};         // the run's (PublishConfig::close), set when the connection opens
   Err error = Err::Ok;        // why the connection (and so the run) failed; Ok when it ended as planned
 };

@@ -25,6 +25,7 @@ constexpr int kErrBadProtocolVersion = MBEDTLS_ERR_SSL_BAD_PROTOCOL_VERSION;
 inline const unsigned char* in_msg(const mbedtls_ssl_context* s) { return s->MBEDTLS_PRIVATE(in_msg); }
 inline const unsigned char* in_hdr(const mbedtls_ssl_context* s) { return s->MBEDTLS_PRIVATE(in_hdr); }
 inline int state(const mbedtls_ssl_context* s) { return s->MBEDTLS_PRIVATE(state); }
+inline bool handshake_over(mbedtls_ssl_context* s) { return mbedtls_ssl_is_handshake_over(s) != 0; }
 inline const char* hostname(mbedtls_ssl_context* s) { return mbedtls_ssl_get_hostname(s); }
 // The negotiated (or, after a failed ServerHello, the offered) version as TLS's 0x0303 / 0x0304.
 inline int version_number(const mbedtls_ssl_context* s) { return static_cast<int>(mbedtls_ssl_get_version_number(s)); }
@@ -51,6 +52,7 @@ constexpr int kErrBadProtocolVersion = MBEDTLS_ERR_SSL_BAD_HS_PROTOCOL_VERSION;
 inline const unsigned char* in_msg(const mbedtls_ssl_context* s) { return s->in_msg; }
 inline const unsigned char* in_hdr(const mbedtls_ssl_context* s) { return s->in_hdr; }
 inline int state(const mbedtls_ssl_context* s) { return s->state; }
+inline bool handshake_over(mbedtls_ssl_context* s) { return s->state == MBEDTLS_SSL_HANDSHAKE_OVER; }
 inline const char* hostname(mbedtls_ssl_context* s) { return s->hostname; }
 inline int version_number(const mbedtls_ssl_context* s) { return (s->major_ver << 8) | s->minor_ver; }
 inline const unsigned char* session_master(const mbedtls_ssl_context* s) {

@@ -195,6 +195,7 @@ Err TlsTransport::open(const char* host, uint16_t port, uint32_t timeout_ms) {
   err_.clear();
   if (open_) abort();
   stats_ = TransportStats();
+  timing_ = false;
   if (!configured_ && setup_attempted_) {
     err_.set("the TLS configuration failed before: this transport cannot connect");
     return Err::TlsSetup;
@@ -211,6 +212,11 @@ Err TlsTransport::open(const char* host, uint16_t port, uint32_t timeout_ms) {
     return e;
   }
   open_ = true;
+  stretch_us_ = clock_.mono_us();  // TCP connected: the device's first stretch (to its ClientHello) starts
+  read_us_ = 0;
+  sent_ = false;
+  busy_us_ = 0;
+  timing_ = true;
   return handshake(timeout_ms);
 }
 
@@ -219,24 +225,7 @@ Err TlsTransport::handshake(uint32_t timeout_ms) {
   Err e = offer_session();
   if (e != Err::Ok) return e;
   int64_t start = clock_.mono_us();
-  int ret;
-  saw_certificate_ = false;
-#if defined(TB_MBEDTLS3)
-  // Step by step, to see whether the server sent a Certificate: a TLS 1.3 handshake that resumed by ticket
-  // (PSK) goes from EncryptedExtensions straight to the server's Finished - the client's claim of resumption.
-  do {
-    ret = 0;
-    while (ret == 0 && !mbedtls_ssl_is_handshake_over(&ssl_)) {
-      ret = mbedtls_ssl_handshake_step(&ssl_);
-      int st = tlsc::state(&ssl_);
-      if (st == MBEDTLS_SSL_CERTIFICATE_REQUEST || st == MBEDTLS_SSL_SERVER_CERTIFICATE) saw_certificate_ = true;
-    }
-  } while (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE);
-#else
-  do {
-    ret = mbedtls_ssl_handshake(&ssl_);
-  } while (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE);
-#endif
+  int ret = step_handshake(start);
   int64_t elapsed = clock_.mono_us() - start;
   if (ret == 0) {
     stats_.handshake_us = elapsed;
@@ -348,6 +337,11 @@ Err TlsTransport::write_all(const uint8_t* data, size_t len) {
     err_.set("write on a closed TLS connection");
     return Err::NotConnected;
   }
+  if (timing_) {  // the first application write (the CONNECT): the device's own set-up time ends
+    on_sent();
+    timing_ = false;
+    stats_.phases.busy_us = busy_us_;
+  }
   size_t done = 0;
   while (done < len) {
     int ret = mbedtls_ssl_write(&ssl_, data + done, len - done);
@@ -408,6 +402,7 @@ void TlsTransport::close() {
 
 int TlsTransport::bio_send(void* ctx, const unsigned char* buf, size_t len) {
   auto* self = static_cast<TlsTransport*>(ctx);
+  if (self->timing_) self->on_sent();
   Err e = self->tcp_.write_all(buf, len);
   if (e == Err::Ok) return static_cast<int>(len);
   return e == Err::PeerClosed ? MBEDTLS_ERR_NET_CONN_RESET : MBEDTLS_ERR_NET_SEND_FAILED;
@@ -416,8 +411,10 @@ int TlsTransport::bio_send(void* ctx, const unsigned char* buf, size_t len) {
 int TlsTransport::bio_recv_timeout(void* ctx, unsigned char* buf, size_t len, uint32_t timeout_ms) {
   auto* self = static_cast<TlsTransport*>(ctx);
   size_t got = 0;
+  int64_t t0 = self->timing_ ? self->clock_.mono_us() : 0;
   // timeout 0 means "block" in mbedTLS; cap it so a dead broker cannot hang the device forever.
   Err e = self->tcp_.read_some(buf, len, &got, timeout_ms == 0 ? 3600000u : timeout_ms);
+  if (self->timing_) self->on_read(t0, self->clock_.mono_us());
   switch (e) {
     case Err::Ok: return static_cast<int>(got);
     case Err::RecvTimeout: return MBEDTLS_ERR_SSL_TIMEOUT;

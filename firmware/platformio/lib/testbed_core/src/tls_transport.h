@@ -77,6 +77,10 @@ class TlsTransport : public Transport {
   Err after_handshake();
   void forget_session();
   Err handshake(uint32_t timeout_ms);
+  int step_handshake(int64_t start);
+  void mark_phase(int left, int64_t t);
+  void on_sent();
+  void on_read(int64_t start, int64_t end);
   Err handshake_failed(int ret, uint32_t timeout_ms);
   Err verify_failed();
   Err alert_failed(const char* offered);
@@ -111,6 +115,12 @@ class TlsTransport : public Transport {
   bool tls12_ = true;   // the list has a TLS 1.2 suite
   bool tls13_ = false;  // the list has a TLS 1.3 suite (mbedTLS 3.x only)
   SessionResumption resumption_ = SessionResumption::None;
+  // HandshakePhases::busy_us, counted from TCP connected to the first application write (on_sent, on_read)
+  bool timing_ = false;
+  int64_t stretch_us_ = 0;  // mono start of the device's current busy stretch
+  int64_t read_us_ = 0;     // time in reads inside it
+  bool sent_ = false;       // it began at a send: the first read that ends restarts it
+  int64_t busy_us_ = 0;      // the stretches so far
   bool saw_certificate_ = false;  // 3.x: this handshake reached the server's Certificate (not a PSK one)
   bool have_saved_ = false;                 // saved_ holds the session of the last completed handshake
   unsigned char offered_master_[48] = {0};  // the master secret of the session offered in this handshake

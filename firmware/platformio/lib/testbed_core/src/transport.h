@@ -11,6 +11,21 @@ namespace tb {
 
 struct TlsOptions;  // tls_transport.h
 
+// The device's own clock through one TLS handshake (mbedTLS's state changes, stepped with
+// mbedtls_ssl_handshake_step), each in us since the handshake began (the ClientHello about to be written); -1 when
+// not reached or not measured (plain TCP; the WiFiClientSecure env, which runs the handshake inside Arduino's
+// client and reports the whole handshake only). busy_us is the figure the wire's split_device_ms measures
+// (orchestrator/analysis/handshake_split.py): TCP connected -> the first application write (the CONNECT), less
+// the time the device spent waiting in its reads for the broker.
+struct HandshakePhases {
+  int64_t hello_sent_us = -1;     // ClientHello written
+  int64_t flight_in_us = -1;      // the server's flight read: ServerHelloDone (TLS 1.2 full), else its Finished
+  int64_t verified_us = -1;       // the server's certificate chain verified (a resumed handshake has none)
+  int64_t kex_done_us = -1;       // TLS 1.2: ClientKeyExchange written; TLS 1.3: the ServerHello's ECDHE done
+  int64_t finished_sent_us = -1;  // the client's Finished written
+  int64_t busy_us = -1;           // TCP connected -> first application write, less the waits for the broker
+};
+
 struct TransportStats {
   int64_t tcp_connect_us = -1;  // connect() of the attempt that succeeded
   int64_t handshake_us = -1;    // TLS: ClientHello to both Finished; -1 for plain TCP
@@ -22,6 +37,7 @@ struct TransportStats {
   // -1 = plain TCP or no completed handshake.
   int resumed = -1;
   bool session_offered = false;  // TLS: a saved session was offered in the ClientHello
+  HandshakePhases phases;        // TLS through the core's own TlsTransport only
 };
 
 class Transport {
