@@ -64,19 +64,22 @@ class Poller:
         self._thread.join(timeout=10)
 
 
-def other_lanes() -> set[str]:
-    """The users of the other docker lane (docker_user.LANE_USERS but this lane's): what they make is theirs."""
-    return set(LANE_USERS) - {LANE_USER}
+def this_lanes(owner: str) -> bool:
+    """Whether a container or network with this owner label is this lane's. The second lane's files run the CLI
+    only as their lane's user (tests/unit/test_lanes.py); the first lane's run it as root and as other users too
+    (a second user, a lab's), so the first lane's is everything that is not the second lane's user's."""
+    second = LANE_USERS[1]
+    return owner == second if LANE_USER == second else owner != second
 
 
 def owned(kind: str) -> list[str]:
-    """Our containers or networks (ids) or volumes (names), label io.testbed.owned, that this lane made: none whose
-    owner label is the other lane's user."""
+    """Our containers or networks (ids) or volumes (names), label io.testbed.owned, that this lane made (by their
+    owner label: this_lanes)."""
     ls = {"container": ["ps", "-a"], "network": ["network", "ls"], "volume": ["volume", "ls"]}[kind]
     key = "{{.Name}}" if kind == "volume" else "{{.ID}}"
     proc = subprocess.run(["docker", *ls, "--filter", "label=io.testbed.owned=true", "--format",
                            key + ' {{.Label "io.testbed.owner"}}'], capture_output=True, text=True, check=True)
-    return [ident for ident, owner in rows(proc.stdout) if owner not in other_lanes()]
+    return [ident for ident, owner in rows(proc.stdout) if this_lanes(owner)]
 
 
 def rows(text: str) -> list[tuple[str, str]]:
@@ -90,7 +93,7 @@ def service_container(service: str) -> str:
     proc = subprocess.run(["docker", "ps", "-a", "--filter", "label=io.testbed.owned=true", "--filter",
                            f"label=com.docker.compose.service={service}", "--format",
                            '{{.Names}} {{.Label "io.testbed.owner"}}'], capture_output=True, text=True, check=False)
-    names = [name for name, owner in rows(proc.stdout) if owner not in other_lanes()]
+    names = [name for name, owner in rows(proc.stdout) if this_lanes(owner)]
     return names[0] if names else "none"
 
 

@@ -22,7 +22,7 @@ import pytest
 from orchestrator.backends.impairment.argv import NETEM_HANDLE, NFT_TABLE, ROOT_HANDLE, TBF_HANDLE
 
 from .board_emu import emulate
-from .conftest import other_lanes, owned, rows, run_testbed
+from .conftest import owned, rows, run_testbed, this_lanes
 from .docker_user import DockerUser
 from .labhosts import Lab, open_lab, require_image
 from .test_lab_run import _user_copy, ours_on_hosts
@@ -50,7 +50,7 @@ def running(service: str) -> bool:
     proc = subprocess.run(["docker", "ps", "--filter", "label=io.testbed.owned=true", "--filter",
                            f"label=com.docker.compose.service={service}", "--filter", "status=running", "--format",
                            '{{.ID}} {{.Label "io.testbed.owner"}}'], capture_output=True, text=True, check=False)
-    return any(owner not in other_lanes() for _id, owner in rows(proc.stdout))
+    return any(this_lanes(owner) for _id, owner in rows(proc.stdout))
 
 
 @dataclass
