@@ -22,6 +22,9 @@ struct TransportStats {
   // -1 = plain TCP or no completed handshake.
   int resumed = -1;
   bool session_offered = false;  // TLS: a saved session was offered in the ClientHello
+  // WebSocket (websocket.h): the HTTP upgrade, from its request handed to the inner transport to the 101
+  // answer checked; -1 without WebSocket.
+  int64_t ws_upgrade_us = -1;
 };
 
 class Transport {
