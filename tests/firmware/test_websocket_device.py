@@ -4,8 +4,9 @@ of section 1.3's rule, every frame parsed) relays the MQTT bytes to the host's M
 websockets listener would; for wss it terminates TLS 1.2 ChaCha20-Poly1305 itself (the device's TLS under the
 WebSocket). Checked on what the device sent: the upgrade's headers, exactly one masked binary frame per MQTT packet
 (each frame's payload is one whole packet), each header 2 + 4 B (payload up to 125 B) or 4 + 4 B (126..65535 B), a
-close frame at the end; the run's messages all sent and its summary's ws_upgrade_ms. The same through Mosquitto
-2.0.21's own listener, and the bytes on the wire, are tests/integration/test_websocket_sweep.py's.
+the run's messages all sent and its summary's ws_upgrade_ms. And the analysis reads the same from a capture on lo
+(root): its export (websocket.h's frames decoded by tshark, orchestrator/backends/ws_mqtt.lua) pairs every MQTT packet
+with its frame header, 6 or 8 B up, 2 B down, and over TLS the record adds 21 B (ChaCha20-Poly1305) on top of both.
 """
 
 from __future__ import annotations
@@ -21,8 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from fwtest_support import Broker, HostBuild, Pki, free_port
-from test_firmware_tls_acceptance import CHACHA_IANA, CHACHA_OPENSSL
+from fwtest_support import Broker, HostBuild, LoCapture, Pki, free_port
+from test_firmware_tls_acceptance import CHACHA_IANA, CHACHA_OPENSSL, _need_capture
+
+from orchestrator.analysis.fields import parse_fields
+from orchestrator.analysis.messages import explode_mqtt
+from orchestrator.backends.tshark import export_fields
+from orchestrator.model.export import ExportRequest
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 N, PAYLOAD = 12, 200  # a PUBLISH over 125 B: the 16-bit length
@@ -118,6 +124,7 @@ def down(upstream: socket.socket, conn: socket.socket) -> None:
 @pytest.mark.parametrize("transport", ["plain", "tls"])
 def test_vdevice_speaks_mqtt_over_websocket(transport: str, host_build: HostBuild, pki: Pki, broker_factory,
                                             tmp_path: Path) -> None:
+    _need_capture()
     broker: Broker = broker_factory(CHACHA_OPENSSL)
     tls = None
     if transport == "tls":
@@ -133,11 +140,16 @@ def test_vdevice_speaks_mqtt_over_websocket(transport: str, host_build: HostBuil
     argv = [str(host_build.vdevice), "--host", "127.0.0.1", "--port", str(port), "--transport", transport,
             "--mqtt-transport", "websocket", "--samples", str(N), "--interval-ms", "5", "--qos", "1",
             "--payload", str(PAYLOAD), "--summary", str(summary)]
+    keys = tmp_path / "keys.log"
     if transport == "tls":
-        argv += ["--ca", str(pki.ca), "--server-name", "localhost", "--ciphers", CHACHA_IANA]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    server.join(timeout=10)
-    listener.close()
+        argv += ["--ca", str(pki.ca), "--server-name", "localhost", "--ciphers", CHACHA_IANA, "--keylog", str(keys)]
+    cap = LoCapture(pcap := tmp_path / "ws.pcapng", port)
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        server.join(timeout=10)
+    finally:
+        cap.stop()
+        listener.close()
     assert proc.returncode == 0, proc.stderr + seen.error
     assert seen.error == ""
     request = seen.request.split("\r\n")
@@ -154,3 +166,13 @@ def test_vdevice_speaks_mqtt_over_websocket(transport: str, host_build: HostBuil
     assert sum(n > 125 for _, _, n, _ in data) == N  # the PUBLISHes took the 16-bit length
     s = json.loads(summary.read_text())
     assert s["messages_sent"] == N and s["mqtt_transport"] == "websocket" and s["ws_upgrade_ms"] > 0
+    request = ExportRequest(pcap, port, transport == "tls", (keys,) if transport == "tls" else (), websocket=True)
+    msgs = explode_mqtt(parse_fields(export_fields(request)))
+    up_ = msgs[msgs["dst_port"] == port]
+    down_ = msgs[msgs["src_port"] == port]
+    assert len(up_) == len(data) and len(down_) == 1 + N  # CONNACK and N PUBACK
+    assert up_["ws_header_len"].tolist() == [h for _, h, _, _ in data]
+    assert set(down_["ws_header_len"]) == {2}
+    if transport == "tls":  # each frame its own record: 5 B of header and ChaCha20-Poly1305's 16-B tag
+        over = msgs["tls_record_len"] + 5 - msgs["mqtt_len"] - msgs["ws_header_len"]
+        assert set(over) == {21}
