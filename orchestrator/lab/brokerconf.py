@@ -23,7 +23,7 @@ PUBLISHER_USER, SUBSCRIBER_USER = CLIENTS  # the run's users (the CN of a client
 PERSISTENCE = False
 
 
-# A websockets listener's compression: Mosquitto hands libwebsockets no extension (it has no option for one), and
+# A websockets listener's compression: a server may use only an extension the client offered (RFC 6455 9.1), and
 # neither the device (websocket.h) nor paho offers one: no permessage-deflate, the frames carry the packets as they are
 PERMESSAGE_DEFLATE = False
 
