@@ -316,9 +316,10 @@ def connections_from_frames(frames: pd.DataFrame, broker_port: int, tls: bool) -
 
 
 def connection_frames(pcap: Path, broker_port: int, tls: bool, keylogs: tuple[Path, ...] | list[Path],
-                      exporter: FieldExporter) -> pd.DataFrame:
+                      exporter: FieldExporter, *, websocket: bool = False) -> pd.DataFrame:
     """The per-frame table of ``pcap`` that :func:`connections_from_frames` reads, exported by ``exporter``."""
-    request = ExportRequest(pcap, broker_port, tls, tuple(keylogs), fields=tuple(f for _, f in CONNECTION_FIELDS))
+    request = ExportRequest(pcap, broker_port, tls, tuple(keylogs), fields=tuple(f for _, f in CONNECTION_FIELDS),
+                            websocket=websocket)
     chunks: list[str] = []
     handle: Callable[[str], None] = chunks.append
     outcome = exporter(request, handle)
@@ -328,6 +329,7 @@ def connection_frames(pcap: Path, broker_port: int, tls: bool, keylogs: tuple[Pa
 
 
 def connections_table(pcap: Path, broker_port: int, tls: bool, keylogs: tuple[Path, ...] | list[Path],
-                      exporter: FieldExporter) -> pd.DataFrame:
+                      exporter: FieldExporter, *, websocket: bool = False) -> pd.DataFrame:
     """Per-connection table of ``pcap`` (columns: the module docstring), exported by ``exporter``."""
-    return connections_from_frames(connection_frames(pcap, broker_port, tls, keylogs, exporter), broker_port, tls)
+    return connections_from_frames(connection_frames(pcap, broker_port, tls, keylogs, exporter, websocket=websocket),
+                                   broker_port, tls)

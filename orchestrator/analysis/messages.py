@@ -85,6 +85,8 @@ def explode_mqtt(packets: pd.DataFrame,
     msgs["mqtt_len"] = (rem + mqtt_header_len(rem.fillna(0).to_numpy())).astype("Int64")
 
     msgs["tls_record_len"] = _tls_record_lengths(m, n_type)
+    if "ws_len7" in m.columns:
+        msgs["ws_header_len"] = ws_header_lengths(m, n_type)
     targets, payload_hex = _publish_payloads(m, (msgs["mqtt_type"] == PUBLISH).fillna(False).to_numpy(), rows)
     payload_len = _missing_ints(len(msgs))
     payload_len[targets] = np.fromiter((len(h) // 2 for h in payload_hex), dtype=np.int64, count=len(targets))
@@ -131,6 +133,28 @@ def _tls_record_lengths(m: pd.DataFrame, n_msgs: np.ndarray) -> pd.array:
     take = is_app & good_row[row_of]
     msg_good = np.repeat(good_row, n_msgs)
     out[np.flatnonzero(msg_good)] = _to_int(rl[take].tolist())
+    return out
+
+
+def ws_header_lengths(m: pd.DataFrame, n_msgs: np.ndarray) -> pd.array:
+    """Each MQTT packet's WebSocket frame header (RFC 6455 5.2: 2 B, + 2 or 8 B of extended length when the 7-bit
+    field says 126 or 127, + 4 B of mask key when masked), where a frame carries as many WebSocket frames as MQTT
+    packets (one frame per packet); else NA (a packet split over frames or frames sharing one are not paired)."""
+    out = _missing_ints(int(n_msgs.sum()))
+    if not len(m) or not (m["ws_len7"] != "").any():
+        return out
+    n_len, lens = _flatten(m["ws_len7"])
+    n_mask, masks = _flatten(m["ws_mask"])
+    good_row = (n_len == n_msgs) & (n_mask == n_len) & (m["ws_len7"] != "").to_numpy()
+    if not good_row.any():
+        return out
+    if not np.array_equal(n_len, n_mask):
+        return out
+    len7 = _to_int(lens).to_numpy(dtype=np.int64, na_value=0)
+    masked = np.array([v in ("1", "True", "true") for v in masks], dtype=bool)
+    header = 2 + np.select([len7 == 126, len7 == 127], [2, 8], 0) + 4 * masked
+    take = np.repeat(good_row, n_len)
+    out[np.flatnonzero(np.repeat(good_row, n_msgs))] = header[take]
     return out
 
 
@@ -206,6 +230,9 @@ def _legs_by_seq(inb: pd.DataFrame, outb: pd.DataFrame, keys: tuple[str, ...] = 
         "out_tls_record_len": outb["tls_record_len"].to_numpy(),
         "out_frame_len": outb["frame_len"].to_numpy(),
     })
+    if "ws_header_len" in inb.columns and inb["ws_header_len"].notna().any():  # MQTT over WebSocket: each leg's
+        a["ws_header_len"] = inb["ws_header_len"].to_numpy()                   # frame header (masked up, not down)
+        b["out_ws_header_len"] = outb["ws_header_len"].to_numpy()
     return a.merge(b, on=list(keys), how="outer")
 
 
@@ -256,4 +283,7 @@ def per_message_table(inb: pd.DataFrame, outb: pd.DataFrame, pub_log: pd.DataFra
     # the first copy of the PUBLISH's segment the broker-side capture saw, minus the payload's send time
     pm["uplink_ms"] = (pm["broker_in_us"] - pm["t_send_us"]).astype("Float64") / 1000
     pm["tls_overhead"] = pm["tls_record_len"] + TLS_RECORD_HEADER - pm["mqtt_len"]
-    return pm[[*(k for k in keys if k != "seq"), *PER_MESSAGE_COLUMNS]]
+    ws = [c for c in ("ws_header_len", "out_ws_header_len") if c in pm.columns]  # a websocket cell's: last
+    if ws:
+        pm["tls_overhead"] -= pm["ws_header_len"]  # the frame header is its own layer, inside the TLS record
+    return pm[[*(k for k in keys if k != "seq"), *PER_MESSAGE_COLUMNS, *ws]]

@@ -266,8 +266,9 @@ def overhead(inbound: pd.DataFrame, tls: bool) -> tuple[dict[str, Any], list[str
         s = frame[col].astype("float64").dropna()
         return float(s.median()) if len(s) else None
 
+    ws = _ws_headers(inbound)  # MQTT over WebSocket: its frame header is a layer of its own, under TLS
     tls_over = (inbound["tls_record_len"].astype("float64") + 5
-                - inbound["mqtt_len"].astype("float64")).dropna()
+                - inbound["mqtt_len"].astype("float64") - (ws if ws is not None else 0)).dropna()
     net = alone["frame_len"].astype("float64") - alone["tcp_hdr_len"] - alone["tcp_len"]
     link = net - alone["ip_hdr_len"]
     payload_med = med("payload_len", inbound)
@@ -277,6 +278,7 @@ def overhead(inbound: pd.DataFrame, tls: bool) -> tuple[dict[str, Any], list[str
         "ip": med("ip_hdr_len"),
         "tcp": med("tcp_hdr_len"),
         "tls": float(tls_over.median()) if tls and len(tls_over) else (0.0 if not tls else None),
+        **({"websocket": _f(ws.median())} if ws is not None else {}),
         "mqtt_header": (mqtt_med - payload_med) if mqtt_med is not None and payload_med is not None else None,
         "payload": payload_med,
     }
@@ -290,7 +292,18 @@ def overhead(inbound: pd.DataFrame, tls: bool) -> tuple[dict[str, Any], list[str
         "frame_len": med("frame_len"),
         "tls_overhead_values": sorted({int(v) for v in tls_over.unique()}) if tls else [],
         "per_layer": per_layer,
+        **({"websocket_header_values": sorted({int(v) for v in ws.dropna().unique()}),
+            "websocket_unpaired": int(ws.isna().sum())} if ws is not None else {}),
     }, warnings
+
+
+def _ws_headers(inbound: pd.DataFrame) -> pd.Series | None:
+    """Each PUBLISH's WebSocket frame header bytes (messages.py ws_header_lengths); None without WebSocket. Over
+    WebSocket the overhead's per_layer has ``websocket`` (the header: 2 B + 4 B of mask key, + 2 B of length over
+    125 B) and its TLS overhead is tls_record_len + 5 - mqtt_len - that header."""
+    if "ws_header_len" not in inbound.columns or not inbound["ws_header_len"].notna().any():
+        return None
+    return inbound["ws_header_len"].astype("float64")
 
 
 def study_compatible(inbound: pd.DataFrame, packets: pd.DataFrame, run_streams: set[int],

@@ -62,6 +62,7 @@ class RunInputs:
     expected_tls: tuple[str, int] | None = None  # e.g. ("TLS 1.2", 0xCCA9)
     clocks_shared: bool = True  # False: publisher and subscriber clocks unrelated -> no delay figures
     keying: Keying = ONE_DEVICE  # one device (by seq) or a fleet (by device and seq; its send-log folder)
+    websocket: bool = False  # MQTT over WebSocket (the cell's transport): its packets inside WebSocket frames
 
     def __post_init__(self) -> None:
         if not 0 < self.broker_port < 65536:
@@ -94,7 +95,7 @@ class RunInputs:
 
     def export_request(self) -> ExportRequest:
         """The one export pass over this run's capture."""
-        return ExportRequest(self.pcap, self.broker_port, self.tls, tuple(self.keylogs))
+        return ExportRequest(self.pcap, self.broker_port, self.tls, tuple(self.keylogs), websocket=self.websocket)
 
 
 @dataclass

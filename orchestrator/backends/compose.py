@@ -72,6 +72,7 @@ class Topology:
     subscriber_args: Sequence[str] = field(default_factory=list)
     publisher_args: Sequence[str] = field(default_factory=list)
     publisher_image: str = "testbed-publisher:latest"  # the device stack's (publishers/virtual.py)
+    broker_image: str = "testbed-broker:latest"  # the cell's broker build's (lab/topology.py, model/brokers.py)
     base_image: str = "debian:bookworm-slim"
     user: str = "0:0"  # uid:gid the containers run as (docker.container_user())
     publisher_network: str = "lab"  # "uplink": behind the router (the delay line's forwarding hop)
@@ -88,6 +89,7 @@ def compose_env(t: Topology) -> dict[str, str]:
         "TESTBED_SUBSCRIBER_ARGS": shlex.join(t.subscriber_args) or "--help",
         "TESTBED_PUBLISHER_ARGS": shlex.join(t.publisher_args),
         "TESTBED_PUBLISHER_IMAGE": t.publisher_image,
+        "TESTBED_BROKER_IMAGE": t.broker_image,
         "TESTBED_BASE_IMAGE": t.base_image,
         "TESTBED_USER": t.user,
         "TESTBED_PUBLISHER_NETWORK": t.publisher_network,

@@ -24,7 +24,7 @@ from orchestrator.paths import cache_dir, repo_root
 
 UPSTREAM_BASE = "debian:bookworm-slim"
 LOCAL_BASE = "testbed-base:bookworm"
-SUITES = ("bookworm", "trixie")  # Debian 12 (every image), Debian 13 (the mbedTLS 3.6 publisher)
+SUITES = ("bookworm", "trixie")  # Debian 12 (every image), Debian 13 (the mbedTLS 3.6 publisher, Mosquitto 2.0.21)
 HASH_LABEL = "io.testbed.context-hash"
 
 
@@ -45,6 +45,8 @@ class ImageSpec:
 
 IMAGES: tuple[ImageSpec, ...] = (
     ImageSpec("broker", ("images/broker",)),
+    # Mosquitto 2.0.21 (Debian 13: libwebsockets, OpenSSL 3.5): the broker of the websocket transport's cells
+    ImageSpec("broker-mosquitto-2.0.21", ("images/broker-mosquitto-2.0.21", "images/broker"), suite="trixie"),
     ImageSpec("capture", ("images/capture",)),
     ImageSpec("subscriber", ("images/subscriber", "orchestrator/clients", "orchestrator/__init__.py",
                              "pyproject.toml")),

@@ -18,6 +18,7 @@ from orchestrator.backends.process import run, stream
 from orchestrator.errors import TestbedError
 from orchestrator.model.export import ExportOutcome, ExportRequest
 
+WS_MQTT_LUA = Path(__file__).with_name("ws_mqtt.lua")  # MQTT in WebSocket frames, for tshark 4.0
 MQTT_PORT = 1883
 MQTTS_PORT = 8883
 HINT = "is tshark installed? run `testbed doctor`"
@@ -41,8 +42,12 @@ PREFERENCES: tuple[str, ...] = (
 )
 
 
-def decode_as_args(broker_port: int, tls: bool) -> list[str]:
-    """Decode-as rules for a broker on a non-standard port (none for 1883 plain / 8883 TLS)."""
+def decode_as_args(broker_port: int, tls: bool, websocket: bool = False) -> list[str]:
+    """Decode-as rules for a broker on a non-standard port (none for 1883 plain / 8883 TLS); with ``websocket`` the
+    broker's port carries HTTP (its upgrade, then WebSocket frames: ws_mqtt.lua hands their payload to MQTT)."""
+    if websocket:
+        return ["-d", f"tcp.port=={broker_port},tls", "-d", f"tls.port=={broker_port},http"] if tls else \
+            ["-d", f"tcp.port=={broker_port},http"]
     if tls and broker_port != MQTTS_PORT:
         return ["-d", f"tcp.port=={broker_port},tls", "-d", f"tls.port=={broker_port},mqtt"]
     if not tls and broker_port != MQTT_PORT:
@@ -58,7 +63,9 @@ def fields_argv(request: ExportRequest, keylog: Path | None, *, tshark: str = "t
         argv += ["-o", pref]
     if keylog is not None:
         argv += ["-o", f"tls.keylog_file:{keylog}"]
-    argv += decode_as_args(request.broker_port, request.tls)
+    argv += decode_as_args(request.broker_port, request.tls, request.websocket)
+    if request.websocket:
+        argv += ["-X", f"lua_script:{WS_MQTT_LUA}"]
     for name in request.fields:
         argv += ["-e", name]
     return argv

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Literal
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.packettypes import PacketTypes
@@ -63,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keylog", help="write NSS key log lines here (for decrypting the capture)")
     p.add_argument("--out", required=True, help="per-message log (CSV)")
     p.add_argument("--status", help="JSON status file: subscribed flag, counts, negotiated TLS")
+    p.add_argument("--transport", choices=("tcp", "websocket"), default="tcp",
+                   help="websocket: MQTT over WebSocket (paho's websocket transport, path /mqtt, subprotocol mqtt)")
     p.add_argument("--connect-timeout", type=float, default=30.0)
     return p
 
@@ -140,11 +143,15 @@ class Recorder:
 
 def make_client(args: argparse.Namespace, rec: Recorder, stop: threading.Event) -> mqtt.Client:
     """A paho client with our credentials, TLS context and callbacks (status and messages into ``rec``)."""
+    transport: Literal["tcp", "websockets"] = "websockets" if args.transport == "websocket" else "tcp"  # paho's
     if args.mqtt == "5":  # MQTT 5 has no clean_session argument: Clean Start is given at connect()
-        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=args.client_id, protocol=mqtt.MQTTv5)
+        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=args.client_id, protocol=mqtt.MQTTv5,
+                             transport=transport)
     else:
         client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=args.client_id,
-                             clean_session=args.session == "clean")
+                             clean_session=args.session == "clean", transport=transport)
+    if args.transport == "websocket":
+        client.ws_set_options(path="/mqtt")  # the device's path too (websocket.h); Mosquitto serves any
     if args.username:
         pw = read_password(args.password_file, args.username) if args.password_file else None
         client.username_pw_set(args.username, pw)
@@ -154,7 +161,8 @@ def make_client(args: argparse.Namespace, rec: Recorder, stop: threading.Event) 
 
     def on_socket_open(_c, _u, sock) -> None:
         try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            # paho's websocket wrapper holds the socket
+            getattr(sock, "_socket", sock).setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except (OSError, AttributeError):
             pass
 
@@ -164,7 +172,7 @@ def make_client(args: argparse.Namespace, rec: Recorder, stop: threading.Event) 
             stop.set()
             return
         tls_info = None
-        sock = c.socket()
+        sock = getattr(c.socket(), "_socket", c.socket())  # under paho's websocket wrapper, if any
         if isinstance(sock, ssl.SSLSocket):
             cipher = sock.cipher()
             tls_info = {"version": sock.version(), "cipher": cipher[0] if cipher else None}

@@ -26,7 +26,7 @@ from orchestrator.paths import repo_root
 
 # read inside each image: the TLS libraries under whatever name the image's Debian gives them (libssl3 on 12, libssl3t64
 # on 13; libmbedtls14/libmbedcrypto7 for 2.28, libmbedtls21/libmbedcrypto16 for 3.6) and the programs that measure
-PACKAGES = ("libssl3*", "libmbed*", "mosquitto", "tshark", "python3", "iproute2")
+PACKAGES = ("libssl3*", "libmbed*", "mosquitto", "libwebsockets*", "tshark", "python3", "iproute2")
 DPKG_FORMAT = "${db:Status-Abbrev}\\t${Package}\\t${Version}\\n"
 # what our clients are written to do, which none of them reports: configured, not observed
 CONFIGURED = {"tcp_nodelay": "asked for in their code by the publisher (the device core, "

@@ -28,7 +28,8 @@ class Broker(Protocol):
     @property
     def healthcheck(self) -> str: ...  # what says it is ready (backends/compose.py up waits for it)
 
-    def write_config(self, lay: Layout, scenario: Scenario, *, topic: str, acl: bool) -> None: ...  # config/
+    def write_config(self, lay: Layout, scenario: Scenario, *, topic: str, acl: bool,
+                     websocket: bool = False) -> None: ...  # config/
 
     def container(self) -> str: ...  # the container whose main process is measured (CPU, memory, open files)
 
@@ -41,10 +42,11 @@ class Mosquitto:
     service: str = "broker"
     healthcheck: str = "images/broker/healthcheck.sh"
 
-    def write_config(self, lay: Layout, scenario: Scenario, *, topic: str, acl: bool) -> None:
-        """config/mosquitto.conf; config/acl when only the run's publisher may write ``topic`` (a broker reachable
-        beyond loopback); config/openssl.cnf when the scenario needs one. A file the scenario does not need goes."""
-        (lay.config / "mosquitto.conf").write_text(render_mosquitto_conf(scenario, acl=acl))
+    def write_config(self, lay: Layout, scenario: Scenario, *, topic: str, acl: bool, websocket: bool = False) -> None:
+        """config/mosquitto.conf (its listener ``protocol websockets`` with ``websocket``); config/acl when only the
+        run's publisher may write ``topic`` (a broker reachable beyond loopback); config/openssl.cnf when the scenario
+        needs one. A file the scenario does not need goes."""
+        (lay.config / "mosquitto.conf").write_text(render_mosquitto_conf(scenario, acl=acl, websocket=websocket))
         acl_path = lay.config / "acl"
         if acl:
             write_text_atomic(acl_path, render_acl(topic))

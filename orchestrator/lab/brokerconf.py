@@ -10,6 +10,7 @@ run's publisher user may write the measured topic, the subscriber user may read 
 from __future__ import annotations
 
 from orchestrator.lab.pki import CLIENTS
+from orchestrator.model.brokers import WS_PATH, BrokerBuild
 from orchestrator.model.scenario import Scenario
 
 CONTAINER_PKI = "/run/testbed/pki"
@@ -22,11 +23,23 @@ PUBLISHER_USER, SUBSCRIBER_USER = CLIENTS  # the run's users (the CN of a client
 PERSISTENCE = False
 
 
-def broker_record() -> dict[str, object]:
-    """cell.json ``broker``: the broker's settings that decide what a session keeps."""
-    return {"implementation": "mosquitto", "persistence": PERSISTENCE,
-            "sessions": "kept in memory across the client's reconnects; lost when the broker restarts"
-            if not PERSISTENCE else "written to the broker's persistence file; kept across a restart"}
+# A websockets listener's compression: a server may use only an extension the client offered (RFC 6455 9.1), and
+# neither the device (websocket.h) nor paho offers one: no permessage-deflate, the frames carry the packets as they are
+PERMESSAGE_DEFLATE = False
+
+
+def broker_record(build: BrokerBuild | None = None) -> dict[str, object]:
+    """cell.json ``broker``: the broker's settings that decide what a session keeps; with ``build`` (a cell that
+    runs on another than the default broker) which broker it was and how its listener carries MQTT."""
+    out: dict[str, object] = {
+        "implementation": "mosquitto", "persistence": PERSISTENCE,
+        "sessions": "kept in memory across the client's reconnects; lost when the broker restarts"
+        if not PERSISTENCE else "written to the broker's persistence file; kept across a restart"}
+    if build is not None:
+        out.update(name=build.name, version=build.version, image=build.image,
+                   listener="websockets" if build.websockets else "mqtt", websocket_path=WS_PATH,
+                   permessage_deflate=PERMESSAGE_DEFLATE)
+    return out
 
 
 def render_acl(topic: str) -> str:
@@ -36,8 +49,10 @@ def render_acl(topic: str) -> str:
             f"user {PUBLISHER_USER}\ntopic write {topic}\n\nuser {SUBSCRIBER_USER}\ntopic read {topic}\n")
 
 
-def render_mosquitto_conf(scenario: Scenario, *, acl: bool = False) -> str:
-    """The broker's configuration; ``acl``: with the ACL of render_acl (in config/acl) on its listener."""
+def render_mosquitto_conf(scenario: Scenario, *, acl: bool = False, websocket: bool = False) -> str:
+    """The broker's configuration; ``acl``: with the ACL of render_acl (in config/acl) on its listener;
+    ``websocket``: the listener speaks MQTT over WebSocket (``protocol websockets``, Mosquitto built with
+    libwebsockets: images/broker-mosquitto-2.0.21), plain or TLS as the scenario says, on the scenario's port."""
     lines = [
         f"# rendered by testbed from scenario '{scenario.name}'; do not edit, it is rewritten every run",
         "per_listener_settings true",
@@ -52,7 +67,7 @@ def render_mosquitto_conf(scenario: Scenario, *, acl: bool = False) -> str:
         "",
         # the only listener: TLS scenarios have NO plaintext listener
         f"listener {scenario.port} 0.0.0.0",
-        "protocol mqtt",
+        "protocol websockets" if websocket else "protocol mqtt",
     ]
     if scenario.tls is not None:
         tls = scenario.tls

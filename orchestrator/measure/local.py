@@ -27,6 +27,7 @@ from orchestrator.lab.topology import TOPIC, wait_for_messages
 from orchestrator.measure.cell import CellWriter, Observed
 from orchestrator.measure.events import Timeline
 from orchestrator.measure.impairment import LineWatch, impairment_applied
+from orchestrator.model.brokers import broker_of
 from orchestrator.model.impairment import Impairment, load_impairment
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
@@ -68,7 +69,7 @@ class ThisHost:
                                hint="apt-get install -y tshark")
         docker.engine_version()
         docker.compose_command()
-        missing = missing_images(SERVICES_FOR_RUN)
+        missing = missing_images((*SERVICES_FOR_RUN, broker_of(spec.values()).image))
         if missing:
             raise TestbedError(f"images not built: {', '.join(missing)}", hint="testbed images build")
         return impairment

@@ -22,6 +22,7 @@ from orchestrator.measure.cell import CellWriter, utc_now
 from orchestrator.measure.site import Site, site_for
 from orchestrator.model import rules
 from orchestrator.model.axes import AXES
+from orchestrator.model.brokers import broker_of
 from orchestrator.model.cell import CellRecord
 from orchestrator.model.impairment import Impairment
 from orchestrator.model.layout import Layout
@@ -97,7 +98,10 @@ def execute_run(spec: RunSpec, run_dir: Path | None, *, cell: dict[str, Any] | N
         "connection": {"asked": asked, "used": used, "per_connection": spec.per_connection, "close": spec.close,
                        "note": why},
         "spec": spec.model_dump(), "status": "running", "error": None, "started_utc": utc_now(), "timings": {}}))
-    if spec.qos > 0 or AXES.value(spec.values(), "session") == "persistent":  # what the broker keeps of a session
+    build = broker_of(spec.values())  # another than the default broker: which, and its listener (a websocket cell's)
+    if build.name != "mosquitto":
+        record.set(broker=broker_record(build))
+    elif spec.qos > 0 or AXES.value(spec.values(), "session") == "persistent":  # what the broker keeps of a session
         record.set(broker=broker_record())
     record.save()
     try:

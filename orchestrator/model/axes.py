@@ -20,6 +20,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestrator.model.axis_help import (
+    CONNECTION_HELP,
+    DEVICE_STACK_HELP,
+    DEVICES_HELP,
+    EVENTS_HELP,
+    ORDER_HELP,
+    RECONNECT_HELP,
+    SESSION_HELP,
+    TRANSPORT_HELP,
+)
 from orchestrator.model.events import check_events
 
 MAX_PAYLOAD = 4096  # the firmware core's fixed buffer (payload.h kMaxPayload)
@@ -297,29 +307,9 @@ def run_options(table: AxisTable, values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-CONNECTION_HELP = ("persistent (one connection for the run), reconnect (connect, publish --per-connection "
-                   "readings, end, sleep until the next), resume-id or resume-ticket (the same with TLS 1.2 "
-                   "session resumption by session ID or by ticket)")
-ORDER_HELP = ("the order cells run in: blocked (cells that share a lab configuration - scenario, impairment, fleet "
-              "size, repeat - run as one block; blocks and the cells within each in a seeded random order), random "
-              "(every cell in a seeded random order) or as-listed (the lists' product, repeats outermost)")
-DEVICE_STACK_HELP = ("the virtual device's TLS library, its image: mbedtls-2.28 (Arduino-ESP32 2.x, ESP-IDF 4.4; TLS "
-                     "1.2) or mbedtls-3.6 (Arduino-ESP32 3.x, ESP-IDF 5; TLS 1.2 and 1.3)")
-DEVICES_HELP = ("virtual devices publishing at once (a fleet: each its own id, seq and send log, and the run's "
-                "--connection lifecycle with its own TLS session; see docs/fleet.md)")
-SESSION_HELP = ("clean (no state kept between connections) or persistent (3.1.1 Clean Session 0 / MQTT 5 Clean "
-                "Start 0 with --session-expiry-s: a lost connection is opened again and the unacknowledged QoS 1/2 "
-                "messages are sent again with DUP)")
 _RECONNECT_ONLY = Only("reconnect-is-the-virtual-devices", "--reconnect {value}: the reconnect policy is the virtual "
                        "devices' (vdevice and the fleet, --publisher virtual)",
                        publishers=frozenset({"virtual", "fleet"}))
-RECONNECT_HELP = ("what a device does when its connection is lost or refused: off (a persistent session reopens "
-                  "every 200 ms, a clean session's run ends), immediate (at once, then every 200 ms while refused), "
-                  "backoff (exponential with full jitter: attempt n waits uniform [0, min(cap, base x 2^n)), seeded "
-                  "per device)")
-EVENTS_HELP = ("events on the cell's timeline, from the publisher's go, comma-separated: broker-restart@20s (the "
-               "broker process ended with SIGTERM and started again in its container), broker-kill@20s (SIGKILL), "
-               "link-down@30s:5s (every device's link dropped both ways for 5 s, then restored)")
 _EVENTS_HERE = Only("events-run-on-this-host", "--events {value}: a cell's events are run by this host's lab (its "
                     "containers): a lab inventory's cell would run without them", sites=frozenset({"local"}))
 
@@ -440,6 +430,14 @@ AXES = AxisTable((
          only=Only("device-stack-is-virtual", "--device-stack {value} picks the virtual device's image (a board runs "
                    "the stack its firmware was built with): use it with --publisher virtual on this host",
                    publishers=frozenset({"virtual", "fleet"}), sites=frozenset({"local"}))),
+    Axis("transport", Literal["tcp", "websocket"], "tcp", TRANSPORT_HELP,
+         sweep=SweepOption("transports", ("tcp",), "comma list of MQTT transports: " + TRANSPORT_HELP, nest=2,
+                           lab=True),  # its broker listener (and image) is the lab's
+         cell=lambda v: "" if v == "tcp" else "ws", names=Names(word=str, order=3),
+         only=Only("websocket-client-is-the-virtual-devices", "--transport {value}: the core's WebSocket client "
+                   "runs in vdevice and the fleet; the board's firmware does not wire it yet (use --publisher "
+                   "virtual)", publishers=frozenset({"virtual", "fleet"})),
+         device=Device("mqtt_transport", run_key=None, when=given("transport"))),
     Axis("connect_rate", float, 100.0,
          "a fleet's devices started per second (each at a seeded random offset in its first interval)",
          ge=0.01, le=10_000, device=Device("connect_rate", "fleet", run_key=None)),

@@ -52,12 +52,17 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("mqtt_msg", "mqtt.msg"),
     ("mqtt_hdrflags", "mqtt.hdrflags"),  # type, DUP and QoS of each MQTT packet (analysis/exchange.py)
     ("mqtt_msgid", "mqtt.msgid"),  # the packet ids of QoS 1/2 PUBLISH and of the acknowledgements
+    # MQTT over WebSocket: each frame's 7-bit length field (126, 127: a 16-, 64-bit length follows) and mask bit,
+    # which give its header's size (analysis/messages.py ws_header_lengths); empty for MQTT on TCP
+    ("ws_len7", "websocket.payload_length"),
+    ("ws_mask", "websocket.mask"),
 )
 FIELD_NAMES: tuple[str, ...] = tuple(name for _, name in FIELDS)
 
 @dataclass(frozen=True)
 class ExportRequest:
-    """One export pass: the capture, where MQTT is (port, TLS or not), the key logs that decrypt it."""
+    """One export pass: the capture, where MQTT is (port, TLS or not, inside WebSocket frames or not), the key logs
+    that decrypt it."""
 
     pcap: Path
     broker_port: int
@@ -65,6 +70,7 @@ class ExportRequest:
     keylogs: tuple[Path, ...] = ()
     fields: tuple[str, ...] = FIELD_NAMES
     aggregator: str = AGGREGATOR
+    websocket: bool = False
 
 
 @dataclass

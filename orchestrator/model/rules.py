@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.model.axes import AXES, MAX_DEVICES_PER_HOST, MAX_SEED, AxisTable
+from orchestrator.model.brokers import broker_of
 from orchestrator.model.impairment import Direction, Impairment
 from orchestrator.model.scenario import Scenario
 
@@ -116,6 +117,19 @@ def _backoff_base_within_cap(v: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _websocket_needs_a_broker_that_speaks_it(v: Mapping[str, Any]) -> str | None:
+    if AXES.value(v, "transport") != "websocket":
+        return None
+    if site(v) == "inventory":
+        return ("--transport websocket: a lab's broker host runs its own Mosquitto (lab/remote.py), whose build may "
+                "have no websockets; websocket cells run on this host's mosquitto-2.0.21 image")
+    broker = broker_of(v)
+    if not broker.websockets:
+        return (f"--transport websocket: broker {broker.name} ({broker.version}) is built without websockets; "
+                "mosquitto-2.0.21 speaks it")
+    return None
+
+
 def _repeat_seeds_fit(v: Mapping[str, Any]) -> str | None:
     if v["seed"] + v["repeat"] - 1 > MAX_SEED:
         return f"--seed {v['seed']} with --repeat {v['repeat']}: repeat r runs with seed + r - 1, above {MAX_SEED}"
@@ -129,6 +143,7 @@ RULES: tuple[Rule, ...] = (
     Rule("topic-alias-needs-mqtt5", _topic_alias_needs_mqtt5),
     Rule("link-down-needs-a-container", _link_down_needs_a_container),
     Rule("backoff-base-within-cap", _backoff_base_within_cap),
+    Rule("websocket-needs-a-broker-that-speaks-it", _websocket_needs_a_broker_that_speaks_it),
 )
 SWEEP_RULES: tuple[Rule, ...] = (  # on a sweep's own values, once per plan
     Rule("repeat-seeds-fit", _repeat_seeds_fit),

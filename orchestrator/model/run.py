@@ -68,6 +68,7 @@ class RunSpecBase(OneValueAxes):
         connection: str
         devices: int
         device_stack: str
+        transport: str
         qos: int
 
     def values(self) -> dict[str, Any]:

@@ -7,6 +7,8 @@ its SUBSCRIBE's QoS (the broker delivers at the lower of the PUBLISH's and this)
 and a persistent session (3.1.1 Clean Session 0; MQTT 5 Clean Start 1 on its first connection, 0 on a reconnect,
 with the Session Expiry Interval) so the broker queues the QoS 1/2 messages that arrive while its connection is
 lost. The flags beyond --qos appear only when not the default: a study cell's command line is unchanged.
+It also takes the cell's MQTT transport (axis ``transport``): over WebSocket (paho's websocket transport) when the
+device's is, as the broker's listener then speaks nothing else.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ class Subscription:
     mqtt: str = AXES["mqtt"].default
     session: str = AXES["session"].default
     session_expiry_s: int = AXES["session_expiry_s"].default
+    transport: str = AXES["transport"].default
 
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> Subscription:
         """From a run's axis values (RunSpec.values()); an axis missing takes the table's default."""
-        return cls(**{k: values.get(k, AXES[k].default) for k in ("qos", "mqtt", "session", "session_expiry_s")})
+        return cls(**{k: values.get(k, AXES[k].default) for k in ("qos", "mqtt", "session", "session_expiry_s",
+                                                                   "transport")})
 
     def argv(self) -> list[str]:
         """The subscriber's (orchestrator/clients/subscriber.py) flags for this subscription."""
@@ -39,7 +43,13 @@ class Subscription:
             args += ["--session", self.session]
             if self.mqtt == "5":
                 args += ["--session-expiry-s", str(self.session_expiry_s)]
+        if self.transport != AXES["transport"].default:
+            args += ["--transport", self.transport]
         return args
+
+    @property
+    def websocket(self) -> bool:
+        return self.transport == "websocket"
 
 
 AT_QOS0 = Subscription()  # the table's defaults: QoS 0, MQTT 3.1.1, a clean session (`testbed up`, tests)

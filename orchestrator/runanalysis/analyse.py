@@ -27,7 +27,7 @@ from orchestrator.analysis.keying import Keying, Series
 from orchestrator.analysis.pipeline import RunAnalysis, RunInputs, analyse_run, write_run_outputs
 from orchestrator.backends.tshark import export_chunks
 from orchestrator.lab.broker import BROKER
-from orchestrator.model.axes import PERSISTENT
+from orchestrator.model.axes import AXES, PERSISTENT
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
@@ -123,7 +123,7 @@ def run_inputs(lay: Layout, scenario: Scenario, spec: RunSpec, keylogs: list[Pat
         subscriber_log=lay.subscriber_log if lay.subscriber_log.exists() else None,
         expected_tls=(f"TLS {suite.version}", suite.code) if suite else None,
         clocks_shared=board_clock is None or bool(board_clock.get("available")),
-        keying=keying)
+        keying=keying, websocket=AXES.value(spec.values(), "transport") == "websocket")
 
 
 def events_cpu(series: dict[str, Series | None]) -> Series | None:
@@ -191,7 +191,8 @@ def connections_of(run: RunFolder) -> dict[str, Any]:
     up = pk[pk["leg"] == "publisher->broker"]
     ips = set(up["ip_src"].dropna().astype(str)) | set(up["ipv6_src"].dropna().astype(str))
     sub_streams = set(pk.loc[pk["leg"].isin(["subscriber->broker", "broker->subscriber"]), "stream"].astype(int))
-    table = connections_table(lay.capture, scenario.port, scenario.is_tls, run.keylogs, export_chunks)
+    table = connections_table(lay.capture, scenario.port, scenario.is_tls, run.keylogs, export_chunks,
+                              websocket=AXES.value(spec.values(), "transport") == "websocket")
     claims = lifecycle.read_claims(lay.publisher_connections)
     rows, mismatches = lifecycle.with_claims(lifecycle.publisher_rows(table, ips - {""}, sub_streams), claims,
                                              run.keying.connections_by)

@@ -75,22 +75,25 @@ FLEET_OPTIONS = {"--devices", "--connect-rate", "--sleep"}
 LAB_OPTIONS = {"--inventory"}
 # the virtual device's own (a board has no such RUN key): their test below
 VDEVICE_OPTIONS = {"--mqtt", "--session", "--session-expiry-s", "--topic-alias", "--inflight", "--ack-timeout"}
-STACK_OPTIONS = {"--device-stack"}
+STACK_OPTIONS = {"--device-stack", "--transport"}
 EVENT_OPTIONS = {"--reconnect", "--reconnect-base", "--reconnect-cap", "--events"}
 
 
 def test_the_virtual_devices_protocol_and_stack_options_reach_the_run_spec(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issues 25 and 26: the MQTT version, the session, topic alias, in-flight window, ack timeout, device stack."""
+    """Issues 25, 26 and 43: the MQTT version, the session, topic alias, in-flight window, ack timeout, device stack,
+    transport."""
     calls: list[RunSpec] = []
     monkeypatch.setattr(measure_run, "execute_run",
                         lambda spec, out_dir, **_: calls.append(spec) or RunOutcome(tmp_path, "ok", 0, None, None))
     args = ["run", "--qos", "2", "--mqtt", "5", "--session", "persistent", "--session-expiry-s", "120",
-            "--topic-alias", "on", "--inflight", "8", "--ack-timeout", "1500", "--device-stack", "mbedtls-3.6"]
+            "--topic-alias", "on", "--inflight", "8", "--ack-timeout", "1500", "--device-stack", "mbedtls-3.6",
+            "--transport", "websocket"]
     assert _given(args) >= VDEVICE_OPTIONS | STACK_OPTIONS
     _invoke(args)
     assert calls == [RunSpec(scenario="tls", qos=2, mqtt="5", session="persistent", session_expiry_s=120,
-                             topic_alias="on", inflight=8, ack_timeout_ms=1500, device_stack="mbedtls-3.6")]
+                             topic_alias="on", inflight=8, ack_timeout_ms=1500, device_stack="mbedtls-3.6",
+                             transport="websocket")]
 
 
 def test_the_fleet_options_reach_the_run_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -199,8 +202,8 @@ def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest
             "--order", "random", "--fresh-lab-per-cell",
             "--out", str(tmp_path / "out"), "--name", "mine", "--grading", str(tables[0]), "--grading", str(tables[1])]
     # --plan (a bundle's plan rerun): tests/unit/test_sweep_replay.py
-    assert (_given(args) | {"--resume", "--plan", "--mqtt", "--device-stacks"} | FLEET_OPTIONS | LAB_OPTIONS
-            | VDEVICE_OPTIONS | EVENT_OPTIONS) == _options("sweep")  # --mqtt and --device-stacks as lists: below
+    assert (_given(args) | {"--resume", "--plan", "--mqtt", "--device-stacks", "--transports"} | FLEET_OPTIONS
+            | LAB_OPTIONS | VDEVICE_OPTIONS | EVENT_OPTIONS) == _options("sweep")  # the lists of these: below
 
     _invoke(args)
 
@@ -224,13 +227,15 @@ def test_the_protocol_and_the_device_stack_are_sweep_axes(tmp_path: Path, monkey
     calls = _SweepCalls(tmp_path, monkeypatch)
     _invoke(["sweep", "--qos", "0,2", "--mqtt", "3.1.1,5", "--device-stacks", "mbedtls-2.28,mbedtls-3.6",
              "--session", "persistent", "--inflight", "4", "--ack-timeout", "2000", "--session-expiry-s", "60",
+             "--transports", "tcp,websocket",
              "--samples", "20", "--payloads", "65", "--scenarios", "tls", "--out", str(tmp_path / "out")])
     [(plan, _root, _name, _cmd)] = calls.started
     assert plan == SweepPlan(qos=[0, 2], mqtt=["3.1.1", "5"], device_stacks=["mbedtls-2.28", "mbedtls-3.6"],
                              session="persistent", inflight=4, ack_timeout_ms=2000, session_expiry_s=60,
-                             samples=20, payloads=[65], scenarios=["tls"])
+                             transports=["tcp", "websocket"], samples=20, payloads=[65], scenarios=["tls"])
     assert sorted(c.cell_id for c in plan.cells()) == sorted(
-        f"tls-65B{q}{m}-none{s}-r1" for q in ("", "-qos2") for m in ("", "-mqtt5") for s in ("", "-mbedtls36"))
+        f"tls-65B{q}{m}-none{s}{t}-r1" for q in ("", "-qos2") for m in ("", "-mqtt5") for s in ("", "-mbedtls36")
+        for t in ("", "-ws"))
 
 
 def test_the_fleet_sizes_are_a_sweep_axis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -155,6 +155,7 @@ bool parse_args(int argc, char** argv, uint8_t program, const char* prog, Values
 }
 
 bool Options::tls() const { return strcmp(config.transport, "tls") == 0; }
+bool Options::websocket() const { return strcmp(config.mqtt_transport, "websocket") == 0; }
 
 bool options_from(const Values& v, uint8_t program, Options* o, std::string* error) {
   o->config = tb::DeviceConfig(v, program);  // the core's one fill (device_config.h)

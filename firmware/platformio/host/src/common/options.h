@@ -26,7 +26,8 @@ struct Options {
   Options() = default;
   Options(const Options&) = delete;
   Options& operator=(const Options&) = delete;
-  bool tls() const;  // --transport tls
+  bool tls() const;
+  bool websocket() const;  // --mqtt-transport websocket: MQTT over WebSocket over the TCP or TLS stream  // --transport tls
 };
 
 // What a host program is asked to do besides its options.

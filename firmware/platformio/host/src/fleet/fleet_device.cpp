@@ -11,6 +11,7 @@
 #include "plain_tcp.h"
 #include "publisher.h"
 #include "sim_sensors.h"
+#include "websocket.h"
 
 namespace fleet {
 namespace {
@@ -29,12 +30,17 @@ void publish(const FleetPlan& p, const std::string& id, uint32_t index, FleetClo
              DeviceResult* r) {
   const FleetOptions& o = *p.options;
   vdev::SimulatedSensors sensors(mix64(o.conn.config.seed ^ mix64(index + 1)));
-  std::unique_ptr<tb::Transport> transport;
+  std::unique_ptr<tb::Transport> stream;
   if (o.conn.tls()) {
-    transport.reset(new tb::TlsTransport(clock, p.tls));
+    stream.reset(new tb::TlsTransport(clock, p.tls));
   } else {
-    transport.reset(new tb::PlainTcp(clock));
+    stream.reset(new tb::PlainTcp(clock));
   }
+  // --mqtt-transport websocket: MQTT over WebSocket over that stream, each device's mask keys its own
+  std::unique_ptr<tb::Transport> ws(
+      o.conn.websocket() ? new tb::WsTransport(*stream, clock, mix64(o.conn.config.seed ^ mix64(0x57EB5ULL + index)))
+                         : nullptr);
+  tb::Transport* transport = ws ? ws.get() : stream.get();
   std::unique_ptr<tb::Publisher> publisher(new tb::Publisher(*transport, clock, sensors, log));
   publisher->set_stop_flag(p.stop->flag());
   const tb::PublishConfig cfg = make_config(p, id, index);

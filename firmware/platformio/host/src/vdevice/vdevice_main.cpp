@@ -161,6 +161,10 @@ bool write_summary(const Options& o, const Outcome& r, std::string* error) {
                      ",\"tcp_connect_ms\":" + json_ms(r.stats.tcp_connect_us) +
                      ",\"handshake_ms\":" + json_ms(tls ? r.stats.handshake_us : -1) +
                      ",\"connack_ms\":" + json_ms(r.stats.connack_us) +
+                     // WebSocket only (a tcp cell's summary is as before): the last connection's HTTP upgrade
+                     (o.websocket() ? ",\"mqtt_transport\":\"websocket\",\"ws_upgrade_ms\":" +
+                                          json_ms(r.transport.ws_upgrade_us)
+                                    : std::string()) +
                      ",\"messages_sent\":" + std::to_string(r.stats.messages_sent) +
                      ",\"connection_mode\":" + json_string(tb::connection_mode_name(o.publish.mode)) +
                      ",\"per_connection\":" + std::to_string(o.publish.per_connection) +
@@ -278,12 +282,15 @@ int publish(const Options& o, const std::string& ca, const std::string& cert, co
   tls.server_name = *o.config.server_name == '\0' ? nullptr : o.config.server_name;
   tls.ciphers = o.config.ciphers;
   tls.keylog = *o.config.keylog == '\0' ? nullptr : &keylog;
-  std::unique_ptr<tb::Transport> transport;
+  std::unique_ptr<tb::Transport> stream;
   if (o.tls()) {
-    transport.reset(new tb::TlsTransport(clock, tls));
+    stream.reset(new tb::TlsTransport(clock, tls));
   } else {
-    transport.reset(new tb::PlainTcp(clock));
+    stream.reset(new tb::PlainTcp(clock));
   }
+  // --mqtt-transport websocket: MQTT over WebSocket over that stream (ws / wss), its mask keys seeded by --seed
+  std::unique_ptr<tb::Transport> ws(o.websocket() ? new tb::WsTransport(*stream, clock, o.config.seed) : nullptr);
+  tb::Transport* transport = ws ? ws.get() : stream.get();
   std::unique_ptr<tb::Publisher> publisher(new tb::Publisher(*transport, clock, sensors, send_log));
   const tb::PublishConfig& cfg = o.publish;
   publisher->set_stop_flag(&g_stop);

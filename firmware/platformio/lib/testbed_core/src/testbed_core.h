@@ -14,3 +14,4 @@
 #include "time_sync.h"
 #include "tls_transport.h"
 #include "transport.h"
+#include "websocket.h"

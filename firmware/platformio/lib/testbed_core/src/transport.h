@@ -38,6 +38,9 @@ struct TransportStats {
   int resumed = -1;
   bool session_offered = false;  // TLS: a saved session was offered in the ClientHello
   HandshakePhases phases;        // TLS through the core's own TlsTransport only
+  // WebSocket (websocket.h): the HTTP upgrade, from its request handed to the inner transport to the 101
+  // answer checked; -1 without WebSocket.
+  int64_t ws_upgrade_us = -1;
 };
 
 class Transport {

@@ -1,0 +1,27 @@
+"""The longer help texts of the axis table (orchestrator/model/axes.py), kept apart so that the table stays short."""
+
+CONNECTION_HELP = ("persistent (one connection for the run), reconnect (connect, publish --per-connection "
+                   "readings, end, sleep until the next), resume-id or resume-ticket (the same with TLS 1.2 "
+                   "session resumption by session ID or by ticket)")
+ORDER_HELP = ("the order cells run in: blocked (cells that share a lab configuration - scenario, impairment, fleet "
+              "size, transport, repeat - run as one block; blocks and the cells within each in a seeded random "
+              "order), random (every cell in a seeded random order) or as-listed (the lists' product, repeats "
+              "outermost)")
+DEVICE_STACK_HELP = ("the virtual device's TLS library, its image: mbedtls-2.28 (Arduino-ESP32 2.x, ESP-IDF 4.4; TLS "
+                     "1.2) or mbedtls-3.6 (Arduino-ESP32 3.x, ESP-IDF 5; TLS 1.2 and 1.3)")
+DEVICES_HELP = ("virtual devices publishing at once (a fleet: each its own id, seq and send log, and the run's "
+                "--connection lifecycle with its own TLS session; see docs/fleet.md)")
+SESSION_HELP = ("clean (no state kept between connections) or persistent (3.1.1 Clean Session 0 / MQTT 5 Clean "
+                "Start 0 with --session-expiry-s: a lost connection is opened again and the unacknowledged QoS 1/2 "
+                "messages are sent again with DUP)")
+RECONNECT_HELP = ("what a device does when its connection is lost or refused: off (a persistent session reopens "
+                  "every 200 ms, a clean session's run ends), immediate (at once, then every 200 ms while refused), "
+                  "backoff (exponential with full jitter: attempt n waits uniform [0, min(cap, base x 2^n)), seeded "
+                  "per device)")
+EVENTS_HELP = ("events on the cell's timeline, from the publisher's go, comma-separated: broker-restart@20s (the "
+               "broker process ended with SIGTERM and started again in its container), broker-kill@20s (SIGKILL), "
+               "link-down@30s:5s (every device's link dropped both ways for 5 s, then restored)")
+TRANSPORT_HELP = ("how MQTT is carried: tcp (MQTT on the TCP or TLS stream, port 1883 / 8883) or websocket (MQTT over "
+                  "WebSocket, RFC 6455, subprotocol mqtt, on the same port: ws for plain scenarios, wss for TLS; one "
+                  "binary frame per MQTT packet, no permessage-deflate; its cells run on the Mosquitto 2.0.21 broker, "
+                  "built with libwebsockets)")
