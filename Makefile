@@ -21,7 +21,7 @@ CHECK_ARGS ?=
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "installing the package and its dependencies into $(VENV) (log: $(VENV)/pip.log)"
 	@$(BIN)/pip install -q --upgrade pip wheel setuptools > $(VENV)/pip.log 2>&1 || (cat $(VENV)/pip.log; exit 1)

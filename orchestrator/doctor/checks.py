@@ -71,12 +71,13 @@ def _platformio() -> str:
 
 
 def _images() -> str:
-    from orchestrator.backends.images import IMAGES, image_exists
+    from orchestrator.backends.images import buildable, image_exists
 
-    missing = [s.tag for s in IMAGES if not image_exists(s.tag)]
+    wanted = buildable()
+    missing = [s.tag for s in wanted if not image_exists(s.tag)]
     if missing:
         raise TestbedError("not built: " + ", ".join(missing), hint="testbed images build")
-    return "all built: " + ", ".join(s.name for s in IMAGES)
+    return "all built: " + ", ".join(s.name for s in wanted)
 
 
 def _engine() -> str:
