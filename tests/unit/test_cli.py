@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import orchestrator
 from orchestrator.backends import docker
 from orchestrator.cli.main import main
 
@@ -68,6 +69,9 @@ def test_installed_entry_point_runs():
     exe = Path(sys.executable).parent / "testbed"
     proc = subprocess.run([str(exe), "--version"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and proc.stdout.startswith("testbed ")
+    head = subprocess.run(["git", "-C", str(Path(orchestrator.__file__).parents[1]), "rev-parse", "HEAD"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert proc.stdout.startswith(f"testbed {orchestrator.__version__} (git {head[:12]}")  # a checkout names its commit
     proc = subprocess.run([str(exe), "up", "--scenario", "nope"], capture_output=True, text=True, check=False)
     assert proc.returncode == 1 and "unknown scenario" in proc.stderr and "Traceback" not in proc.stderr
 
