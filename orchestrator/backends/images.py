@@ -29,6 +29,8 @@ UPSTREAM_BASE = "debian:bookworm-slim"
 LOCAL_BASE = "testbed-base:bookworm"
 SUITES = ("bookworm", "trixie")  # Debian 12 (every image), Debian 13 (the mbedTLS 3.6 publisher)
 HASH_LABEL = "io.testbed.context-hash"
+OWNED_LABEL = "io.testbed.owned"  # on every image we build (image_build_argv)
+BASE_REPOSITORY = "testbed-base"  # the offline bases we import (build_local_base)
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ def image_digest(tag: str) -> str | None:
 
 def image_build_argv(s: ImageSpec, base_image: str, chash: str, root: Path) -> list[str]:
     return docker.build_argv(root / s.dockerfile, s.tag, root, build_args={"BASE_IMAGE": base_image},
-                             labels={HASH_LABEL: chash, "io.testbed.owned": "true"})
+                             labels={HASH_LABEL: chash, OWNED_LABEL: "true"})
 
 
 # ---- the base image -------------------------------------------------------------------------
@@ -268,3 +270,32 @@ def missing_images(names: Iterable[str]) -> list[str]:
     tags = [spec(n).tag for n in names]
     present = images_present(tags)
     return [t for t in tags if t not in present]
+
+
+# ---- removing what we built -------------------------------------------------------------------
+
+def _listed(*selection: str) -> list[str]:
+    """`docker image ls` of ``selection``: each image by its tag, or by its id when it has none."""
+    proc = run(docker.argv("image", "ls", "--format", "{{.ID}} {{.Repository}}:{{.Tag}}", *selection), timeout=60)
+    names = []
+    for line in proc.stdout.splitlines():
+        image_id, _, tag = line.strip().partition(" ")
+        names.append(image_id if not tag or "<none>" in tag else tag)
+    return names
+
+
+def owned_images() -> list[str]:
+    """The images this tool made: those it built (labelled OWNED_LABEL, old builds' untagged ones included) and the
+    offline base images it imported; never an image it pulled (debian:*-slim)."""
+    return list(dict.fromkeys([*_listed("--filter", f"label={OWNED_LABEL}=true"), *_listed(BASE_REPOSITORY)]))
+
+
+def prune_images() -> tuple[list[str], str]:
+    """Remove owned_images(); (what was removed, docker's complaint about the rest: an image a container still
+    uses is kept)."""
+    names = owned_images()
+    if not names:
+        return [], ""
+    proc = run(docker.argv("image", "rm", *names), check=False, timeout=300)
+    left = set(owned_images())
+    return [n for n in names if n not in left], proc.stderr.strip() if left else ""

@@ -26,7 +26,7 @@ from orchestrator.signals import install_stop_signals
 
 app = typer.Typer(name="testbed", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Measure what TLS (ChaCha20-Poly1305 first) costs an MQTT sensor link.")
-images_app = typer.Typer(no_args_is_help=True, help="Build the testbed's Docker images.")
+images_app = typer.Typer(no_args_is_help=True, help="Build, or remove, the testbed's Docker images.")
 app.add_typer(images_app, name="images")
 
 _state = {"debug": False}
@@ -83,6 +83,18 @@ def images_build(
                           progress=progress_line)
     for tag, what in result.items():
         out.print(f"{tag}: {what}")
+
+
+@images_app.command("prune")
+def images_prune() -> None:
+    """Remove every image this tool built (and its offline base images); images it pulled stay."""
+    from orchestrator.backends.images import prune_images
+
+    removed, kept = prune_images()
+    out.print(f"removed {len(removed)} image(s)" + (": " + ", ".join(removed) if removed else ""), highlight=False)
+    if kept:
+        raise TestbedError("some images are still in use and were kept", evidence=kept,
+                           hint="`testbed down` (and wait for running sweeps), then `testbed images prune` again")
 
 
 def up(
