@@ -12,16 +12,16 @@ PYTEST_ARGS ?=
 ifeq ($(CI),true)
 PYTEST_ARGS += --require-docker
 endif
-DEMO_ARGS ?= --payloads 65,100 --samples 200
+DEMO_ARGS ?=
 # make check: the tests that need no Docker, no root (network namespaces) and are not marked slow (tests/conftest.py)
 CHECK_MARKERS := not docker and not netns and not slow
 CHECK_ARGS ?=
 
-.PHONY: demo test check images lint venv system system-demo system-check docker firmware-host clean
+.PHONY: demo test check images lint venv system system-demo system-check docker firmware-host clean release
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "installing the package and its dependencies into $(VENV) (log: $(VENV)/pip.log)"
 	@$(BIN)/pip install -q --upgrade pip wheel setuptools > $(VENV)/pip.log 2>&1 || (cat $(VENV)/pip.log; exit 1)
@@ -45,8 +45,16 @@ docker: venv
 images: venv system-demo docker
 	$(TESTBED) images build
 
+# `testbed demo` itself reuses or builds the images; `images` first installs what building them needs
 demo: images
-	$(TESTBED) sweep $(DEMO_ARGS)
+	$(TESTBED) demo $(DEMO_ARGS)
+
+# the sdist, the wheel built from it (dist/), and twine's check of both (CHANGELOG.md)
+release: venv
+	@$(BIN)/python -c "import build, twine" 2>/dev/null || $(BIN)/pip install -q -e '.[release]'
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
 
 # The tests in three pytest lanes (scripts/test-lanes.sh): the docker tests (real containers; mostly waiting on
 # messages sent at their interval) in the foreground, first the ones that need the engine alone (the fault suite),

@@ -47,6 +47,8 @@ SLOW: dict[str, str] = {
     "tests/unit/test_ci_skips.py": "runs pytest in subprocesses: eight test files with their tools off PATH, a "
                                    "netns module as nobody, generated test files (about 45 s in all; make check "
                                    "took 187 s on a quiet host with them, its budget is 180)",
+    "tests/unit/test_wheel_contents.py::test_the_sdist_builds_the_same_wheel":
+        "builds an sdist and a wheel from it (4 s quiet, 12 s beside the docker tests)",
 }
 
 

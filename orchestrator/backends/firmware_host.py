@@ -9,12 +9,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from orchestrator import paths
 from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError
 
-HOST_SOURCE = Path(__file__).resolve().parents[2] / "firmware" / "platformio" / "host"
 PACKAGES = "apt-get install -y g++ cmake make libmbedtls-dev"
 GENERATED = ("Makefile", "build.ninja")  # what a finished configure step leaves for the build step
+
+
+def host_source() -> Path:
+    """firmware/platformio/host of the tree (the checkout's, or the installed package's: cmake builds out of it)."""
+    return paths.tree() / "firmware" / "platformio" / "host"
 
 
 def firmware_cache_dir() -> Path:
@@ -27,13 +32,14 @@ def build_target(target: str, build_dir: Path | None = None) -> Path:
     missing = [t for t in ("cmake", "c++") if which(t) is None]
     if missing:
         raise TestbedError(f"building {target} needs {', '.join(missing)}", hint=PACKAGES)
-    if not (HOST_SOURCE / "CMakeLists.txt").is_file():
-        raise TestbedError(f"firmware host sources not found at {HOST_SOURCE}",
-                           hint="run the testbed from its source checkout")
+    source = host_source()
+    if not (source / "CMakeLists.txt").is_file():
+        raise TestbedError(f"firmware host sources not found at {source}",
+                           hint="run the testbed from its checkout, or reinstall the package")
     out = build_dir or firmware_cache_dir()
     configured = (out / "CMakeCache.txt").is_file() and any((out / f).is_file() for f in GENERATED)
     if not configured:
-        proc = run(["cmake", "-S", str(HOST_SOURCE), "-B", str(out)], check=False, timeout=300)
+        proc = run(["cmake", "-S", str(source), "-B", str(out)], check=False, timeout=300)
         if proc.returncode:
             # a failed configure leaves a cache but no build files: drop it, so the retry after the fix
             # (e.g. libmbedtls-dev installed) configures again instead of running make on nothing

@@ -1,7 +1,9 @@
 """Image builds, including an offline Debian base image when no registry is reachable.
 
-Each image is tagged `testbed-<name>:latest` and labelled with a hash of its build inputs; an
-image whose label matches is reused (unless rebuild=True), so an unchanged tree builds nothing.
+Each image is tagged `testbed-<name>:latest` and labelled with a hash of its build inputs (their names as in the
+checkout and their content, never where they lie); an image whose label matches is reused (unless rebuild=True),
+so an unchanged tree builds nothing, and a checkout and an installed package of the same version reuse each
+other's images. Each is built from a context staged in the cache folder holding exactly those inputs.
 """
 
 from __future__ import annotations
@@ -16,22 +18,25 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator import paths
 from orchestrator.backends import docker
 from orchestrator.backends.docker import inspect_image, inspect_images
 from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError, ToolError
-from orchestrator.paths import cache_dir, repo_root
+from orchestrator.paths import cache_dir
 
 UPSTREAM_BASE = "debian:bookworm-slim"
 LOCAL_BASE = "testbed-base:bookworm"
 SUITES = ("bookworm", "trixie")  # Debian 12 (every image), Debian 13 (the mbedTLS 3.6 publisher, Mosquitto 2.0.21)
 HASH_LABEL = "io.testbed.context-hash"
+OWNED_LABEL = "io.testbed.owned"  # on every image we build (image_build_argv)
+BASE_REPOSITORY = "testbed-base"  # the offline bases we import (build_local_base)
 
 
 @dataclass(frozen=True)
 class ImageSpec:
     name: str
-    inputs: tuple[str, ...]  # repo-relative files/folders whose content defines the image
+    inputs: tuple[str, ...]  # files/folders named as in the checkout (paths.source) whose content defines the image
     suite: str = "bookworm"  # the Debian release of its base image
 
     @property
@@ -48,8 +53,7 @@ IMAGES: tuple[ImageSpec, ...] = (
     # Mosquitto 2.0.21 (Debian 13: libwebsockets, OpenSSL 3.5): the broker of the websocket transport's cells
     ImageSpec("broker-mosquitto-2.0.21", ("images/broker-mosquitto-2.0.21", "images/broker"), suite="trixie"),
     ImageSpec("capture", ("images/capture",)),
-    ImageSpec("subscriber", ("images/subscriber", "orchestrator/clients", "orchestrator/__init__.py",
-                             "pyproject.toml")),
+    ImageSpec("subscriber", ("images/subscriber", "orchestrator/clients", "orchestrator/__init__.py")),
     ImageSpec("publisher", ("images/publisher", "firmware/platformio/lib", "firmware/platformio/host",
                             "firmware/platformio/test")),
     ImageSpec("netadmin", ("images/netadmin",)),  # the impairment helper (backends/impairment/helpers.py)
@@ -71,23 +75,43 @@ def spec(name: str) -> ImageSpec:
     raise TestbedError(f"unknown image {name!r}; known: {', '.join(s.name for s in IMAGES)}")
 
 
-def _files(root: Path, rel: str) -> Iterable[Path]:
-    p = root / rel
+def buildable() -> list[ImageSpec]:
+    """The images this tree can build: all in a checkout; an installed package carries no test-only image
+    (labhost: tests/integration/labhosts.py)."""
+    return [s for s in IMAGES if paths.source(s.dockerfile).is_file()]
+
+
+def _files(rel: str, root: Path | None) -> Iterable[tuple[str, Path]]:
+    """(name as in the checkout, file) of one input: ``root``'s, or where paths.source finds it."""
+    p = root / rel if root is not None else paths.source(rel)
     if p.is_file():
-        yield p
+        yield rel, p
     elif p.is_dir():
         for f in sorted(p.rglob("*")):
             if f.is_file() and "__pycache__" not in f.parts and "build" not in f.relative_to(p).parts[:1]:
-                yield f
+                yield f"{rel}/{f.relative_to(p).as_posix()}", f
+
+
+def input_files(s: ImageSpec, root: Path | None = None) -> list[tuple[str, Path]]:
+    return [item for rel in s.inputs for item in _files(rel, root)]
 
 
 def context_hash(s: ImageSpec, base_image: str, root: Path | None = None) -> str:
-    root = root or repo_root()
     h = hashlib.sha256(base_image.encode())
-    for rel in s.inputs:
-        for f in _files(root, rel):
-            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    for name, f in input_files(s, root):
+        h.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()[:16]
+
+
+def stage_context(s: ImageSpec, dest: Path, wheelhouse: Path | None = None) -> Path:
+    """``dest`` filled with the image's inputs under their names (and the wheelhouse as .cache/wheelhouse): the
+    build context, the same from a checkout and from an installed package."""
+    for name, f in input_files(s):
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, dest / name)
+    if wheelhouse is not None:
+        shutil.copytree(wheelhouse, dest / ".cache" / "wheelhouse")
+    return dest
 
 
 def image_label(tag: str, label: str) -> str | None:
@@ -106,7 +130,7 @@ def image_digest(tag: str) -> str | None:
 
 def image_build_argv(s: ImageSpec, base_image: str, chash: str, root: Path) -> list[str]:
     return docker.build_argv(root / s.dockerfile, s.tag, root, build_args={"BASE_IMAGE": base_image},
-                             labels={HASH_LABEL: chash, "io.testbed.owned": "true"})
+                             labels={HASH_LABEL: chash, OWNED_LABEL: "true"})
 
 
 # ---- the base image -------------------------------------------------------------------------
@@ -183,17 +207,11 @@ def build_local_base(mirror: str, suite: str = "bookworm") -> None:
 
 # ---- wheelhouse for the subscriber image ------------------------------------------------------
 
-def build_wheelhouse(root: Path) -> Path:
-    """Our package (no deps) and paho-mqtt as wheels in .cache/wheelhouse, for installs inside images."""
+def build_wheelhouse() -> Path:
+    """paho-mqtt as a wheel in the cache's wheelhouse, for the subscriber image (our client modules are copied in as
+    they are: images/subscriber/Dockerfile)."""
     wh = cache_dir() / "wheelhouse"
     wh.mkdir(parents=True, exist_ok=True)
-    for old in wh.glob("mqtt_tls_testbed-*.whl"):
-        old.unlink()
-    with tempfile.TemporaryDirectory(prefix="testbed-wheel-") as tmp:
-        run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp,
-             str(root)], timeout=300)
-        for w in Path(tmp).glob("*.whl"):
-            shutil.copy2(w, wh / w.name)
     if not list(wh.glob("paho_mqtt-*.whl")):
         try:
             from importlib.metadata import version
@@ -205,11 +223,26 @@ def build_wheelhouse(root: Path) -> Path:
     return wh
 
 
+def _build_one(s: ImageSpec, base: str, chash: str, buildkit: str, progress: Callable[[str], None]) -> None:
+    wheelhouse = None
+    if s.name == "subscriber":
+        progress("the wheelhouse (paho-mqtt)")
+        wheelhouse = build_wheelhouse()
+    progress(f"building {s.tag} on {base}")
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"testbed-context-{s.name}-", dir=cache_dir()) as tmp:
+        context = stage_context(s, Path(tmp), wheelhouse)
+        try:
+            run(image_build_argv(s, base, chash, context), timeout=1800, env={"DOCKER_BUILDKIT": buildkit})
+        except ToolError as exc:
+            raise TestbedError(f"building {s.tag} failed", evidence=exc.evidence,
+                               hint="`testbed images build --rebuild` retries from scratch") from exc
+
+
 def build_images(names: Iterable[str] | None = None, *, rebuild: bool = False,
                  progress: Callable[[str], None] = lambda _m: None, mirror: str | None = None) -> dict[str, str]:
     """Build (or reuse) the images; returns tag -> 'built' | 'reused'."""
-    root = repo_root()
-    wanted = [spec(n) for n in names] if names else list(IMAGES)
+    wanted = [spec(n) for n in names] if names else buildable()
     bases = {suite: resolve_base_image(progress, mirror=mirror, suite=suite)
              for suite in SUITES if any(s.suite == suite for s in wanted)}
     # BuildKit needs the buildx component (Debian's docker.io 20.10 has none): use it only when present
@@ -217,19 +250,11 @@ def build_images(names: Iterable[str] | None = None, *, rebuild: bool = False,
     result: dict[str, str] = {}
     for s in wanted:
         base = bases[s.suite]
-        chash = context_hash(s, base, root)
+        chash = context_hash(s, base)
         if not rebuild and image_label(s.tag, HASH_LABEL) == chash:
             result[s.tag] = "reused"
             continue
-        if s.name == "subscriber":
-            progress("building the wheelhouse (our package + paho-mqtt)")
-            build_wheelhouse(root)
-        progress(f"building {s.tag} on {base}")
-        try:
-            run(image_build_argv(s, base, chash, root), timeout=1800, env={"DOCKER_BUILDKIT": buildkit})
-        except ToolError as exc:
-            raise TestbedError(f"building {s.tag} failed", evidence=exc.evidence,
-                               hint="`testbed images build --rebuild` retries from scratch") from exc
+        _build_one(s, base, chash, buildkit, progress)
         result[s.tag] = "built"
     return result
 
@@ -247,3 +272,32 @@ def missing_images(names: Iterable[str]) -> list[str]:
     tags = [spec(n).tag for n in names]
     present = images_present(tags)
     return [t for t in tags if t not in present]
+
+
+# ---- removing what we built -------------------------------------------------------------------
+
+def _listed(*selection: str) -> list[str]:
+    """`docker image ls` of ``selection``: each image by its tag, or by its id when it has none."""
+    proc = run(docker.argv("image", "ls", "--format", "{{.ID}} {{.Repository}}:{{.Tag}}", *selection), timeout=60)
+    names = []
+    for line in proc.stdout.splitlines():
+        image_id, _, tag = line.strip().partition(" ")
+        names.append(image_id if not tag or "<none>" in tag else tag)
+    return names
+
+
+def owned_images() -> list[str]:
+    """The images this tool made: those it built (labelled OWNED_LABEL, old builds' untagged ones included) and the
+    offline base images it imported; never an image it pulled (debian:*-slim)."""
+    return list(dict.fromkeys([*_listed("--filter", f"label={OWNED_LABEL}=true"), *_listed(BASE_REPOSITORY)]))
+
+
+def prune_images() -> tuple[list[str], str]:
+    """Remove owned_images(); (what was removed, docker's complaint about the rest: an image a container still
+    uses is kept)."""
+    names = owned_images()
+    if not names:
+        return [], ""
+    proc = run(docker.argv("image", "rm", *names), check=False, timeout=300)
+    left = set(owned_images())
+    return [n for n in names if n not in left], proc.stderr.strip() if left else ""

@@ -12,6 +12,7 @@ import configparser
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from orchestrator import paths
 from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError, ToolError
 from orchestrator.model.axes import AXES, MAX_PAYLOAD
@@ -81,7 +83,14 @@ def payload_minimum(device_id: str, samples: int) -> int:
 
 
 def project_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / "firmware" / "platformio"
+    """firmware/platformio of the checkout; from an installed package, its copy in the cache folder, brought up to
+    date (PlatformIO writes its builds, and we the generated header, into the project: never into the package)."""
+    source = paths.tree() / "firmware" / "platformio"
+    if paths.checkout() is not None:
+        return source
+    dest = paths.cache_dir() / "firmware" / "platformio"
+    shutil.copytree(source, dest, dirs_exist_ok=True)
+    return dest
 
 
 def project_envs(ini_text: str) -> list[str]:

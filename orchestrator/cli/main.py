@@ -26,15 +26,21 @@ from orchestrator.signals import install_stop_signals
 
 app = typer.Typer(name="testbed", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Measure what TLS (ChaCha20-Poly1305 first) costs an MQTT sensor link.")
-images_app = typer.Typer(no_args_is_help=True, help="Build the testbed's Docker images.")
+images_app = typer.Typer(no_args_is_help=True, help="Build, or remove, the testbed's Docker images.")
 app.add_typer(images_app, name="images")
 
 _state = {"debug": False}
 
 
 def _version(value: bool) -> None:
+    """The version (orchestrator/__init__.py, its one place), and in a checkout the git commit it runs."""
     if value:
-        out.print(f"testbed {__version__}")
+        from orchestrator.environment.record import git_commit
+
+        git = git_commit()
+        commit = f" (git {git['git_commit'][:12]}{', modified' if git['git_dirty'] else ''})" \
+            if git["git_commit"] else ""
+        out.print(f"testbed {__version__}{commit}", highlight=False)
         raise typer.Exit()
 
 
@@ -77,6 +83,18 @@ def images_build(
                           progress=progress_line)
     for tag, what in result.items():
         out.print(f"{tag}: {what}")
+
+
+@images_app.command("prune")
+def images_prune() -> None:
+    """Remove every image this tool built (and its offline base images); images it pulled stay."""
+    from orchestrator.backends.images import prune_images
+
+    removed, kept = prune_images()
+    out.print(f"removed {len(removed)} image(s)" + (": " + ", ".join(removed) if removed else ""), highlight=False)
+    if kept:
+        raise TestbedError("some images are still in use and were kept", evidence=kept,
+                           hint="`testbed down` (and wait for running sweeps), then `testbed images prune` again")
 
 
 def up(
@@ -151,8 +169,6 @@ def _sweep(
                                                    "the host's options may be given anew")] = None,
 ) -> None:
     """The study's matrix (scenarios x payloads x impairments x repeats) into a results bundle + report."""
-    from orchestrator.cli import rebuild
-    from orchestrator.cli.render import RichSweepProgress, sweep_bar, sweep_summary
     from orchestrator.measure import sweep as sw
     from orchestrator.results.manifest import argv_for_display
 
@@ -170,13 +186,9 @@ def _sweep(
             plan = models.plan(**to_model(models.table, "sweep", given))
         job = sw.start_sweep(plan, out_root, name, argv_for_display())
         err.print(f"bundle: {job.bundle}  ({len(job.cells)} cells, seed {plan.seed})")
-    with sweep_bar() as bar:
-        sw.run_sweep(job, RichSweepProgress(bar, len(job.cells)))
-    derived = rebuild.build_derived(job.bundle, baseline=job.plan.baseline, grading=grading or [])
-    out.print(sweep_summary(job.bundle))
-    out.print(f"bundle: {escape(str(job.bundle))}")
-    out.print(f"report: {escape(str(BundleLayout(job.bundle).report_html))}  ({len(derived)} derived files)")
-    sw.check_finished(job)
+    from orchestrator.cli.sweeprun import sweep_and_report
+
+    sweep_and_report(job, grading or [])
 
 
 @dataclass(frozen=True)
@@ -247,13 +259,14 @@ def verify_cmd(archive_path: Annotated[Path, typer.Argument(help="a .tar.gz made
 
 def _register_subapps() -> None:
     """Sub-apps that live in their own modules."""
-    from orchestrator.cli import board, compare, energy, firmware, impair
+    from orchestrator.cli import board, compare, demo, energy, firmware, impair
 
     app.add_typer(board.app, name="board")
     app.add_typer(energy.app, name="energy")
     app.add_typer(firmware.app, name="firmware")
     app.add_typer(impair.app, name="impair")
     compare.register(app)
+    demo.register(app)
 
 
 _register_subapps()

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.backends import docker
+from orchestrator.backends import docker, install_hint
 from orchestrator.backends.process import run, which
 from orchestrator.doctor import probes
 from orchestrator.errors import TestbedError
@@ -71,12 +71,13 @@ def _platformio() -> str:
 
 
 def _images() -> str:
-    from orchestrator.backends.images import IMAGES, image_exists
+    from orchestrator.backends.images import buildable, image_exists
 
-    missing = [s.tag for s in IMAGES if not image_exists(s.tag)]
+    wanted = buildable()
+    missing = [s.tag for s in wanted if not image_exists(s.tag)]
     if missing:
         raise TestbedError("not built: " + ", ".join(missing), hint="testbed images build")
-    return "all built: " + ", ".join(s.name for s in IMAGES)
+    return "all built: " + ", ".join(s.name for s in wanted)
 
 
 def _engine() -> str:
@@ -123,16 +124,16 @@ def _container_checks(engine: Check, out: Path) -> list[Check]:
         _probe(DELAY_CHECK, probes.delay_mechanism, "", required=False)]
 
 
-def _host_checks() -> list[Check]:
+def _host_checks(m: install_hint.Machine) -> list[Check]:
     return [
-        _probe("tshark (analysis)", _version_of(["tshark", "--version"]), "apt-get install -y tshark"),
+        _probe("tshark (analysis)", _version_of(["tshark", "--version"]), install_hint.packages(m, "tshark")),
         _probe("debootstrap (offline base image)", _version_of(
-            ["dpkg-query", "-W", "-f", "${Version}", "debootstrap"]), "apt-get install -y debootstrap",
+            ["dpkg-query", "-W", "-f", "${Version}", "debootstrap"]), install_hint.packages(m, "debootstrap"),
             required=False),
         _probe("tc, nft, nsenter on this host (lab inventory only)", _host_tools,
-               "apt-get install -y iproute2 nftables util-linux", required=False),
+               install_hint.packages(m, "iproute2", "nftables", "util-linux"), required=False),
         _probe("g++/cmake (virtual ESP32 host build)", _version_of(["cmake", "--version"]),
-               "apt-get install -y g++ cmake libmbedtls-dev", required=False),
+               install_hint.packages(m, "g++", "cmake", "libmbedtls-dev"), required=False),
         _probe("PlatformIO (real ESP32)", _platformio,
                "pip install platformio (needs its registry to fetch the ESP32 toolchain)", required=False),
     ]
@@ -143,6 +144,7 @@ def checks(out: Path | None = None) -> list[Check]:
     results/runs), which the smoke capture proves the capture container can write."""
     py_ok = sys.version_info >= (3, 11)
     result = [Check("python", py_ok, sys.version.split()[0], "Python 3.11 or newer")]
-    engine = _probe("docker engine", _engine, docker.ENGINE_HINT)
-    result += [engine, _probe("docker compose v2", docker.compose_version, docker.COMPOSE_HINT)]
-    return result + _container_checks(engine, RESULTS if out is None else out) + _host_checks()
+    machine = install_hint.this_machine()
+    engine = _probe("docker engine", _engine, "start Docker Desktop" if machine.desktop else docker.ENGINE_HINT)
+    result += [engine, _probe("docker compose v2", docker.compose_version, install_hint.compose(machine))]
+    return result + _container_checks(engine, RESULTS if out is None else out) + _host_checks(machine)

@@ -22,7 +22,7 @@ from orchestrator.backends.docker import Container
 from orchestrator.backends.impairment.helpers import HELPER_LABEL
 from orchestrator.backends.process import run, which
 from orchestrator.errors import TestbedError
-from orchestrator.paths import repo_root
+from orchestrator.paths import checkout
 
 # read inside each image: the TLS libraries under whatever name the image's Debian gives them (libssl3 on 12, libssl3t64
 # on 13; libmbedtls14/libmbedcrypto7 for 2.28, libmbedtls21/libmbedcrypto16 for 3.6) and the programs that measure
@@ -37,7 +37,9 @@ CONFIGURED = {"tcp_nodelay": "asked for in their code by the publisher (the devi
 
 def git_commit() -> dict[str, Any]:
     try:
-        root = repo_root()
+        root = checkout()
+        if root is None:  # an installed package: its version names it
+            return {"git_commit": None, "git_dirty": None}
         head = run(["git", "-C", str(root), "rev-parse", "HEAD"], check=False, timeout=10)
         dirty = run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], check=False,
                     timeout=10)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestrator import paths
 from orchestrator.backends.compose import TIME_ECHO_PORT, Topology, compose_env
 from orchestrator.backends.multihost import LabHost, LabRoles
 from orchestrator.errors import TestbedError
@@ -33,7 +34,6 @@ from orchestrator.model.axes import MAX_DEVICES_PER_HOST
 from orchestrator.model.layout import DATA, Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
-from orchestrator.paths import repo_root
 
 PROBE_COUNT = 16  # clock exchanges before and after a cell (the board's DEFAULT_SYNC_COUNT is of this order)
 START_LEAD_S = 6.0  # a fleet over several hosts: its start this long after the broker host's last clock stamp
@@ -166,15 +166,14 @@ def stage_archive(host: LabHost, roles: LabRoles, run_files: list[tuple[str, Pat
                   made: dict[str, bytes] | None = None) -> str:
     """The archive a host is sent (base64, it goes as the stdin of one task that is not logged): py/ (our client
     modules), bin/labhost, run/ files (``made``: name -> content made for this host) and empty folders."""
-    root = repo_root()
     data = io.BytesIO()
     with tarfile.open(fileobj=data, mode="w:gz") as tar:
         for folder in ("py", "py/orchestrator", "py/orchestrator/clients", "bin", "procs", *folders):
             _add(tar, folder)
-        _add(tar, "py/orchestrator/__init__.py", source=root / "orchestrator" / "__init__.py")
-        _add(tar, "py/orchestrator/clients/__init__.py", source=root / "orchestrator" / "clients" / "__init__.py")
+        _add(tar, "py/orchestrator/__init__.py", source=paths.source("orchestrator/__init__.py"))
+        _add(tar, "py/orchestrator/clients/__init__.py", source=paths.source("orchestrator/clients/__init__.py"))
         for module in CLIENT_MODULES:
-            _add(tar, f"py/orchestrator/clients/{module}.py", source=root / "orchestrator" / "clients" / f"{module}.py")
+            _add(tar, f"py/orchestrator/clients/{module}.py", source=paths.source(f"orchestrator/clients/{module}.py"))
         _add(tar, "bin/labhost", _wrapper(host_var(roles, host, "testbed_python"), host.lab_dir).encode(), 0o755)
         for name, path in run_files:
             _add(tar, name, source=path)
@@ -201,7 +200,7 @@ def stage(lay: Layout, scenario: Scenario, spec: RunSpec, roles: LabRoles, pki: 
     writes beyond logs/, made on the publisher host; a fleet's logs/fleet)."""
     broker_files = role_files("broker", lay, scenario)
     if roles.runtime == "compose":
-        root = repo_root()
+        root = paths.tree()
         broker_files += [(p.relative_to(root).as_posix(), p) for sub in ("compose", "images")
                          for p in sorted((root / sub).rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
     run_folders = ["run", "run/logs", "run/keylogs"]

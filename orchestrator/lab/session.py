@@ -1,4 +1,5 @@
-"""`testbed up / status / down`: a long-lived topology in .testbed/session/, in the user's session project.
+"""`testbed up / status / down`: a long-lived topology in the state folder's session/ (.testbed/session/ of a
+checkout, else ~/.local/state/testbed/session: orchestrator/paths.py), in the user's session project.
 
 `up` and `down` work on compose project testbed-<user>-session (compose.use_session()); a `run` or `sweep`
 has a project of its own, so it neither meets nor removes the session. `down` also removes what this

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import orchestrator
 from orchestrator.backends import docker
 from orchestrator.cli.main import main
 
@@ -62,6 +63,14 @@ def test_debug_shows_the_traceback(capsys):
 def test_usage_error_exit_code(capsys):
     code, _out, _err = _run(capsys, "up", "--no-such-flag")
     assert code == 2
+
+
+def test_version_names_the_commit_in_a_checkout(capsys):
+    """Issue 44: the version is written once (orchestrator/__init__.py); a checkout adds the commit it runs."""
+    head = subprocess.run(["git", "-C", str(Path(orchestrator.__file__).parents[1]), "rev-parse", "HEAD"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    code, out, _err = _run(capsys, "--version")
+    assert code == 0 and out.startswith(f"testbed {orchestrator.__version__} (git {head[:12]}")
 
 
 def test_installed_entry_point_runs():

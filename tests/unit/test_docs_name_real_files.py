@@ -18,6 +18,7 @@ PATH_RE = re.compile(r"(?<![\w/.$-])(?:" + "|".join(TOP) + r")/[A-Za-z0-9_./*-]*
 MODULE_RE = re.compile(r"(?<![\w/.])orchestrator(?:\.[a-z_][a-z0-9_]*)+")
 TEXT_SUFFIXES = {".md", ".py", ".yml", ".yaml", ".toml", ".sh", ".cpp", ".h", ".ini", ".cfg", ".txt", ".json"}
 SKIP = ("tests/golden/expected/", "tests/fixtures/")
+PACKAGED_TREE = "orchestrator/_tree/"  # in the wheel, the checkout's own compose/, images/, ... (setup.py maps them)
 
 
 def tracked_text_files() -> list[Path]:
@@ -39,7 +40,7 @@ def looks_like_ours(text: str) -> bool:
 
 
 def path_exists(text: str) -> bool:
-    text = text.rstrip(".")
+    text = text.rstrip(".").removeprefix(PACKAGED_TREE)
     if "*" in text:
         return any(REPO.glob(text))
     return (REPO / text).exists()
@@ -47,7 +48,9 @@ def path_exists(text: str) -> bool:
 
 def module_exists(dotted: str) -> bool:
     parts = dotted.split(".")
-    for attrs, end in enumerate(range(len(parts), 1, -1)):
+    if parts[:2] == ["orchestrator", "_tree"]:  # a folder of the tree as the wheel's package (PACKAGED_TREE)
+        return len(parts) == 2 or REPO.joinpath(*parts[2:]).is_dir()
+    for attrs, end in enumerate(range(len(parts), 0, -1)):
         base = REPO.joinpath(*parts[:end])
         if base.with_suffix(".py").is_file() or (base / "__init__.py").is_file():
             return attrs <= 1

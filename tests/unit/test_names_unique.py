@@ -38,6 +38,8 @@ ALLOWED: dict[tuple[str, str], tuple[frozenset[str], str]] = {
     ("function", "upload"): (frozenset({"cli/firmware.py", "backends/platformio.py"}),
                              "one operation at each layer: `testbed firmware upload` and the `pio run -t upload` it "
                              "drives"),
+    ("function", "register"): (frozenset({"cli/compare.py", "cli/demo.py"}),
+                               "a command's module adds it to the `testbed` app (cli/main.py _register_subapps)"),
 }
 
 

@@ -27,9 +27,9 @@ from orchestrator.backends.remote_bounds import ansible_bounds_env, runner_setti
 from orchestrator.errors import TestbedError
 from orchestrator.model.axes import AXES
 from orchestrator.model.impairment import Impairment
+from orchestrator.paths import tree
 from orchestrator.signals import sigint_deferred, stop_signals_held
 
-PLAYBOOK_DIR = Path(__file__).resolve().parents[3] / "playbooks"  # the source checkout's playbooks/
 _NONE = Impairment(name="none")  # the plan of clear and show: every target, nothing to apply
 
 
@@ -150,11 +150,9 @@ def run_playbook(
     """
     import ansible_runner  # backends only: model/ must not import it
 
-    if not (PLAYBOOK_DIR / playbook).is_file():
-        raise TestbedError(
-            f"playbook not found: {PLAYBOOK_DIR / playbook}",
-            hint="run the testbed from its source checkout (pip install -e .)",
-        )
+    book = tree() / "playbooks" / playbook  # the checkout's, or the installed package's (paths.py)
+    if not book.is_file():
+        raise TestbedError(f"playbook not found: {book}", hint="run the testbed from its checkout, or reinstall it")
 
     inv: Any = str(inventory) if isinstance(inventory, Path) else (inventory or local_inventory())
     pending: list[int] = []
@@ -168,7 +166,7 @@ def run_playbook(
     with stop_signals_held(pending), tempfile.TemporaryDirectory(prefix="testbed-ansible-") as private:
         runner = ansible_runner.run(
             private_data_dir=private,
-            playbook=str(PLAYBOOK_DIR / playbook),
+            playbook=str(book),
             inventory=inv,
             extravars=dict(extravars),
             quiet=True,

@@ -3,8 +3,8 @@ preprocessor reads it: the entries in file order, each with the programs that ta
 line above it). The board's entries are the RUN body's keys (protocol.py ``run_keys``), so the Python side of the
 serial protocol writes them nowhere itself.
 
-The .def is read from the testbed's source tree (orchestrator/paths.py ``repo_root``: the checkout the package is
-installed from, or TESTBED_HOME), when first asked for: the package's wheel does not carry it.
+The .def is read from the testbed's tree (orchestrator/paths.py ``tree``: the checkout, or the installed package's
+data), when first asked for.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.paths import repo_root
+from orchestrator.paths import tree
 
 DEF_IN_REPO = Path("firmware/platformio/lib/testbed_core/src/device_options.def")
 UINT64_MAX = 2**64 - 1
@@ -43,7 +43,7 @@ class DefOption:
 
 
 def def_path() -> Path:
-    return repo_root() / DEF_IN_REPO
+    return tree() / DEF_IN_REPO
 
 
 def _number(literal: str) -> int | float:
