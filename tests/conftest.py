@@ -71,6 +71,7 @@ SECOND_LANE = (
     "tests/integration/test_fleet_events.py",
     "tests/integration/test_fleet_lifecycle.py",
     "tests/integration/test_fleet_sweep.py",
+    "tests/integration/test_installed_tool.py",
     "tests/integration/test_qos_sweep.py",
     "tests/integration/test_websocket_sweep.py",
 )
