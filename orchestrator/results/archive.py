@@ -34,7 +34,8 @@ def _sha256_stream(fh: IO[bytes]) -> str:
     return h.hexdigest()
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """A file's sha256, read 1 MiB at a time."""
     with path.open("rb") as fh:
         return _sha256_stream(fh)
 
@@ -83,7 +84,7 @@ def _scrub(bundle: Path, sources: dict[str, Path], tmpdir: Path) -> dict[str, in
 def _pack(top: str, sources: dict[str, Path], dest: Path, *, private: bool = False) -> None:
     """The archive at ``dest``, whole or not at all: a failure (a full disk) or Ctrl-C leaves no temporary file
     and an earlier archive as it was. Its mode is the umask's, or 0600 when it holds secrets (``private``)."""
-    sums = "".join(f"{_sha256(sources[rel])}  {rel}\n" for rel in sorted(sources))
+    sums = "".join(f"{file_sha256(sources[rel])}  {rel}\n" for rel in sorted(sources))
     tmp = dest.with_name(f".{dest.name}.tmp")
     try:
         with tarfile.open(tmp, "w:gz") as tar:

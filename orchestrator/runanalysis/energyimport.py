@@ -9,7 +9,6 @@ The run's events: ``connections.csv`` (a cell that reconnects) or, for a persist
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from orchestrator.analysis.powertrace import read_trace
 from orchestrator.analysis.tracealign import RunConnection, by_current, by_marker, measure_phases
 from orchestrator.errors import TestbedError
 from orchestrator.model.layout import Layout
+from orchestrator.results.archive import file_sha256
 from orchestrator.results.atomic import write_json_atomic
 from orchestrator.runanalysis.energy import PUBLISHER_LEGS, RunFacts, modelled, read_run_json, run_facts
 
@@ -84,14 +84,6 @@ def _persistent_connection(folder: Path, layout: Layout, pubs: np.ndarray) -> Ru
     return RunConnection(start, tls_start, tls_end, connack, float(times.max()), tuple(pubs.tolist()), kind)
 
 
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _in_mj(measured: dict[str, Any], volts: float) -> dict[str, Any]:
     phases = {k: {"mc": round(v["mc"], 6), "mj": round(v["mc"] * volts, 6), "seconds": round(v["seconds"], 6)}
               for k, v in measured["phases"].items()}
@@ -141,7 +133,7 @@ def import_trace(folder: Path, trace_path: Path, fmt: str, *, marker: bool = Tru
         al = by_current(trace, conns, name, start=start, start_error_s=start_error_s)
     volts = voltage if voltage is not None else model.v("supply_v")
     measured = _in_mj(measure_phases(trace, conns, al, facts.readings), volts)
-    result = {"trace": {"file": trace_path.name, "sha256": _digest(trace_path), "format": fmt,
+    result = {"trace": {"file": trace_path.name, "sha256": file_sha256(trace_path), "format": fmt,
                         "header": trace.header, "samples": int(trace.time_s.size),
                         "sample_period_ms": round(trace.period_s * 1e3, 6), "marker_channel": trace.marker_channel,
                         "supply_v": volts},
