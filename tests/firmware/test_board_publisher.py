@@ -54,8 +54,11 @@ def test_a_cell_becomes_the_virtual_devices_files_on_the_labs_clock(board_emu, b
         sends = pd.read_csv(logs / "publisher.csv")
         board = pd.read_csv(logs / "board_messages.csv")
         assert sends["seq"].tolist() == list(range(20)) and len(board) == 20
-        # the board's clock is 4 s behind: its own stamps are, the mapped ones are back on the lab's
-        assert (board["t_board_us"] < started - 3.5e6).all()
+        # the board's clock is 4 s behind: its own stamps are, the mapped ones are back on the lab's. Message by
+        # message (the CI rehearsal's loaded machine sent the last of them over 0.5 s after `started`, which a
+        # bound against `started` took for a board clock on time)
+        behind = sends.set_index("seq")["t_send_us"] - board.set_index("seq")["t_board_us"]
+        assert len(behind) == 20 and (abs(behind - 4e6) < 0.5e6).all(), behind.describe()
         assert abs(sends["t_send_us"].iloc[0] - started) < 1e6
         summary = json.loads(pub.lay.publisher_summary.read_text())
         assert summary["ok"] and summary["clock"]["available"] and summary["board"]["proto"] == p.VERSION

@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from fwtest_support import Broker, HostBuild, LoCapture, Pki
 from test_firmware_tls_acceptance import _need_capture
 from test_mbedtls36_device import TLS12_CHACHA, TLS13_CHACHA, broker13, vdevice  # noqa: F401 (broker13: fixture)
@@ -23,6 +24,12 @@ from orchestrator.analysis.connections import connections_table
 from orchestrator.backends.tshark import export_chunks
 
 CHACHA_OPENSSL = "ECDHE-ECDSA-CHACHA20-POLY1305"
+# the device's busy time against the wire's device time: the device's wake-ups after each read are the wire's device
+# time and not the device's (its clock cannot see them), so on a loaded machine the two part by the scheduler's
+# delays (a CI rehearsal, the tests without Docker niced beside the docker lane: full TLS 1.3 43 ms busy against
+# 66 ms on the wire). These tests run ahead of the load, as every test that times the programs it starts.
+pytestmark = pytest.mark.timing
+
 PHASE_COLUMNS = ["hello_sent_ms", "flight_in_ms", "verified_ms", "kex_done_ms", "finished_sent_ms", "device_busy_ms"]
 
 

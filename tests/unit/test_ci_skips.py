@@ -250,7 +250,8 @@ def _make_test(tmp: Path, failing: str | None) -> tuple[int, list[str], str]:
     `failing` (ruff, mypy, python: the size rule) exits 1. The host-package step stands for everything after lint
     and stops the target there."""
     shutil.copy(REPO / "Makefile", tmp / "Makefile")
-    (tmp / "pyproject.toml").write_text("")
+    for recipe in ("pyproject.toml", "setup.py"):  # what .venv/.installed is made from
+        (tmp / recipe).write_text("")
     calls = tmp / "calls"
     for name, script in (("ruff", ".venv/bin/ruff"), ("mypy", ".venv/bin/mypy"), ("python", ".venv/bin/python"),
                          ("system", "scripts/ensure-system.sh")):
@@ -259,7 +260,7 @@ def _make_test(tmp: Path, failing: str | None) -> tuple[int, list[str], str]:
         stop = 1 if name in (failing, "system") else 0
         stand_in.write_text(f'#!/bin/sh\necho "{name} $*" >> {calls}\nexit {stop}\n')
         stand_in.chmod(0o755)
-    (tmp / ".venv" / ".installed").touch()  # newer than pyproject.toml: the venv is up to date
+    (tmp / ".venv" / ".installed").touch()  # newer than both: the venv is up to date
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "MAKEFLAGS", "MAKELEVEL")}
     proc = subprocess.run(["make", "test"], cwd=tmp, env=env, capture_output=True, text=True, timeout=60, check=False)
     return proc.returncode, calls.read_text().splitlines() if calls.exists() else [], proc.stdout + proc.stderr
