@@ -74,9 +74,9 @@ class Timeline:
         self._link.down()
         rec["t_down"] = time.time()
         self._wait_until(rec["t_down"] + ev.duration_s)  # down for its duration; a stop restores it at once
-        rec["dropped"] = _counters(self._link.dropped())
-        self._link.up()
+        listing = self._link.up_counted()
         rec["t_up"] = time.time()
+        rec["dropped"] = _counters(listing)
 
     def publisher_ended(self, publisher: Publisher, grace_s: float = 2.0) -> bool:
         """The publisher's program has exited, ``grace_s`` ago or more (its last messages reach the subscriber)."""

@@ -62,6 +62,18 @@ class LinkDown:
                 raise
         self.is_down = False
 
+    def up_counted(self) -> str:
+        """The link restored, its counters read just before in the same exec (what was dropped): one helper call at
+        the outage's end, so it ends on time (read apart, first, the counters' own call lengthened a 1.5 s outage to
+        1.8-2.1 s on a loaded machine)."""
+        table = " ".join(TABLE)
+        proc = run(docker.exec_argv(self.helper, "sh", "-c", f"nft list table {table} && nft delete table {table}"),
+                   check=False, timeout=15)
+        if proc.returncode != 0:
+            self.up()  # the plain way: raises when the table stays
+        self.is_down = False
+        return proc.stdout
+
     def close(self) -> None:
         if self.is_down:
             self.up()
