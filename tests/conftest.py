@@ -57,12 +57,13 @@ DOCKER_FOLDERS = (REPO / "tests" / "integration", REPO / "tests" / "faults")
 # make test (scripts/test-lanes.sh) runs the docker tests in two lanes. The first runs EXCLUSIVE before the second
 # lane starts: the tests that need the engine alone (the fault suite restarts dockerd and freezes containers;
 # test_doctor_as_user untags an image) and those whose figures are timings on this machine (a delay line's
-# milliseconds, a starved loader, a board's planted path delays, a link outage's 1.5 s: 2.06 s in the second lane
-# of a rehearsal), then the rest; the second lane runs the SECOND_LANE files, as its own user (testbed-userb),
-# beside the first lane's rest, once the exclusive part is over and the tests without Docker are done. A file in the second lane uses only docker_user and its owner-scoped
-# "nothing left" checks (tests/integration/conftest.py owned): no board (the time echo's fixed port), no lab hosts,
-# no impairment (the helpers' probes and image are machine-wide); tests/unit/test_lanes.py holds those rules.
-# Measured: the docker tests took 2270 s in one lane in the last CI rehearsal.
+# milliseconds, a starved loader, a board's planted path delays, a link outage's 1.5 s: 2.06 s in the second lane of a
+# rehearsal), then the rest; the second lane runs the SECOND_LANE files, as its own user (testbed-userb), beside the
+# first lane's rest, once the exclusive part is over and the tests without Docker are done. A file in the second lane
+# uses only docker_user and its owner-scoped "nothing left" checks (tests/integration/conftest.py owned): no board
+# (the time echo's fixed port), no lab hosts, no impairment (the helpers' probes and image are machine-wide);
+# tests/unit/test_lanes.py holds those rules. Measured: the docker tests took 2270 s in one lane in the last CI
+# rehearsal.
 EXCLUSIVE = ("tests/faults", "tests/integration/test_doctor_as_user.py", "tests/integration/test_delay_queue.py",
              "tests/integration/test_fleet_loader_limited.py", "tests/integration/test_board_impaired.py",
              "tests/integration/test_fleet_events.py")
