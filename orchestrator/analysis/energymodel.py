@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from orchestrator.errors import TestbedError
+from orchestrator.model.yamlfile import read_yaml
 
 BUILTIN = "orchestrator/analysis/esp32_energy.yaml"
 SLEEP_MODES = ("stay-connected", "light-sleep", "deep-sleep")
@@ -127,13 +128,9 @@ def load_energy_model(path: Path | None = None) -> EnergyModel:
     if path is None:
         text = resources.files("orchestrator.analysis").joinpath("esp32_energy.yaml").read_text(encoding="utf-8")
         return parse_model(yaml.safe_load(text), BUILTIN)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise TestbedError(f"{path}: cannot read the energy model ({exc.strerror})") from exc
-    except yaml.YAMLError as exc:
-        raise TestbedError(f"{path}: not YAML ({str(exc).splitlines()[0]})") from exc
-    return parse_model(data, str(path))
+    if not path.is_file():
+        raise TestbedError(f"{path}: cannot read the energy model (no such file)")
+    return parse_model(read_yaml(path)[0], str(path))  # the user's file: as every YAML a user gives is read
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ import yaml
 
 from orchestrator.errors import TestbedError
 from orchestrator.model import ciphers
+from orchestrator.model.yamlfile import read_yaml
 
 TABLE_ENV = "TESTBED_ESP32_OPS_TABLE"
 DEFAULT_TABLE = "esp32_tls_ops.yaml"
@@ -46,16 +47,15 @@ class OpsTable:
 def load_ops_table(path: Path | None = None) -> OpsTable:
     """The table at ``path``, or the one shipped (orchestrator/grading/esp32_tls_ops.yaml); checked."""
     if path is None:
-        ref = resources.files("orchestrator.grading").joinpath(DEFAULT_TABLE)
-        name, text = f"orchestrator/grading/{DEFAULT_TABLE}", ref.read_text(encoding="utf-8")
+        name = f"orchestrator/grading/{DEFAULT_TABLE}"
+        shipped = resources.files("orchestrator.grading").joinpath(DEFAULT_TABLE)
+        data = yaml.safe_load(shipped.read_text(encoding="utf-8"))
     else:
-        try:
-            name, text = str(path), path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise TestbedError(f"cannot read the ESP32 operations table {path}: {exc.strerror}",
-                               hint=f"{TABLE_ENV} names a YAML laid out as orchestrator/grading/{DEFAULT_TABLE}") \
-                from None
-    data = yaml.safe_load(text) or {}
+        if not path.is_file():
+            raise TestbedError(f"cannot read the ESP32 operations table {path}: no such file",
+                               hint=f"{TABLE_ENV} names a YAML laid out as orchestrator/grading/{DEFAULT_TABLE}")
+        name, data = str(path), read_yaml(path)[0]  # the user's file: as every YAML a user gives is read
+    data = data or {}
     stacks = data.get("stacks") if isinstance(data, dict) else None
     if not isinstance(stacks, dict) or not stacks:
         raise TestbedError(f"the ESP32 operations table {name} has no stacks",
