@@ -210,8 +210,8 @@ def test_a_board_cell_on_a_lan_address_refuses_strangers(docker_user: DockerUser
                              "--out", str(run))
     try:
         _wait_publishing(run, proc)
-        ports = _sh("docker", "ps", "--filter", "label=com.docker.compose.service=broker", "--format",
-                    "{{.Ports}}").stdout.strip()
+        ports = _sh("docker", "ps", "--filter", "label=com.docker.compose.service=broker", "--filter",
+                    f"label=io.testbed.owner={docker_user.name}", "--format", "{{.Ports}}").stdout.strip()
         published = [x.strip() for x in ports.split(",") if "->" in x]  # (an EXPOSEd port alone is not published)
         assert published == [f"{host_ip}:1883->1883/tcp"], ports  # on the board's address only, never 0.0.0.0
         subscriber_pw = next(ln.split(":", 1)[1] for ln in (run / "pki" / "passwords.txt").read_text().splitlines()

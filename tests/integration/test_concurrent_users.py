@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from . import docker_user as docker_user_module
-from .conftest import TWO_CELL_PLAN, Poller, only_bundle, owned
+from .conftest import TWO_CELL_PLAN, Poller, only_bundle, owned, rows, this_lanes
 from .docker_user import DockerUser
 
 PLAN = TWO_CELL_PLAN  # the solo run is the session's two_cell_sweep (tests/integration/conftest.py)
@@ -27,7 +27,8 @@ FIELDS = {"loss": ("sent", "received_unique", "duplicates", "unexpected"),
 
 
 class BrokerWatch(Poller):
-    """Which projects' brokers run at the same moment (project label -> owner label), sampled every 0.2 s."""
+    """Which projects' brokers run at the same moment (project label -> owner label), sampled every 0.2 s; only this
+    lane's (this_lanes): the second docker lane's user sweeps beside this test in CI."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -39,7 +40,7 @@ class BrokerWatch(Poller):
         ps = subprocess.run(["docker", "ps", "--filter", "label=io.testbed.owned=true", "--filter",
                              "label=com.docker.compose.service=broker", "--format", fmt],
                             capture_output=True, text=True, check=False)
-        running = dict(line.split(" ", 1) for line in ps.stdout.splitlines() if " " in line)
+        running = {project: owner for project, owner in rows(ps.stdout) if owner and this_lanes(owner)}
         if len(running) >= 2:
             self.together.append(running)
             self.both.set()
