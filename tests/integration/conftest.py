@@ -82,6 +82,16 @@ def owned(kind: str) -> list[str]:
     return [ident for ident, owner in rows(proc.stdout) if this_lanes(owner)]
 
 
+def helpers() -> list[str]:
+    """This lane's impairment helper containers (ids, running or not): label io.testbed.helper, by their owner label
+    (this_lanes). The only probe of helpers in the docker tests (tests/unit/test_lanes.py holds it): the second lane
+    impairs its own cells beside the first."""
+    proc = subprocess.run(["docker", "ps", "-a", "-q", "--no-trunc", "--filter", "label=io.testbed.helper",
+                           "--format", '{{.ID}} {{.Label "io.testbed.owner"}}'], capture_output=True, text=True,
+                          check=True)
+    return [ident for ident, owner in rows(proc.stdout) if this_lanes(owner)]
+
+
 def rows(text: str) -> list[tuple[str, str]]:
     """(first, second) word of each line, "" for a missing second."""
     return [(words[0], words[1] if len(words) > 1 else "") for line in text.splitlines() if (words := line.split())]

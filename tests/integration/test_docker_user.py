@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Poller, only_bundle, owned
+from .conftest import Poller, helpers, only_bundle, owned
 from .docker_user import DockerUser
 
 IMPAIRED = ["--impairments", "none,lossy-1pct,narrowband-250kbit"]
@@ -30,9 +30,7 @@ class HelperWatch(Poller):
         self.seen: dict[str, dict] = {}
 
     def poll(self) -> None:
-        ids = subprocess.run(["docker", "ps", "-q", "--no-trunc", "--filter", "label=io.testbed.helper"],
-                             capture_output=True, text=True, check=False).stdout.split()
-        for cid in (i for i in ids if i not in self.seen):
+        for cid in (i for i in helpers() if i not in self.seen):
             out = subprocess.run(["docker", "inspect", cid], capture_output=True, text=True, check=False)
             if out.returncode == 0:
                 self.seen[cid] = json.loads(out.stdout)[0]
@@ -84,7 +82,8 @@ def test_sweep_as_docker_user_every_cell_ok(docker_user: DockerUser, user_sweep)
     assert len(cells) == 6 and all(c["status"] == "ok" for c in cells.values()), cells
     lossy = json.loads((bundle / "runs" / "plain-65B-lossy-1pct-r1" / "impairment.json").read_text())
     assert lossy["applied"] and "testbed_impair {" not in lossy["after_clear"]
-    assert re.search(r"docker exec testbed-testbed-user-[0-9a-f]{8}-broker-1-netadmin nft", lossy["after"])  # helper
+    helper = rf"docker exec testbed-{re.escape(docker_user.name)}-[0-9a-f]{{8}}-broker-1-netadmin nft"
+    assert re.search(helper, lossy["after"])
     # the nft rule's own drop counter against the lost segments counted in the capture
     loss = json.loads((bundle / "runs" / "plain-65B-lossy-1pct-r1" / "metrics.json").read_text())["loss"]
     lost = loss["tcp_segments_lost_to_broker"]

@@ -19,6 +19,8 @@ from orchestrator.errors import TestbedError
 from orchestrator.model.impairment import Direction, Impairment
 from tests.skips import skip_or_fail
 
+from .conftest import helpers
+
 # any image `testbed images build` makes will do (tests/conftest.py's Docker gate requires this one): the containers
 # only sleep, and the helpers (testbed-netadmin) do the impairing
 IMAGE = "testbed-subscriber:latest"
@@ -49,10 +51,6 @@ def _ns_text(pid: str, *argv: str) -> str:
                           timeout=30, check=True).stdout
 
 
-def _helpers() -> list[str]:
-    return docker("ps", "-aq", "--filter", "label=io.testbed.helper").stdout.split()
-
-
 def test_containers_are_impaired_through_helpers_and_cleared(containers: dict[str, str]) -> None:
     targets = b.targets_for_containers(Direction.BOTH, containers)
     ips = {role: docker("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
@@ -71,7 +69,7 @@ def test_containers_are_impaired_through_helpers_and_cleared(containers: dict[st
 
     imp = Impairment(name="both-ways", loss_pct=2, rate_kbit=1000, direction="both")
     with b.impaired(imp, targets) as record:
-        assert len(_helpers()) == 3  # one per impaired container
+        assert len(helpers()) == 3  # one per impaired container
         assert "qdisc tbf 7e57: root" in _ns_text(pids["publisher"], "tc", "qdisc", "show", "dev", "eth0")
         broker_qdiscs = _ns_text(pids["broker"], "tc", "qdisc", "show", "dev", "eth0")
         assert "qdisc htb 7e57: root" in broker_qdiscs and "qdisc tbf 7e59: parent 7e57:1" in broker_qdiscs
@@ -82,7 +80,7 @@ def test_containers_are_impaired_through_helpers_and_cleared(containers: dict[st
         assert " 7e5" not in _ns_text(pids[role], "tc", "qdisc", "show", "dev", "eth0")
         assert "testbed_impair" not in _ns_text(pids[role], "nft", "list", "tables")
     assert not b.state_has_ours(record.after_clear or "")
-    assert _helpers() == []  # the helpers live exactly as long as the impairment
+    assert helpers() == []  # the helpers live exactly as long as the impairment
 
 
 def test_a_helper_that_dies_mid_block_fails_it_and_the_impairment_is_still_cleared(
@@ -98,7 +96,7 @@ def test_a_helper_that_dies_mid_block_fails_it_and_the_impairment_is_still_clear
     # read and cleared through a fresh helper: the drop rule's counters are in the record, nothing remains
     assert "numgen random mod 100 < 3" in (record.before_clear or "")
     assert "testbed_impair" not in _ns_text(pids["broker"], "nft", "list", "tables")
-    assert _helpers() == []
+    assert helpers() == []
 
 
 def test_a_target_that_is_not_running_is_refused_before_anything_is_applied(containers: dict[str, str]) -> None:
@@ -107,4 +105,4 @@ def test_a_target_that_is_not_running_is_refused_before_anything_is_applied(cont
     with pytest.raises(TestbedError, match="is not running"):
         with b.impaired(Impairment(name="narrow", rate_kbit=500), targets):
             pass
-    assert _helpers() == []
+    assert helpers() == []

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 FORBIDDEN = {
     r"\bemulate\(|board_emu|--serial-port": "a board: the time echo's fixed UDP port is the machine's",
     r"labhosts|open_lab": "lab hosts: the lab's leftover probe looks at every testbed-host-* container",
-    r"--impairment|--delay-mechanism": "an impairment: its helpers and their image are probed machine-wide",
+    r"--delay-mechanism": "a delay line: its figures are milliseconds, which the lanes side by side distort",
     r"\brun_testbed\(|\bTESTBED\b": "the CLI as root: root's leftovers are the first lane's too",
     r"\bdocker\", \"(rmi|tag|pause|kill|stop)\b": "acting on the engine's shared objects",
 }
@@ -42,11 +42,20 @@ def test_the_rules_catch_what_they_name() -> None:
     """Each rule on a line that breaks it (so that a rule that matches nothing cannot pass as a guard)."""
     samples = {r"\bemulate\(|board_emu|--serial-port": 'board_proc, pty = emulate(docker_user, "x")',
                r"labhosts|open_lab": "from .labhosts import open_lab",
-               r"--impairment|--delay-mechanism": '"--impairment", "lossy-1pct"',
+               r"--delay-mechanism": '"--delay-mechanism", "queue"',
                r"\brun_testbed\(|\bTESTBED\b": 'proc = run_testbed("sweep")',
                r"\bdocker\", \"(rmi|tag|pause|kill|stop)\b": '["docker", "rmi", image]'}
     assert samples.keys() == FORBIDDEN.keys()
     assert all(re.search(pattern, line) for pattern, line in samples.items())
+
+
+def test_helpers_are_probed_only_through_the_lanes_own_probe() -> None:
+    """The second lane impairs its own cells (its user's helper containers) beside the first: a docker test looks
+    at helpers only through tests/integration/conftest.py helpers(), which keeps to its lane's owner."""
+    label = "label=io.testbed.helper"
+    files = sorted(f for folder in ("integration", "faults") for f in (REPO / "tests" / folder).rglob("*.py"))
+    probing = [str(f.relative_to(REPO)) for f in files if label in f.read_text(encoding="utf-8")]
+    assert probing == ["tests/integration/conftest.py"], probing
 
 
 def test_each_lane_has_its_own_user_and_the_first_is_the_default() -> None:
