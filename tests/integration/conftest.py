@@ -86,7 +86,7 @@ def helpers() -> list[str]:
     """This lane's impairment helper containers (ids, running or not): label io.testbed.helper, by their owner label
     (this_lanes). The only probe of helpers in the docker tests (tests/unit/test_lanes.py holds it): the second lane
     impairs its own cells beside the first."""
-    proc = subprocess.run(["docker", "ps", "-a", "-q", "--no-trunc", "--filter", "label=io.testbed.helper",
+    proc = subprocess.run(["docker", "ps", "-a", "--no-trunc", "--filter", "label=io.testbed.helper",
                            "--format", '{{.ID}} {{.Label "io.testbed.owner"}}'], capture_output=True, text=True,
                           check=True)
     return [ident for ident, owner in rows(proc.stdout) if this_lanes(owner)]
