@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from fwtest_support import Broker, HostBuild, LoCapture, Pki
+from fwtest_support import Broker, HostBuild, LoCapture, Pki, realtime
 from test_firmware_tls_acceptance import _need_capture
 from test_mbedtls36_device import TLS12_CHACHA, TLS13_CHACHA, broker13, vdevice  # noqa: F401 (broker13: fixture)
 
@@ -27,7 +27,8 @@ CHACHA_OPENSSL = "ECDHE-ECDSA-CHACHA20-POLY1305"
 # the device's busy time against the wire's device time: the device's wake-ups after each read are the wire's device
 # time and not the device's (its clock cannot see them), so on a loaded machine the two part by the scheduler's
 # delays (a CI rehearsal, the tests without Docker niced beside the docker lane: full TLS 1.3 43 ms busy against
-# 66 ms on the wire). These tests run ahead of the load, as every test that times the programs it starts.
+# 66 ms on the wire). These tests run ahead of the load, as every test that times the programs it starts, and their
+# devices under the real-time scheduler when root (fwtest_support.realtime).
 pytestmark = pytest.mark.timing
 
 PHASE_COLUMNS = ["hello_sent_ms", "flight_in_ms", "verified_ms", "kex_done_ms", "finished_sent_ms", "device_busy_ms"]
@@ -40,7 +41,7 @@ def _vdevice228(build: HostBuild, pki: Pki, broker: Broker, out: Path, samples: 
             "--interval-ms", "20", "--payload", "65", "--connect-timeout-ms", "5000", "--keylog", str(out / "keys.log"),
             "--summary", str(out / "summary.json"), "--connections-log", str(out / "connections.csv"),
             "--connection", "resume-ticket", "--per-connection", "1"]
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
+    proc = subprocess.run(realtime(argv), capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -112,7 +113,7 @@ def test_tls13_phases_full_and_psk_agree_with_the_wire(build36, pki: Pki, broker
     cap = LoCapture(tmp_path / "tls13.pcapng", broker13)
     try:
         vdevice(build36, pki, broker13, tmp_path, 65, 9, TLS13_CHACHA, "--connection", "resume-ticket",
-                "--per-connection", "1", "--connections-log", str(tmp_path / "connections.csv"))
+                "--per-connection", "1", "--connections-log", str(tmp_path / "connections.csv"), timed=True)
     finally:
         cap.stop()
     log = pd.read_csv(tmp_path / "connections.csv")

@@ -28,6 +28,7 @@ from fwtest_support import (
     free_port,
     mosquitto_running,
     need_tool,
+    realtime,
 )
 from test_firmware_tls_acceptance import _mqtt_packet_len, _need_capture, _tshark
 
@@ -87,13 +88,16 @@ def broker13(pki: Pki, tmp_path: Path) -> Iterator[int]:
 
 
 def vdevice(build: Build36, pki: Pki, port: int, out: Path, payload: int, samples: int,
-            ciphers: str, *extra: str) -> dict:
+            ciphers: str, *extra: str, timed: bool = False) -> dict:
+    """The 3.6 device's run; ``timed``: under the real-time scheduler (fwtest_support.realtime), for a test that holds
+    its clock against the wire's."""
     out.mkdir(parents=True, exist_ok=True)
+    wrap = realtime if timed else list
     proc = subprocess.run(
-        [str(build.vdevice), "--host", "127.0.0.1", "--port", str(port), "--transport", "tls", "--ca", str(pki.ca),
+        wrap([str(build.vdevice), "--host", "127.0.0.1", "--port", str(port), "--transport", "tls", "--ca", str(pki.ca),
          "--server-name", "localhost", "--ciphers", ciphers, "--payload", str(payload), "--samples", str(samples),
          "--interval-ms", "10", "--keylog", str(out / "keys.log"), "--summary", str(out / "summary.json"),
-         "--connect-timeout-ms", "5000", *extra],
+         "--connect-timeout-ms", "5000", *extra]),
         capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Mbed TLS 3.6." in proc.stdout  # the device's banner names its stack
