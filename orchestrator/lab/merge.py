@@ -56,7 +56,7 @@ def merge_tables(parts: list[tuple[str, str]]) -> str:
 def merge_summaries(parts: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The loader's summaries of every host as one: counts and CPU summed, the peak RSS and wall time the
     largest, the errors listed, the lag percentiles the worst host's (percentiles do not add up: each host's are
-    under ``hosts``)."""
+    under ``hosts``), the CPU the devices' own times ran on each host's where the hosts' differ."""
     first = next(iter(parts.values()))
     merged: dict[str, Any] = dict(first)
     for key in SUMMED:
@@ -78,6 +78,9 @@ def merge_summaries(parts: dict[str, dict[str, Any]]) -> dict[str, Any]:
     cpu = (merged.get("cpu_user_s") or 0) + (merged.get("cpu_sys_s") or 0)
     messages = merged.get("messages") or sum(int(p.get("log_rows") or 0) for p in parts.values())
     merged["cpu_us_per_message"] = cpu * 1e6 / messages if messages else None
+    models = {host: str(p["cpu_model"]) for host, p in parts.items() if p.get("cpu_model")}
+    if len(set(models.values())) > 1:  # the devices' own times ran on more than one kind of CPU: name each host's
+        merged["cpu_model"] = "; ".join(f"{host}: {model}" for host, model in sorted(models.items()))
     merged["hosts"] = parts
     return merged
 

@@ -200,7 +200,8 @@ def connections_of(run: RunFolder) -> dict[str, Any]:
     block = lifecycle.lifecycle(rows, mismatches, mode=spec.connection, per_connection=spec.per_connection,
                                 close=spec.close, expected=spec.connections_expected, readings=readings,
                                 tls=scenario.is_tls)
-    phases = device_phases.phases_block(rows, claims, device_phases.clock_label(run.summary), scenario.is_tls)
+    own = run.summary or read_json(lay.fleet_dir / "summary.json")  # a fleet's is its loader's (every host's)
+    phases = device_phases.phases_block(rows, claims, device_phases.clock_label(own), scenario.is_tls)
     if phases is not None:
         block["device_phases"] = phases
     if scenario.is_tls and len(rows):
@@ -292,7 +293,7 @@ def resources_of(run: RunFolder) -> dict[str, Any]:
 
 STEPS: tuple[AnalysisStep, ...] = (
     AnalysisStep("connections", connections_of,
-                 reads=("capture", "keylogs", "publisher_connections", "publisher_summary"),
+                 reads=("capture", "keylogs", "publisher_connections", "publisher_summary", "fleet_dir"),
                  key="connections", writes=("connections",), amends=("warnings",), when=reconnects),
     AnalysisStep("device padding", device_padding, reads=("publisher_summary", "fleet_dir"),
                  amends=("overhead_bytes",)),

@@ -83,6 +83,9 @@ def test_each_device_resumes_its_own_session_and_the_wire_agrees(bundle: Path, m
     assert block["resumed_after_first"] == block["reconnections"] == DEVICES * (CONNS - 1)
     assert block["verdict"] == "every reconnection resumed"
     assert block["client_claims"]["compared"] == DEVICES * CONNS and block["client_claims"]["mismatches"] == []
+    # the devices' own handshake times are labelled with the CPU they ran on: the loader's summary's
+    clock = block["device_phases"]["clock"]
+    assert clock.startswith("host CPU ") and clock.endswith(" (virtual device)"), clock
     # the table's counts are the capture's own
     assert wire["client_hello"] == len(conns)
     assert wire["certificate"] == block["handshakes"]["full"] == DEVICES
