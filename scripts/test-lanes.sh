@@ -20,7 +20,7 @@ rm -f "$flag"
 exclusive=$("$bin/python" -c 'import sys; sys.path[:0] = ["tests", "."]; import conftest; print(*conftest.EXCLUSIVE)')
 
 (
-  nice -n 10 "$bin/python" scripts/sigint-default.py "$bin/pytest" --durations=15 -m "not docker" "$@" \
+  nice -n 10 "$bin/python" scripts/sigint-default.py "$bin/pytest" --durations=40 -m "not docker" "$@" \
     > build/test-nodocker.log 2>&1
   echo $? > build/.nodocker-exit
   while [ ! -e "$flag" ]; do sleep 1; done
