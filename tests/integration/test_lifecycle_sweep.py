@@ -78,6 +78,45 @@ def test_the_report_gives_the_cost_per_reading_and_the_break_even(lifecycle_bund
     assert owned("container") == [] and owned("network") == []
 
 
+def _md_table(report: str, caption_start: str) -> list[dict[str, str]]:
+    """The rows of the report.md table whose caption starts with ``caption_start`` (report/document.py's layout:
+    *caption*, a blank line, the header, the rule, the rows)."""
+    lines = report.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith(f"*{caption_start}"))
+    head = [c.strip() for c in lines[at + 2].strip("|").split("|")]
+    rows = []
+    for ln in lines[at + 4:]:
+        if not ln.startswith("|"):
+            break
+        rows.append(dict(zip(head, (c.strip() for c in ln.strip("|").split("|")), strict=True)))
+    return rows
+
+
+def test_the_report_projects_each_handshake_kind_on_an_esp32_with_every_figures_source(
+        lifecycle_bundle: Path) -> None:
+    """Issue 41's acceptance: the ESP32 projection for each handshake kind the sweep's TLS cells had, every
+    per-operation value with its source, labelled projected (not a measurement)."""
+    report = (lifecycle_bundle / "report.md").read_text()
+    kinds = set()
+    for mode in MODES:
+        _info, _metrics, conns = _cell(lifecycle_bundle, f"tls-65B-none-{mode}-r1")
+        kinds |= set(conns["handshake"].dropna().astype(str))
+    projected = _md_table(report, "The ESP32 projection per handshake kind (projected (ESP32 240 MHz")
+    assert {r["handshake"] for r in projected} == kinds == {"full", "resumed-id", "resumed-ticket"}, projected
+    assert {r["stack"] for r in projected} == {"mbedtls-2.28", "mbedtls-3.6"}
+    sources = _md_table(report, "The per-operation figures and their sources (projected")
+    listed = {(r["stack"], r["operation"]) for r in sources}
+    for r in projected:  # every operation a projection counts has its figure's source beside it
+        ops = [op.split(" x ", 1)[1] for op in r["operations"].split(", ") if " x " in op]
+        assert ops and all((r["stack"], op) in listed for op in ops), (r, listed)
+    assert all(r["source"] for r in sources)
+    for r in projected:  # a sum with an operation the table has no figure for is a floor, and says which
+        partial = r["projected device ms"].startswith(("at least ", "n/a"))
+        assert partial == (r["unknown in the table"] != "-"), r
+    full36 = next(r for r in projected if r["handshake"] == "full" and r["stack"] == "mbedtls-3.6")
+    assert float(full36["projected device ms"].removeprefix("at least ")) > 100, full36  # ECDSA verifies, ECDHE
+
+
 def test_tickets_off_the_ticket_mode_shows_full_handshakes_and_the_report_says_refused(
         docker_user: DockerUser) -> None:
     bundle = _sweep(docker_user, "noticket", "--samples", "30", "--scenarios", "tls-noticket",
