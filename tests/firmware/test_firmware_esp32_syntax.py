@@ -29,7 +29,7 @@ void delay(uint32_t); unsigned long millis(); void yield(); uint32_t getCpuFrequ
 void configTime(long, int, const char*, const char* = nullptr, const char* = nullptr);
 struct HardwareSerial { void begin(unsigned long); int printf(const char*, ...)
   __attribute__((format(printf, 2, 3))); void println(const char*); size_t setRxBufferSize(size_t);
-  int available(); int read(); size_t write(const uint8_t*, size_t); };
+  int available(); int read(); size_t write(const uint8_t*, size_t); void flush(); };
 extern HardwareSerial Serial;
 struct EspClass { const char* getChipModel(); uint8_t getChipRevision(); };
 extern EspClass ESP;
@@ -37,7 +37,7 @@ extern EspClass ESP;
     "WiFi.h": """#pragma once
 #include <cstdint>
 struct IPAddressStub { struct S { const char* c_str() const; }; S toString() const; };
-enum { WIFI_STA = 1, WL_CONNECTED = 3 };
+enum { WIFI_OFF = 0, WIFI_STA = 1, WL_CONNECTED = 3 };
 struct WiFiClass { void mode(int); void setSleep(bool); void begin(const char*, const char*); int status();
   int8_t RSSI(); int32_t channel(); IPAddressStub localIP(); int getSleep(); };
 extern WiFiClass WiFi;
@@ -45,6 +45,13 @@ extern WiFiClass WiFi;
     "esp_heap_caps.h": "#pragma once\n#include <cstdint>\nuint32_t esp_get_free_heap_size();\n"
     "uint32_t esp_get_minimum_free_heap_size();\n",
     "esp_timer.h": "#pragma once\n#include <cstdint>\nint64_t esp_timer_get_time();\n",
+    # the sleep between connections (issue 42): ESP-IDF's esp_sleep.h, esp_wifi.h's power save, esp_attr.h
+    "esp_sleep.h": "#pragma once\n#include <cstdint>\ntypedef int esp_err_t;\n"
+    "esp_err_t esp_sleep_enable_timer_wakeup(uint64_t time_in_us);\nesp_err_t esp_light_sleep_start(void);\n",
+    "esp_wifi.h": "#pragma once\ntypedef int esp_err_t;\n"
+    "typedef enum { WIFI_PS_NONE, WIFI_PS_MIN_MODEM, WIFI_PS_MAX_MODEM } wifi_ps_type_t;\n"
+    "esp_err_t esp_wifi_set_ps(wifi_ps_type_t type);\n",
+    "esp_attr.h": "#pragma once\n#define RTC_DATA_ATTR __attribute__((section(\".rtc.data\")))\n",
     "WiFiUdp.h": """#pragma once
 #include <cstddef>
 #include <cstdint>
