@@ -161,6 +161,25 @@ class EspPort : public tb::BoardPort {
   uint32_t free_heap() override { return esp_get_free_heap_size(); }
   uint32_t min_free_heap() override { return esp_get_minimum_free_heap_size(); }
   int rssi() override { return static_cast<int>(WiFi.RSSI()); }
+#if defined(TESTBED_MARKER_PIN)
+  // The power trace's marker (`testbed firmware build --marker-pin N`; off by default): the pin high for 1 ms from
+  // each connection's start and each PUBLISH, dropped by a one-shot timer so that nothing waits for it.
+  void begin_marker() {
+    pinMode(TESTBED_MARKER_PIN, OUTPUT);
+    digitalWrite(TESTBED_MARKER_PIN, LOW);
+    esp_timer_create_args_t args = {};
+    args.callback = [](void*) { digitalWrite(TESTBED_MARKER_PIN, LOW); };
+    args.name = "marker";
+    esp_timer_create(&args, &marker_timer_);
+  }
+  void mark() override {
+    digitalWrite(TESTBED_MARKER_PIN, HIGH);
+    esp_timer_stop(marker_timer_);  // a mark within 1 ms of the last: its own 1 ms
+    esp_timer_start_once(marker_timer_, 1000);
+  }
+#else
+  void begin_marker() {}
+#endif
   void power_save(tb::PowerSave p) override {
     ps_ = p == tb::PowerSave::ModemSleep ? WIFI_PS_MIN_MODEM : WIFI_PS_NONE;
     esp_wifi_set_ps(ps_);
@@ -191,6 +210,9 @@ class EspPort : public tb::BoardPort {
 
  private:
   wifi_ps_type_t ps_ = WIFI_PS_NONE;
+#if defined(TESTBED_MARKER_PIN)
+  esp_timer_handle_t marker_timer_ = nullptr;
+#endif
 };
 
 bool connect_wifi() {
@@ -269,6 +291,7 @@ void setup() {
   Serial.begin(115200);
   delay(200);
   g_sensors.begin();
+  g_port.begin_marker();
   WiFi.mode(WIFI_STA);
   WiFi.setSleep(false);  // modem sleep adds tens of ms of latency
   static tb::BoardSession session(g_serial, g_clock, g_sensors, g_port, board_info(), &g_udp);  // ~20 KB: static

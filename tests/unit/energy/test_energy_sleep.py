@@ -65,7 +65,8 @@ def test_a_lifecycle_sweep_with_and_without_sleep(tmp_path: Path) -> None:
         cells.append(_cell(_ran_with(persistent_run(tmp_path / f"{scenario}-p", tls=tls)), scenario, "persistent",
                            "stay"))
         for connection in ("reconnect", "resume-ticket"):
-            kinds = (["full"] * 3 if connection == "reconnect" else fixture_kinds("t12_ticket")) if tls else ["none"] * 3
+            tls_kinds = ["full"] * 3 if connection == "reconnect" else fixture_kinds("t12_ticket")
+            kinds = tls_kinds if tls else ["none"] * 3
             for sleep in ("stay", "deep"):
                 folder = board_timed_run(tmp_path / f"{scenario}-{connection}-{sleep}", kinds)
                 cells.append(_cell(_ran_with(folder, connection=connection, sleep_mode=sleep), scenario, connection,

@@ -535,6 +535,31 @@ static void test_a_kept_session_knows_itself(void) {
   TEST_ASSERT_TRUE(cfg.sleep_mode == SleepMode::Stay && cfg.power_save == PowerSave::None);
 }
 
+// The power trace's marker: just before each connection is opened and each PUBLISH is handed over.
+class MarkLog : public RunMarker {
+ public:
+  explicit MarkLog(const ScriptedBroker& b) : broker_(b) {}
+  std::vector<std::string> at;  // what the broker had seen at each mark: opens, bytes of the current connection
+  void mark() override {
+    at.push_back(std::to_string(broker_.open_at.size()) + ":" +
+                 std::to_string(broker_.conns.empty() ? 0 : broker_.conns.back().size()));
+  }
+
+ private:
+  const ScriptedBroker& broker_;
+};
+
+static void test_the_marker_comes_before_each_connection_and_publish(void) {
+  Loop l(ConnectionMode::Reconnect, 4, 2);
+  MarkLog marks(l.broker);
+  l.publisher.set_marker(&marks);
+  ASSERT_OK(l.run());
+  // connection 0: marked before its open (0 opens), then before each PUBLISH (after CONNECT's 16 B, then + 84 B)
+  const std::vector<std::string> want = {"0:0", "1:16", "1:100", "1:186", "2:16", "2:100"};
+  TEST_ASSERT_EQUAL_INT(want.size(), marks.at.size());
+  for (size_t i = 0; i < want.size(); ++i) TEST_ASSERT_EQUAL_STRING(want[i].c_str(), marks.at[i].c_str());
+}
+
 int main(int, char**) {
   UNITY_BEGIN();
   RUN_TEST(test_persistent_is_one_connection_as_before);
@@ -555,5 +580,6 @@ int main(int, char**) {
   RUN_TEST(test_the_sleep_comes_between_connections_only);
   RUN_TEST(test_an_emulated_deep_sleep_keeps_the_session_alone);
   RUN_TEST(test_a_kept_session_knows_itself);
+  RUN_TEST(test_the_marker_comes_before_each_connection_and_publish);
   return UNITY_END();
 }

@@ -117,6 +117,7 @@ BoardSession::BoardSession(ByteStream& io, Clock& clock, SensorSource& sensors, 
   out_[0] = '\0';
   publisher_.set_driver_stop_flag(&host_stop_);
   publisher_.set_between(this);
+  publisher_.set_marker(this);
   rtc_.clear();
 }
 

@@ -37,6 +37,8 @@ class BoardPort {
   virtual int rssi() = 0;  // dBm of the WiFi link
   // Called before every write to the broker (board-emu injects its send jitter here).
   virtual void before_send() {}
+  // The power trace's marker (publisher.h RunMarker): each connection's start and each PUBLISH.
+  virtual void mark() {}
   // The run's radio power save (sleep_mode.h), before its first connection (the ESP32: esp_wifi_set_ps).
   virtual void power_save(PowerSave p) { (void)p; }
   // Between two connections of a run that is not persistent (Publisher's BetweenConnections): the board's
@@ -81,7 +83,7 @@ struct BoardInfo {
   const char* topic = nullptr;
 };
 
-class BoardSession : private SendObserver, private KeylogSink, private BetweenConnections {
+class BoardSession : private SendObserver, private KeylogSink, private BetweenConnections, private RunMarker {
  public:
   // After DISCONNECT, how long the board waits for the broker's close (PublishConfig::drain_timeout_ms):
   // shorter than the host's limit on a silent board (orchestrator/publishers/board/publisher.py IDLE_S,
@@ -156,6 +158,7 @@ class BoardSession : private SendObserver, private KeylogSink, private BetweenCo
   bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes, int64_t puback_us) override;
   void on_connection(const ConnectionStats& c) override;  // CONN line (non-persistent runs)
   Err sleep(SleepMode mode, int64_t due_mono_us) override;  // the port's sleep_between
+  void mark() override { port_.mark(); }
   void check_host_stop();
   void write_line(const char* keylog_line) override;
 

@@ -155,6 +155,14 @@ class BetweenConnections {
   virtual Err sleep(SleepMode mode, int64_t due_mono_us) = 0;
 };
 
+// A power trace's marker (docs/energy.md): called just before each connection is opened and just before each
+// PUBLISH is handed to the transport (the board drives a GPIO high; the firmware's build option TESTBED_MARKER_PIN).
+class RunMarker {
+ public:
+  virtual ~RunMarker() = default;
+  virtual void mark() = 0;
+};
+
 // What a host can emulate of a sleep between connections, on the transport the publisher uses: a deep sleep
 // keeps the TLS session in `rtc` (the bytes RTC memory would hold), forgets everything else the transport
 // holds (power_off) and restores the session from those bytes alone, so that the next connection resumes
@@ -182,6 +190,8 @@ class Publisher {
   void set_driver_stop_flag(const volatile sig_atomic_t* flag) { driver_stop_ = flag; }
   // The sleep between connections (nullptr: none, the wait alone).
   void set_between(BetweenConnections* b) { between_ = b; }
+  // The marker (nullptr: none).
+  void set_marker(RunMarker* m) { marker_ = m; }
   const char* error_text() const { return err_.c_str(); }
 
  private:
@@ -230,6 +240,7 @@ class Publisher {
   const volatile sig_atomic_t* stop_ = nullptr;
   const volatile sig_atomic_t* driver_stop_ = nullptr;
   BetweenConnections* between_ = nullptr;
+  RunMarker* marker_ = nullptr;
   ErrorText err_;
   uint16_t packet_id_ = 0;  // QoS 1/2, continues across the run's connections
   InFlight inflight_[kMaxInflight];

@@ -74,6 +74,7 @@ Err Publisher::run(const PublishConfig& cfg, RunStats* stats) {
 // One connection: open, CONNECT/CONNACK, messages first .. first+count-1 on the schedule, the end.
 Err Publisher::connection(const PublishConfig& cfg, int64_t* t0, uint32_t* first, uint32_t count,
                           ConnectionStats* cs, RunStats* stats) {
+  if (marker_ != nullptr) marker_->mark();
   cs->t_open_us = clock_.wall_us();
   Err e = connect(cfg, cs);
   if (e != Err::Ok && cfg.reconnect != ReconnectPolicy::Off && recoverable(cfg, e)) e = reopen(cfg, cs, e);
@@ -113,6 +114,7 @@ Err Publisher::publish_one(const PublishConfig& cfg, uint32_t seq, int64_t* last
     err_.set("sensor read failed at message %" PRIu32, seq);
     return e;
   }
+  if (marker_ != nullptr) marker_->mark();
   m->t_send_us = clock_.wall_us();
   m->handed_us = clock_.mono_us();
   m->sent_us = m->handed_us;
