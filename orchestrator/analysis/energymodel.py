@@ -23,7 +23,8 @@ One connection of K readings at a reading interval T, per phase:
   the association phase).
 
 Per reading: the connection's charge / K. Battery life: capacity_mah / (charge per reading / T).
-The board does not sleep yet (issue 42 part 2 is not done): every sleep mode here is modelled, none measured.
+A cell records the sleep mode and power save it ran with (the axes ``sleep_mode`` and ``power_save``,
+``SLEEP_OF_AXIS`` names them here); every figure here is modelled, whichever the cell ran.
 """
 
 from __future__ import annotations
@@ -38,11 +39,13 @@ from typing import Any
 import yaml
 
 from orchestrator.errors import TestbedError
+from orchestrator.model.axes import AXES
 from orchestrator.model.yamlfile import read_yaml
 
 BUILTIN = "orchestrator/analysis/esp32_energy.yaml"
 SLEEP_MODES = ("stay-connected", "light-sleep", "deep-sleep")
-POWER_SAVES = ("none", "modem-sleep")
+SLEEP_OF_AXIS = dict(zip(AXES["sleep_mode"].choices or (), SLEEP_MODES, strict=True))  # stay, light, deep
+POWER_SAVES: tuple[str, ...] = AXES["power_save"].choices or ()
 PHASES = ("association", "tcp", "tls", "mqtt", "publish", "idle", "sleep")
 SCALARS = ("supply_v", "tx_ma", "rx_ma", "cpu_active_ma", "modem_sleep_ma", "light_sleep_ma", "deep_sleep_ma",
            "phy_rate_mbps", "frame_overhead_us", "frame_bytes", "boot_ms", "association_ms", "dhcp_ms")
@@ -205,8 +208,10 @@ def _setup_phases(model: EnergyModel, figs: ConnectionFigures) -> dict[str, floa
 
 
 def model_reading(model: EnergyModel, figs: ConnectionFigures, *, sleep: str, interval_s: float,
-                  capacity_mah: float, power_save: str = "none") -> Modelled:
-    """The charge of one connection per phase, per reading, and the battery life; labelled modelled."""
+                  capacity_mah: float, power_save: str | None = None) -> Modelled:
+    """The charge of one connection per phase, per reading, and the battery life; labelled modelled. power_save:
+    the axis's word (None: its default, the radio on)."""
+    power_save = power_save or str(AXES["power_save"].default)
     if sleep not in SLEEP_MODES or power_save not in POWER_SAVES:
         raise TestbedError(f"unknown sleep mode {sleep!r} or power save {power_save!r}",
                            hint=f"sleep: {', '.join(SLEEP_MODES)}; power save: {', '.join(POWER_SAVES)}")

@@ -39,6 +39,9 @@ _REGISTRY_PATTERNS = re.compile(
     r"InternetConnectionError|api\.registry", re.IGNORECASE)
 
 
+MAX_OUTPUT_GPIO = 33  # ESP32 Series Datasheet, pin definitions: 34-39 are input-only, 6-11 the SPI flash's
+
+
 @dataclass(frozen=True)
 class FirmwareSettings:
     """Everything the firmware is built with, apart from the WiFi/broker-host secrets."""
@@ -59,6 +62,7 @@ class FirmwareSettings:
     password: str | None = None
     client_cert_pem: str | None = None
     client_key_pem: str | None = None
+    marker_pin: int | None = None  # the power trace's marker GPIO (docs/energy.md); None: no marker (the default)
 
     def __post_init__(self) -> None:
         if self.transport == "tls" and (not self.ca_pem or not self.ciphers_iana):
@@ -69,6 +73,10 @@ class FirmwareSettings:
         levels = AXES["qos"].choices or ()
         if self.qos not in levels:  # the run's own axis: the core speaks every level it lists
             raise TestbedError(f"qos must be one of {', '.join(map(str, levels))}, got {self.qos}")
+        if self.marker_pin is not None and (not 0 <= self.marker_pin <= MAX_OUTPUT_GPIO or 6 <= self.marker_pin <= 11):
+            raise TestbedError(f"marker pin {self.marker_pin}: not an ESP32 output GPIO (0..5, 12..{MAX_OUTPUT_GPIO})",
+                               hint="GPIO 6..11 drive the flash and 34..39 are inputs only; pick one your board "
+                                    "leaves free")
         if self.samples < 1 or self.interval_ms < 0:
             raise TestbedError("samples must be >= 1 and interval-ms >= 0")
         minimum = payload_minimum(self.device_id, self.samples)
@@ -236,6 +244,7 @@ def render_header(s: FirmwareSettings) -> str:
         _define("TESTBED_CA_PEM", s.ca_pem),
         _define("TESTBED_CLIENT_CERT_PEM", s.client_cert_pem),
         _define("TESTBED_CLIENT_KEY_PEM", s.client_key_pem),
+        _define("TESTBED_MARKER_PIN", s.marker_pin),
     ]
     if any("chacha20" in c.lower() for c in s.ciphers_iana):
         parts.append("#define TESTBED_REQUIRE_CHACHAPOLY 1\n")

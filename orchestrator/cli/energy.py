@@ -27,7 +27,8 @@ def _model_table(block: dict[str, Any]) -> Table:
     for col in ("mode", "K", "sleep between connections", "mJ / reading (modelled)", "battery days (modelled)"):
         t.add_column(col)
     for r in block["rows"]:
-        t.add_row(r["mode"], f"{r['per_connection']:g}", r["sleep"], f"{r['per_reading_mj']:.3f}",
+        t.add_row(r["mode"], f"{r['per_connection']:g}", r["sleep"] + (" (the cell's)" if r["ran"] else ""),
+                  f"{r['per_reading_mj']:.3f}",
                   f"{r['battery_life_days']:.1f}")
     return t
 
@@ -39,8 +40,8 @@ def model_cmd(
     capacity: Annotated[float | None, typer.Option(help="battery capacity, mAh (default: the model's input)")] = None,
     interval: Annotated[float | None, typer.Option(help="seconds between readings (default: the model's input)")
                         ] = None,
-    power_save: Annotated[str, typer.Option(help="the radio's power save while connected: none, modem-sleep")
-                          ] = "none",
+    power_save: Annotated[str | None, typer.Option(help="the radio's power save while connected: none, modem-sleep "
+                                                        "(default: the cell's)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the figures and every source as JSON")] = False,
 ) -> None:
     """The run's modelled energy per reading and battery life, per connection kind and sleep mode."""

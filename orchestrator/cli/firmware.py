@@ -37,6 +37,8 @@ def default_pki_dir() -> Path:
     return session_dir() / "pki"
 
 
+MARKER_HELP = ("a GPIO the firmware drives high for 1 ms at each connection's start and each PUBLISH, a power "
+               "trace's marker (docs/energy.md; default: none)")
 BUILD_AXES = ("scenario", "payload", "samples", "interval_ms", "qos")  # `testbed run`'s options, from the table
 
 
@@ -48,6 +50,7 @@ def build(
     pki_dir: Annotated[Path | None, typer.Option("--pki-dir", help="CA/credentials folder (default: the "
                                                                      "`testbed up` session's)")] = None,
     old_interval_ms: Annotated[int | None, typer.Option("--interval-ms", hidden=True)] = None,
+    marker_pin: Annotated[int | None, typer.Option(help=MARKER_HELP)] = None,
 ) -> None:
     """Embed SCENARIO's settings and CA in include/testbed_generated.h and run `pio run`.
 
@@ -62,10 +65,11 @@ def build(
                            "millisecond", hint="e.g. --interval 250ms or --interval 1s")
     settings = settings_for_scenario(values["scenario"], pki_dir or default_pki_dir(), payload=values["payload"],
                                      samples=values["samples"], interval_ms=int(interval), qos=values["qos"],
-                                     device_id=device_id)
+                                     device_id=device_id, marker_pin=marker_pin)
     header = platformio.build(settings, board=board)
     out.print(f"firmware built for {board}: scenario {settings.scenario}, {settings.transport}, port "
-              f"{settings.port}, {settings.samples} x {settings.payload} B; settings in {header}")
+              f"{settings.port}, {settings.samples} x {settings.payload} B"
+              + (f", marker on GPIO {marker_pin}" if marker_pin is not None else "") + f"; settings in {header}")
 
 
 app.command("build")(with_run_options(build, AXES, BUILD_AXES))

@@ -12,7 +12,8 @@ from orchestrator.model.scenario import load_scenario
 
 
 def settings_for_scenario(scenario_name: str, pki_dir: Path, *, payload: int, samples: int, interval_ms: int,
-                          qos: int, device_id: str = DEFAULT_DEVICE_ID) -> FirmwareSettings:
+                          qos: int, device_id: str = DEFAULT_DEVICE_ID, marker_pin: int | None = None
+                          ) -> FirmwareSettings:
     """The firmware's settings for a scenario: reads the scenario model and the PKI."""
     scenario = load_scenario(scenario_name)
     ca_pem = username = password = cert_pem = key_pem = None
@@ -32,4 +33,4 @@ def settings_for_scenario(scenario_name: str, pki_dir: Path, *, payload: int, sa
                             ciphers_iana=tuple(scenario.client_cipher_iana()), payload=payload,
                             samples=samples, interval_ms=interval_ms, qos=qos, device_id=device_id,
                             ca_pem=ca_pem, username=username, password=password, client_cert_pem=cert_pem,
-                            client_key_pem=key_pem)
+                            client_key_pem=key_pem, marker_pin=marker_pin)

@@ -21,13 +21,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from orchestrator.model.axis_help import (
+    ACK_TIMEOUT_HELP,
     CONNECTION_HELP,
     DEVICE_STACK_HELP,
     DEVICES_HELP,
     EVENTS_HELP,
+    FRESH_LAB_HELP,
     ORDER_HELP,
+    POWER_SAVE_HELP,
     RECONNECT_HELP,
     SESSION_HELP,
+    SLEEP_HELP,
+    SLEEP_MODE_HELP,
     TRANSPORT_HELP,
 )
 from orchestrator.model.events import check_events
@@ -281,32 +286,6 @@ class AxisTable:
         return tuple(a for a in self.axes if a.device is not None)
 
 
-def device_argv(table: AxisTable, values: Mapping[str, Any], group: Group) -> list[str]:
-    """The device options of one group as ``--flag value`` pairs, in the table's order."""
-    args: list[str] = []
-    for a in table.device_axes():
-        d = a.device
-        assert d is not None
-        if d.group == group and (d.when is None or d.when(values)):
-            v = values[a.name]
-            args += [d.flag, f"{v:g}" if isinstance(v, float) else str(v)]
-    return args
-
-
-def run_options(table: AxisTable, values: Mapping[str, Any]) -> dict[str, Any]:
-    """The board RUN's keys from the axes (None: left out of the body), in the table's order."""
-    out: dict[str, Any] = {}
-    for a in table.device_axes():
-        d = a.device
-        assert d is not None
-        if d.board_key is None or d.group == "fleet":
-            continue
-        given = d.when is None or d.when(values)
-        v = values[a.name]
-        out[d.board_key] = (d.run_value(v) if d.run_value else v) if given else None
-    return out
-
-
 _RECONNECT_ONLY = Only("reconnect-is-the-virtual-devices", "--reconnect {value}: the reconnect policy is the virtual "
                        "devices' (vdevice and the fleet, --publisher virtual)",
                        publishers=frozenset({"virtual", "fleet"}))
@@ -318,6 +297,9 @@ def _backoff(values: Mapping[str, Any]) -> bool:
     return bool(values.get("reconnect") == "backoff")
 
 
+_NOT_THE_FLEET = Only("sleep-modes-are-one-devices", "--sleep-mode and --power-save ({value}) are one device's: "
+                      "vdevice emulates them, a board does them, the fleet does not",
+                      publishers=frozenset({"virtual", "esp32"}))
 _BOARD_ONLY = Only("board-options-need-esp32", "--serial-port, --board-host and --reset-board are for --publisher "
                    "esp32", publishers=frozenset({"esp32"}), sites=frozenset({"local"}))
 
@@ -356,9 +338,7 @@ AXES = AxisTable((
     Axis("inflight", int, 1, "QoS 1/2 messages sent and not yet acknowledged at most (1: each waits for its ack)",
          ge=1, le=256, names=Names("protocol", lambda v: f"inflight{v}", 5),
          device=Device("inflight", "lifecycle", when=given("inflight"))),
-    Axis("ack_timeout_ms", int, 10000, "how long the device waits for an acknowledgement before it counts the "
-         "connection as lost (a persistent session then reconnects and resends with DUP)", ge=1, le=3_600_000,
-         option="ack_timeout",
+    Axis("ack_timeout_ms", int, 10000, ACK_TIMEOUT_HELP, ge=1, le=3_600_000, option="ack_timeout",
          device=Device("ack_timeout_ms", "lifecycle", when=given("ack_timeout_ms"))),
     Axis("reconnect", Literal["off", "immediate", "backoff"], "off", RECONNECT_HELP, only=_RECONNECT_ONLY,
          device=Device("reconnect", "lifecycle", run_key=None, when=given("reconnect"))),
@@ -394,9 +374,7 @@ AXES = AxisTable((
          option=None),
     Axis("baseline", str, "plain", "scenario the others are compared with", scope="sweep"),
     Axis("order", Literal["blocked", "random", "as-listed"], "blocked", ORDER_HELP, scope="sweep"),
-    Axis("fresh_lab_per_cell", bool, False, "bring the whole lab up and down for every cell (the lab is otherwise "
-         "kept up within a block: only the broker process, the subscriber and the publisher are new per cell)",
-         scope="sweep"),
+    Axis("fresh_lab_per_cell", bool, False, FRESH_LAB_HELP, scope="sweep"),
     Axis("connection", Literal["persistent", "reconnect", "resume-id", "resume-ticket"], PERSISTENT,
          CONNECTION_HELP,
          sweep=SweepOption("connections", (PERSISTENT,), "comma list of connection modes: " + CONNECTION_HELP, nest=2),
@@ -407,14 +385,19 @@ AXES = AxisTable((
     Axis("close", Literal["disconnect", "drop"], "disconnect",
          "how a connection ends: disconnect (DISCONNECT + close_notify) or drop (as a sensor losing power)",
          device=Device("close", "connection", when=_not_persistent)),
-    Axis("sleep_ms", float, 0.0, "the device asleep between connections: from a connection's last reading to the "
-         "next one's first, e.g. 2s (0: one interval; a persistent connection never sleeps)", ge=0,
-         le=86_400_000, option="sleep", cli_type=str, cli_default="0", from_cli=parse_interval,
+    Axis("sleep_ms", float, 0.0, SLEEP_HELP, ge=0, le=86_400_000, option="sleep", cli_type=str, cli_default="0",
+         from_cli=parse_interval,
          only=Only("sleep-is-the-virtual-devices", "--sleep {value} ms is the virtual devices' (vdevice and the "
                    "fleet): a board reconnects one interval after its last reading",
                    publishers=frozenset({"virtual", "fleet"})),
          device=Device("sleep_ms", "connection", run_key=None,
                        when=lambda v: _not_persistent(v) and given("sleep_ms")(v))),
+    Axis("power_save", Literal["none", "modem-sleep"], "none", POWER_SAVE_HELP, only=_NOT_THE_FLEET,
+         names=Names("protocol", str, 7), device=Device("power_save", "lifecycle", when=given("power_save"))),
+    Axis("sleep_mode", Literal["stay", "light", "deep"], "stay", SLEEP_MODE_HELP, only=_NOT_THE_FLEET,
+         sweep=SweepOption("sleep_modes", ("stay",), "comma list of sleep modes: " + SLEEP_MODE_HELP, nest=2),
+         cell=lambda v: "" if v == "stay" else f"{v}sleep", names=Names(word=lambda v: f"{v} sleep", order=1),
+         device=Device("sleep_mode", "lifecycle", when=given("sleep_mode"))),
     Axis("devices", int, 1, DEVICES_HELP, ge=1, le=MAX_DEVICES,
          sweep=SweepOption("devices", (1,), "comma list of fleet sizes (a sweep axis): " + DEVICES_HELP, nest=3,
                      lab=True),  # the broker's open-file limit is the container's

@@ -25,3 +25,14 @@ TRANSPORT_HELP = ("how MQTT is carried: tcp (MQTT on the TCP or TLS stream, port
                   "WebSocket, RFC 6455, subprotocol mqtt, on the same port: ws for plain scenarios, wss for TLS; one "
                   "binary frame per MQTT packet, no permessage-deflate; its cells run on the Mosquitto 2.0.21 broker, "
                   "built with libwebsockets)")
+POWER_SAVE_HELP = ("the radio's power save while connected: none (always on, the board as before) or modem-sleep "
+                   "(off between the access point's beacons, WIFI_PS_MIN_MODEM); a virtual device cannot emulate it")
+SLEEP_MODE_HELP = ("what the device does between connections (not persistent): stay (awake, associated), light "
+                   "(light sleep, RAM and association kept) or deep (deep sleep: everything but RTC memory lost, the "
+                   "TLS session kept there for the next wake to resume; a virtual device emulates the forgetting)")
+SLEEP_HELP = ("the device asleep between connections: from a connection's last reading to the next one's first, e.g. "
+              "2s (0: one interval; a persistent connection never sleeps)")
+ACK_TIMEOUT_HELP = ("how long the device waits for an acknowledgement before it counts the connection as lost (a "
+                    "persistent session then reconnects and resends with DUP)")
+FRESH_LAB_HELP = ("bring the whole lab up and down for every cell (the lab is otherwise kept up within a block: only "
+                  "the broker process, the subscriber and the publisher are new per cell)")

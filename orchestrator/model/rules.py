@@ -130,6 +130,14 @@ def _websocket_needs_a_broker_that_speaks_it(v: Mapping[str, Any]) -> str | None
     return None
 
 
+def _sleep_is_between_connections(v: Mapping[str, Any]) -> str | None:
+    mode = AXES.value(v, "sleep_mode")
+    if not AXES.is_default(v, "sleep_mode") and AXES.is_default(v, "connection"):
+        return (f"--sleep-mode {mode} sleeps between connections, and a persistent connection has none (a deep sleep "
+                "would lose it): use --connection reconnect, resume-id or resume-ticket")
+    return None
+
+
 def _repeat_seeds_fit(v: Mapping[str, Any]) -> str | None:
     if v["seed"] + v["repeat"] - 1 > MAX_SEED:
         return f"--seed {v['seed']} with --repeat {v['repeat']}: repeat r runs with seed + r - 1, above {MAX_SEED}"
@@ -144,6 +152,7 @@ RULES: tuple[Rule, ...] = (
     Rule("link-down-needs-a-container", _link_down_needs_a_container),
     Rule("backoff-base-within-cap", _backoff_base_within_cap),
     Rule("websocket-needs-a-broker-that-speaks-it", _websocket_needs_a_broker_that_speaks_it),
+    Rule("sleep-is-between-connections", _sleep_is_between_connections),
 )
 SWEEP_RULES: tuple[Rule, ...] = (  # on a sweep's own values, once per plan
     Rule("repeat-seeds-fit", _repeat_seeds_fit),

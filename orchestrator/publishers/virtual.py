@@ -15,7 +15,7 @@ from orchestrator.backends.images import spec as image_spec
 from orchestrator.errors import TestbedError
 from orchestrator.lab import credentials
 from orchestrator.lab.pki import Pki
-from orchestrator.model.axes import device_argv
+from orchestrator.model.device_args import device_argv
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import FLEET_PREFIX, RunSpec
 from orchestrator.model.scenario import Scenario

@@ -52,7 +52,8 @@ def modelled_rows(facts: Sequence[tuple[Cell, RunFacts]], model: em.EnergyModel)
     rows: list[tuple[str, ...]] = []
     for cell, f in facts:
         for r in modelled(f, model)["rows"]:
-            rows.append((cell.record.cell_id, r["mode"], f"{r['per_connection']:g}", r["sleep"],
+            rows.append((cell.record.cell_id, r["mode"], f"{r['per_connection']:g}",
+                         r["sleep"] + (" (the cell's)" if r["ran"] else ""),
                          f"{r['per_reading_mj']:.2f}", f"{r['battery_life_days']:.1f}"))
     return rows
 
@@ -117,9 +118,10 @@ ABOUT = (
     "Energy per reading and battery life of an ESP32 publishing as each cell did, from what the cell measured (wire "
     "bytes each way, set-up times, readings per connection K) and a device energy model whose every parameter names "
     "its source (below). Every figure in the first two tables is MODELLED; measured figures come only from a power "
-    "trace imported into a run folder (`testbed energy import`), in their own table. The board does not sleep yet "
-    "(issue 42 part 2): the sleep modes between connections are modelled, none measured. Capacity {cap:g} mAh, one "
-    "reading every {every:g} s, the radio's power save off while connected, as the board runs (docs/energy.md)."
+    "trace imported into a run folder (`testbed energy import`), in their own table. Each cell is modelled in "
+    "every sleep mode between connections; the one it ran with (--sleep-mode) is marked \"the cell's\" (a virtual "
+    "device emulates a deep sleep's forgetting and resumed session, not a radio's power). Capacity {cap:g} mAh, one "
+    "reading every {every:g} s, the radio's power save as each cell ran (docs/energy.md)."
 )
 BREAK_EVEN = (
     "Break-even K: the fewest readings per connection at which a TLS mode costs no more than plain MQTT reconnecting "

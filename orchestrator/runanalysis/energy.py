@@ -24,6 +24,7 @@ import pandas as pd
 
 from orchestrator.analysis import energymodel as em
 from orchestrator.errors import TestbedError
+from orchestrator.model.axes import AXES
 from orchestrator.model.layout import Layout
 from orchestrator.results.atomic import read_json_strict
 
@@ -38,6 +39,8 @@ class RunFacts:
     readings: int
     interval_s: float
     board_measured: bool
+    sleep_mode: str = str(AXES["sleep_mode"].default)  # the axis's words the cell ran with (cell.json spec)
+    power_save: str = str(AXES["power_save"].default)
 
 
 def read_run_json(path: Path) -> dict[str, Any]:
@@ -114,17 +117,31 @@ def run_facts(folder: Path) -> RunFacts:
         figures = _reconnecting(block, publish, board)
     else:
         figures = _persistent(layout, metrics, readings, publish, board)
-    return RunFacts(figures, readings, interval_s, board)
+    spec = cell.get("spec") or {}
+    return RunFacts(figures, readings, interval_s, board, str(AXES.value(spec, "sleep_mode")),
+                    str(AXES.value(spec, "power_save")))
+
+
+def ran_note(facts: RunFacts) -> str:
+    """What the cell's own sleep mode and power save were, and what of them was real."""
+    ran = f"sleep mode {facts.sleep_mode}, power save {facts.power_save}"
+    if facts.board_measured:
+        return f"the board ran with {ran}; every figure here is modelled from what it measured"
+    return (f"the virtual device ran with {ran}: a host emulates a deep sleep's forgetting (the TLS session resumed "
+            "from what RTC memory keeps), not a light sleep's or the power save's radio; every figure here is "
+            "modelled")
 
 
 def modelled(facts: RunFacts, model: em.EnergyModel, *, capacity_mah: float | None = None,
-             interval_s: float | None = None, power_save: str = "none") -> dict[str, Any]:
-    """Every kind of the cell at its K, for every sleep mode: energy per reading and battery life, modelled."""
+             interval_s: float | None = None, power_save: str | None = None) -> dict[str, Any]:
+    """Every kind of the cell at its K, for every sleep mode: energy per reading and battery life, modelled. The
+    radio's power save is the cell's unless given; the rows of the cell's own sleep mode are marked ``ran``."""
     cap = capacity_mah if capacity_mah is not None else float(model.inputs["capacity_mah"].value)
     every = interval_s if interval_s is not None else float(model.inputs["interval_s"].value)
-    rows = [em.model_reading(model, f, sleep=s, interval_s=every, capacity_mah=cap, power_save=power_save).as_dict()
-            | {"mode": f.label} for f in facts.figures for s in em.SLEEP_MODES]
+    save = power_save or facts.power_save
+    own = em.SLEEP_OF_AXIS[facts.sleep_mode]
+    rows = [em.model_reading(model, f, sleep=s, interval_s=every, capacity_mah=cap, power_save=save).as_dict()
+            | {"mode": f.label, "ran": s == own} for f in facts.figures for s in em.SLEEP_MODES]
     return {"label": em.LABEL, "model": model.name, "model_file": model.origin, "capacity_mah": cap,
-            "interval_s": every, "power_save": power_save, "board_sleeps": False,
-            "note": "the board does not sleep yet (issue 42 part 2): every sleep mode here is modelled",
-            "rows": rows, "sources": model.sources()}
+            "interval_s": every, "power_save": save, "cell_sleep_mode": facts.sleep_mode,
+            "cell_power_save": facts.power_save, "note": ran_note(facts), "rows": rows, "sources": model.sources()}

@@ -95,14 +95,15 @@ def _in_mj(measured: dict[str, Any], volts: float) -> dict[str, Any]:
 
 def _model_error(facts: RunFacts, model: em.EnergyModel, measured: dict[str, Any],
                  conns: list[RunConnection]) -> dict[str, Any]:
-    """The model at the cell's own interval, K and the board's state (radio on, stays connected) against the trace:
+    """The model at the cell's own interval, K, sleep mode and power save against the trace:
     per reading and the set-up phases per connection, (modelled - measured) / measured in %; the kinds weighted by
     their connections in the run."""
     weights = [sum(c.kind == f.kind for c in conns) for f in facts.figures]
     if not facts.figures or not measured["per_reading_mj"] or not sum(weights):
         return {}
-    kinds = [em.model_reading(model, f, sleep="stay-connected", interval_s=facts.interval_s,
-                              capacity_mah=float(model.inputs["capacity_mah"].value)) for f in facts.figures]
+    kinds = [em.model_reading(model, f, sleep=em.SLEEP_OF_AXIS[facts.sleep_mode], interval_s=facts.interval_s,
+                              capacity_mah=float(model.inputs["capacity_mah"].value), power_save=facts.power_save)
+             for f in facts.figures]
     volts = model.v("supply_v")
     per = float(np.average([m.per_reading_mj for m in kinds], weights=weights))
     out: dict[str, Any] = {"label": "modelled vs measured", "per_reading_mj_modelled": round(per, 6),

@@ -113,11 +113,11 @@ def test_fleet_check_refuses_naming_the_error(host_build: HostBuild, tmp_path: P
     ("mqtt=5\nsession=persistent\nsession_expiry_s=0\ntopic_alias=on\ninflight=256\nack_timeout_ms=1\n", None),
     ("inflight=257\n", 'InvalidArgument: RUN body key "inflight": "257" is not an integer 1..256'),
     ("topic_alias=on\n", 'InvalidArgument: RUN body key "topic_alias": on needs mqtt=5 (topic aliases are MQTT 5\'s)'),
-    ("seed=1\n", 'UnknownKey: RUN body key "seed" is unknown to protocol version 3'),
-    ("send_log=x\n", 'UnknownKey: RUN body key "send_log" is unknown to protocol version 3'),
+    ("seed=1\n", 'UnknownKey: RUN body key "seed" is unknown to protocol version 4'),
+    ("send_log=x\n", 'UnknownKey: RUN body key "send_log" is unknown to protocol version 4'),
     ("per_connection=1000001\n", 'InvalidArgument: RUN body key "per_connection": "1000001" is not an integer '
                                  "1..1000000"),
-    ("mode=sometimes\n", 'UnsupportedMode: RUN body key "mode": "sometimes" is unknown to protocol version 3'),
+    ("mode=sometimes\n", 'UnsupportedMode: RUN body key "mode": "sometimes" is unknown to protocol version 4'),
     ("keylog=2\n", 'InvalidArgument: RUN body key "keylog": "2" is not an integer 0..1'),
     ("ciphers=X\n", 'InvalidArgument: RUN body key "ciphers" only goes with transport=tls'),
 ])

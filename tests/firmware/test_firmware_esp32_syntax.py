@@ -21,15 +21,18 @@ STUBS = {
 #include <cstdint>
 #include <cstddef>
 #define INPUT 1
+#define OUTPUT 3
 #define LOW 0
+#define HIGH 1
 enum adc_attenuation_t { ADC_11db = 3 };
-void pinMode(uint8_t, uint8_t); int digitalRead(uint8_t); uint16_t analogRead(uint8_t);
+void pinMode(uint8_t, uint8_t); int digitalRead(uint8_t);
+void digitalWrite(uint8_t, uint8_t); uint16_t analogRead(uint8_t);
 void analogReadResolution(uint8_t); void analogSetPinAttenuation(uint8_t, adc_attenuation_t);
 void delay(uint32_t); unsigned long millis(); void yield(); uint32_t getCpuFrequencyMhz();
 void configTime(long, int, const char*, const char* = nullptr, const char* = nullptr);
 struct HardwareSerial { void begin(unsigned long); int printf(const char*, ...)
   __attribute__((format(printf, 2, 3))); void println(const char*); size_t setRxBufferSize(size_t);
-  int available(); int read(); size_t write(const uint8_t*, size_t); };
+  int available(); int read(); size_t write(const uint8_t*, size_t); void flush(); };
 extern HardwareSerial Serial;
 struct EspClass { const char* getChipModel(); uint8_t getChipRevision(); };
 extern EspClass ESP;
@@ -37,14 +40,26 @@ extern EspClass ESP;
     "WiFi.h": """#pragma once
 #include <cstdint>
 struct IPAddressStub { struct S { const char* c_str() const; }; S toString() const; };
-enum { WIFI_STA = 1, WL_CONNECTED = 3 };
+enum { WIFI_OFF = 0, WIFI_STA = 1, WL_CONNECTED = 3 };
 struct WiFiClass { void mode(int); void setSleep(bool); void begin(const char*, const char*); int status();
   int8_t RSSI(); int32_t channel(); IPAddressStub localIP(); int getSleep(); };
 extern WiFiClass WiFi;
 """,
     "esp_heap_caps.h": "#pragma once\n#include <cstdint>\nuint32_t esp_get_free_heap_size();\n"
     "uint32_t esp_get_minimum_free_heap_size();\n",
-    "esp_timer.h": "#pragma once\n#include <cstdint>\nint64_t esp_timer_get_time();\n",
+    "esp_timer.h": "#pragma once\n#include <cstdint>\nint64_t esp_timer_get_time();\ntypedef int esp_err_t;\n"
+    "typedef struct esp_timer* esp_timer_handle_t;\ntypedef void (*esp_timer_cb_t)(void* arg);\n"
+    "typedef struct { esp_timer_cb_t callback; void* arg; int dispatch_method; const char* name; "
+    "bool skip_unhandled_events; } esp_timer_create_args_t;\n"
+    "esp_err_t esp_timer_create(const esp_timer_create_args_t*, esp_timer_handle_t*);\n"
+    "esp_err_t esp_timer_start_once(esp_timer_handle_t, uint64_t);\nesp_err_t esp_timer_stop(esp_timer_handle_t);\n",
+    # the sleep between connections (issue 42): ESP-IDF's esp_sleep.h, esp_wifi.h's power save, esp_attr.h
+    "esp_sleep.h": "#pragma once\n#include <cstdint>\ntypedef int esp_err_t;\n"
+    "esp_err_t esp_sleep_enable_timer_wakeup(uint64_t time_in_us);\nesp_err_t esp_light_sleep_start(void);\n",
+    "esp_wifi.h": "#pragma once\ntypedef int esp_err_t;\n"
+    "typedef enum { WIFI_PS_NONE, WIFI_PS_MIN_MODEM, WIFI_PS_MAX_MODEM } wifi_ps_type_t;\n"
+    "esp_err_t esp_wifi_set_ps(wifi_ps_type_t type);\n",
+    "esp_attr.h": "#pragma once\n#define RTC_DATA_ATTR __attribute__((section(\".rtc.data\")))\n",
     "WiFiUdp.h": """#pragma once
 #include <cstddef>
 #include <cstdint>
@@ -62,17 +77,19 @@ struct WiFiUDP { uint8_t begin(uint16_t); int beginPacket(const char*, uint16_t)
 }
 
 
-@pytest.mark.parametrize("scenario", ["tls", "plain"])
-def test_esp32_main_compiles_against_arduino_stand_ins(tmp_path: Path, scenario: str) -> None:
+@pytest.mark.parametrize("scenario,marker_pin", [("tls", None), ("plain", None), ("tls", 4)])
+def test_esp32_main_compiles_against_arduino_stand_ins(tmp_path: Path, scenario: str, marker_pin: int | None) -> None:
     gxx = shutil.which("g++")
     if gxx is None:
         skip_or_fail("g++ not installed (apt-get install -y g++)")
     for name, text in STUBS.items():
         (tmp_path / name).write_text(text)
     settings = settings_for_scenario(
-        scenario, tmp_path / "pki", payload=65, samples=200, interval_ms=1000, qos=0
+        scenario, tmp_path / "pki", payload=65, samples=200, interval_ms=1000, qos=0, marker_pin=marker_pin
     )
-    (tmp_path / "testbed_generated.h").write_text(pio.render_header(settings))
+    header = pio.render_header(settings)
+    assert ("#define TESTBED_MARKER_PIN 4" in header) == (marker_pin == 4)  # the build option, off by default
+    (tmp_path / "testbed_generated.h").write_text(header)
     argv = [
         gxx,
         "-std=gnu++17",

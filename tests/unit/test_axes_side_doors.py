@@ -69,7 +69,9 @@ def _build(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int | None, 
 def test_firmware_build_reads_runs_units(capsys: pytest.CaptureFixture[str], settings: dict[str, Any]) -> None:
     assert _build(capsys, "--scenario", "plain", "--interval", "0.5s", "--qos", "2", "--payload", "100")[0] is None
     assert settings == {"scenario": "plain", "payload": 100, "samples": 200, "interval_ms": 500, "qos": 2,
-                        "device_id": "e1"}
+                        "device_id": "e1", "marker_pin": None}  # no marker unless asked (issue 42)
+    _build(capsys, "--marker-pin", "4")
+    assert settings["marker_pin"] == 4
     _build(capsys)
     assert settings["interval_ms"] == AXES["interval_ms"].default  # `run`'s default, 250 ms (it was 1000 here)
 

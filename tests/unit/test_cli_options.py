@@ -57,7 +57,7 @@ def test_every_run_option_reaches_the_run_spec(tmp_path: Path, monkeypatch: pyte
             "--qos", "1", "--seed", "9", "--impairment", "lossy-1pct", "--delay-mechanism", "queue",
             "--publisher", "esp32", "--serial-port", "/dev/ttyUSB3", "--baud", "921600", "--board-host", "192.0.2.7",
             "--reset-board", "--connection", "resume-ticket", "--per-connection", "10", "--close", "drop",
-            "--out", str(tmp_path / "run")]
+            "--sleep-mode", "deep", "--power-save", "modem-sleep", "--out", str(tmp_path / "run")]
     # a fleet and a lab across hosts run virtual devices: their own tests below
     assert _given(args) | FLEET_OPTIONS | LAB_OPTIONS | VDEVICE_OPTIONS | STACK_OPTIONS | EVENT_OPTIONS == \
         _options("run")
@@ -67,7 +67,8 @@ def test_every_run_option_reaches_the_run_spec(tmp_path: Path, monkeypatch: pyte
     assert calls == [(RunSpec(scenario="tls13-chacha20", payload=100, samples=50, interval_ms=40.0, qos=1, seed=9,
                               impairment="lossy-1pct", delay_mechanism="queue", publisher="esp32",
                               serial_port="/dev/ttyUSB3", baud=921600, board_host="192.0.2.7", reset_board=True,
-                              connection="resume-ticket", per_connection=10, close="drop"),
+                              connection="resume-ticket", per_connection=10, close="drop", sleep_mode="deep",
+                              power_save="modem-sleep"),
                       tmp_path / "run")]
 
 
@@ -199,7 +200,7 @@ def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest
             "--delay-mechanism", "netem", "--publisher", "esp32", "--serial-port", "/dev/ttyACM0", "--baud", "460800",
             "--board-host", "192.0.2.8", "--reset-board", "--seed", "9", "--baseline", "tls",
             "--connections", "persistent,resume-id", "--per-connection", "5", "--close", "drop",
-            "--order", "random", "--fresh-lab-per-cell",
+            "--order", "random", "--fresh-lab-per-cell", "--sleep-modes", "stay", "--power-save", "modem-sleep",
             "--out", str(tmp_path / "out"), "--name", "mine", "--grading", str(tables[0]), "--grading", str(tables[1])]
     # --plan (a bundle's plan rerun): tests/unit/test_sweep_replay.py
     assert (_given(args) | {"--resume", "--plan", "--mqtt", "--device-stacks", "--transports"} | FLEET_OPTIONS
@@ -211,7 +212,8 @@ def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest
                          interval_ms=40.0, qos=[1], impairments=["lossy-1pct", "wifi-good"], delay_mechanism="netem",
                          publisher="esp32", serial_port="/dev/ttyACM0", baud=460800, board_host="192.0.2.8",
                          reset_board=True, seed=9, baseline="tls", connections=["persistent", "resume-id"],
-                         per_connection=5, close="drop", order="random", fresh_lab_per_cell=True)
+                         per_connection=5, close="drop", order="random", fresh_lab_per_cell=True,
+                         sleep_modes=["stay"], power_save="modem-sleep")
     [(plan, out_root, name, command)] = calls.started
     assert (plan, out_root, name, command[0]) == (expected, tmp_path / "out", "mine", "testbed")
     assert calls.ran == [sw.SweepJob(calls.bundle, expected, expected.cells())]

@@ -162,3 +162,12 @@ def test_pio_project_config_accepts_platformio_ini() -> None:
         skip_or_fail("PlatformIO not installed (pip install platformio; `make venv` installs it with .[esp32])")
     text = pio.check_config(PROJECT)
     assert "env:esp32dev" in text and "env:native" in text
+
+
+def test_the_marker_pin_is_a_build_option_off_by_default() -> None:
+    """issue 42: the power trace's marker GPIO (docs/energy.md), defined only when given, on an output GPIO."""
+    assert "#define TESTBED_MARKER_PIN" not in pio.render_header(_settings())
+    assert "#define TESTBED_MARKER_PIN 4\n" in pio.render_header(_settings(marker_pin=4))
+    for pin in (7, 34, -1):  # the SPI flash's, an input-only one, none at all
+        with pytest.raises(TestbedError, match=f"marker pin {pin}: not an ESP32 output GPIO"):
+            _settings(marker_pin=pin)

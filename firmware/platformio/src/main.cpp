@@ -7,10 +7,13 @@
 #include <WiFi.h>
 #include <WiFiUdp.h>
 #include <esp_arduino_version.h>
+#include <esp_attr.h>
 #include <esp_heap_caps.h>
 #include <esp_idf_version.h>
+#include <esp_sleep.h>
 #include <esp_sntp.h>
 #include <esp_system.h>
+#include <esp_wifi.h>
 #if ESP_IDF_VERSION_MAJOR >= 5
 #include <esp_mac.h>  // esp_read_mac moved out of esp_system.h in ESP-IDF 5 (Arduino-ESP32 3.x)
 #endif
@@ -56,6 +59,12 @@ namespace {
 constexpr uint32_t kWifiTimeoutMs = 30000;
 constexpr uint32_t kSntpTimeoutMs = 30000;
 constexpr size_t kSerialRxBuffer = 256;  // Arduino's default; the BANNER tells the host
+// A sleep between connections ends this long before the next connection is due: the wake's Wi-Fi association and
+// DHCP (the publisher waits out what is left, so a short one costs nothing but this margin's awake time).
+constexpr int64_t kWakeMarginUs = 2000000;
+
+// A deep sleep's kept TLS session (sleep_mode.h KeptSession): RTC slow memory, the only RAM a deep sleep keeps.
+RTC_DATA_ATTR tb::KeptSession g_rtc_session;
 
 class EspClock : public tb::Clock {
  public:
@@ -139,11 +148,71 @@ class SerialStream : public tb::ByteStream {
   }
 };
 
+bool connect_wifi();
+
+// The radio's power save per RUN, and the sleep between connections (docs/energy.md "A board that sleeps").
+// ESP-IDF powers the radio down in a light or a deep sleep (Wi-Fi is stopped first, and the association is lost);
+// each wake associates and asks DHCP again. light: RAM kept, so the TLS session too. deep: the transport forgets
+// everything (power_off) but the session kept in RTC memory (g_rtc_session), from which the next connection resumes.
+// The CPU then light-sleeps too: esp_deep_sleep_start would reset the chip, which ends the serial session that a
+// whole sweep runs in (one boot, RUN after RUN); the radio and the TLS client go through exactly a deep wake.
 class EspPort : public tb::BoardPort {
  public:
   uint32_t free_heap() override { return esp_get_free_heap_size(); }
   uint32_t min_free_heap() override { return esp_get_minimum_free_heap_size(); }
   int rssi() override { return static_cast<int>(WiFi.RSSI()); }
+#if defined(TESTBED_MARKER_PIN)
+  // The power trace's marker (`testbed firmware build --marker-pin N`; off by default): the pin high for 1 ms from
+  // each connection's start and each PUBLISH, dropped by a one-shot timer so that nothing waits for it.
+  void begin_marker() {
+    pinMode(TESTBED_MARKER_PIN, OUTPUT);
+    digitalWrite(TESTBED_MARKER_PIN, LOW);
+    esp_timer_create_args_t args = {};
+    args.callback = [](void*) { digitalWrite(TESTBED_MARKER_PIN, LOW); };
+    args.name = "marker";
+    esp_timer_create(&args, &marker_timer_);
+  }
+  void mark() override {
+    digitalWrite(TESTBED_MARKER_PIN, HIGH);
+    esp_timer_stop(marker_timer_);  // a mark within 1 ms of the last: its own 1 ms
+    esp_timer_start_once(marker_timer_, 1000);
+  }
+#else
+  void begin_marker() {}
+#endif
+  void power_save(tb::PowerSave p) override {
+    ps_ = p == tb::PowerSave::ModemSleep ? WIFI_PS_MIN_MODEM : WIFI_PS_NONE;
+    esp_wifi_set_ps(ps_);
+  }
+  tb::Err sleep_between(tb::SleepMode mode, int64_t due_mono_us, tb::Transport& t, tb::KeptSession* rtc,
+                        int* kept) override {
+    (void)rtc;  // the session's own RTC memory is g_rtc_session
+    *kept = 0;
+    if (mode == tb::SleepMode::Stay) return tb::Err::Ok;
+    if (mode == tb::SleepMode::Deep) {
+      tb::Err e = t.keep_session(&g_rtc_session);
+      if (e != tb::Err::Ok) return e;
+      t.power_off();
+      *kept = g_rtc_session.valid() ? 1 : 0;
+    }
+    Serial.flush();
+    WiFi.mode(WIFI_OFF);
+    const int64_t left = due_mono_us - esp_timer_get_time() - kWakeMarginUs;
+    if (left > 0) {
+      esp_sleep_enable_timer_wakeup(static_cast<uint64_t>(left));
+      esp_light_sleep_start();
+    }
+    WiFi.mode(WIFI_STA);
+    esp_wifi_set_ps(ps_);
+    if (!connect_wifi()) return tb::Err::Connect;
+    return mode == tb::SleepMode::Deep ? t.restore_session(g_rtc_session) : tb::Err::Ok;
+  }
+
+ private:
+  wifi_ps_type_t ps_ = WIFI_PS_NONE;
+#if defined(TESTBED_MARKER_PIN)
+  esp_timer_handle_t marker_timer_ = nullptr;
+#endif
 };
 
 bool connect_wifi() {
@@ -222,6 +291,7 @@ void setup() {
   Serial.begin(115200);
   delay(200);
   g_sensors.begin();
+  g_port.begin_marker();
   WiFi.mode(WIFI_STA);
   WiFi.setSleep(false);  // modem sleep adds tens of ms of latency
   static tb::BoardSession session(g_serial, g_clock, g_sensors, g_port, board_info(), &g_udp);  // ~20 KB: static

@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from orchestrator.errors import TestbedError
 from orchestrator.publishers.board import protocol_def
 
-VERSION = 3  # 2: the host's STOP mid-run; 3: the MQTT version, session and in-flight RUN keys
+VERSION = 4  # 2: the host's STOP mid-run; 3: the MQTT version, session and in-flight RUN keys; 4: power_save,
+# sleep_mode
 # The RUN keys each version was released with (protocol_def.fingerprint of the board's entries of device_options.def:
 # names, kinds, ranges, choices, defaults). A change of those keys is a new version: tests/firmware/
 # test_board_protocol_mirror.py fails until VERSION (and board_protocol.h kVersion) is bumped and its keys pinned here.
-RUN_KEYS_OF_VERSION = {3: "70de5ed6cd9d"}
+RUN_KEYS_OF_VERSION = {3: "70de5ed6cd9d", 4: "6e1974289eee"}
 
 # Board -> host: the first word of every line.
 LINE_BANNER = "BANNER"

@@ -24,7 +24,7 @@ import numpy as np
 
 from orchestrator.analysis import clock
 from orchestrator.lab.pki import Pki
-from orchestrator.model.axes import run_options
+from orchestrator.model.device_args import run_options
 from orchestrator.model.layout import Layout
 from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario

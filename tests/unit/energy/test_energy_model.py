@@ -101,7 +101,9 @@ def test_a_runs_modelled_figures_and_the_command(tmp_path: Path) -> None:
     assert {(r["mode"], r["sleep"]) for r in block["rows"]} == {
         (m, s) for m in ("TLS full", "TLS resumed-ticket") for s in em.SLEEP_MODES}
     assert all(r["label"] == "modelled" and math.isfinite(r["per_reading_mj"]) for r in block["rows"])
-    assert block["board_sleeps"] is False and "does not sleep yet" in block["note"]
+    assert block["cell_sleep_mode"] == "stay" and block["power_save"] == "none"  # recorded before the axes: defaults
+    assert [r["sleep"] for r in block["rows"] if r["ran"]] == ["stay-connected"] * 2
+    assert "the board ran with sleep mode stay, power save none" in block["note"]
     result = CliRunner().invoke(app, ["energy", "model", str(run), "--interval", "60"])
     assert result.exit_code == 0, result.output
     assert "MODELLED" in result.output and "every 60 s" in result.output

@@ -47,7 +47,7 @@ def test_the_section_keeps_modelled_and_measured_apart(tmp_path: Path) -> None:
     assert [r[0] for r in measured.rows] == ["tls-100B-resume-id"]  # only the cell with a trace
     assert measured.rows[0][2] == "marker"
     text = render_markdown(blocks)
-    assert "does not sleep yet" in text and "MODELLED" in text
+    assert "the one it ran with (--sleep-mode)" in text and "MODELLED" in text
 
 
 def test_no_trace_says_so_and_no_cell_no_section(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 // Unit tests of the connection lifecycle (connection_mode.h): the Publisher over a scripted broker
 // transport (connections, schedule, K, close modes, the resumption request and the claims counted),
-// the resumed-claim rule, and the board's side (RUN keys mode/per_connection/close, CONN lines).
+// the resumed-claim rule, the board's side (RUN keys mode/per_connection/close, CONN lines), and the sleep
+// between connections (the hook, an emulated deep sleep's kept session).
 // Runs with PlatformIO's Unity (`pio test -e native`) and with host/unity/unity.h (ctest).
 #include <unity.h>
 
@@ -432,6 +433,133 @@ static void test_check_pass_connect_is_every_connections_connect(void) {
   }
 }
 
+// ------------------------------------------------------------ the sleep between connections (sleep_mode.h)
+class SleepLog : public BetweenConnections {
+ public:
+  explicit SleepLog(const ScriptedBroker& b) : broker_(b) {}
+  std::vector<int64_t> due;
+  std::vector<int> closed_before;  // the connections the broker saw closed when the sleep began
+  SleepMode mode = SleepMode::Stay;
+  Err sleep(SleepMode m, int64_t due_mono_us) override {
+    mode = m;
+    due.push_back(due_mono_us);
+    closed_before.push_back(broker_.closes);
+    return Err::Ok;
+  }
+
+ private:
+  const ScriptedBroker& broker_;
+};
+
+static void test_the_sleep_comes_between_connections_only(void) {
+  Loop l(ConnectionMode::ResumeTicket, 6, 2);
+  l.cfg.sleep_mode = SleepMode::Deep;
+  SleepLog sleeps(l.broker);
+  l.publisher.set_between(&sleeps);
+  ASSERT_OK(l.run());
+  TEST_ASSERT_EQUAL_INT(3, l.broker.conns.size());
+  TEST_ASSERT_EQUAL_INT(2, sleeps.due.size());  // none before the first connection (the boot)
+  TEST_ASSERT_TRUE(sleeps.mode == SleepMode::Deep);
+  TEST_ASSERT_EQUAL_INT(1, sleeps.closed_before[0]);  // after the connection before it ended
+  TEST_ASSERT_EQUAL_INT(2, sleeps.closed_before[1]);
+  TEST_ASSERT_EQUAL_INT(sleeps.due[0] + 2 * 100000, sleeps.due[1]);  // due: the next connection's first message
+  TEST_ASSERT_TRUE(l.broker.open_at[1] >= sleeps.due[0]);
+  Loop p(ConnectionMode::Persistent, 3, 1);
+  SleepLog none(p.broker);
+  p.publisher.set_between(&none);
+  ASSERT_OK(p.run());
+  TEST_ASSERT_EQUAL_INT(0, none.due.size());
+}
+
+// A transport whose session is a few bytes: what emulate_sleep does to it, in order.
+class KeepingBroker : public ScriptedBroker {
+ public:
+  explicit KeepingBroker(LoopClock& c) : ScriptedBroker(c) {}
+  std::string session = "ticket-and-master-secret", events;
+  Err keep_session(KeptSession* out) override {
+    events += "keep,";
+    out->store(reinterpret_cast<const uint8_t*>(session.data()), session.size());
+    return Err::Ok;
+  }
+  Err restore_session(const KeptSession& in) override {
+    events += "restore,";
+    session = in.valid() ? std::string(reinterpret_cast<const char*>(in.bytes), in.length) : std::string();
+    return Err::Ok;
+  }
+  void power_off() override {
+    events += "power_off,";
+    session.clear();
+  }
+};
+
+static void test_an_emulated_deep_sleep_keeps_the_session_alone(void) {
+  LoopClock clock;
+  KeepingBroker t(clock);
+  KeptSession rtc;
+  rtc.clear();
+  int kept = -1;
+  ASSERT_OK(emulate_sleep(t, SleepMode::Light, &rtc, &kept));
+  TEST_ASSERT_EQUAL_STRING("", t.events.c_str());  // a host's light sleep: nothing to emulate
+  TEST_ASSERT_EQUAL_INT(0, kept);
+  ASSERT_OK(emulate_sleep(t, SleepMode::Deep, &rtc, &kept));
+  TEST_ASSERT_EQUAL_STRING("keep,power_off,restore,", t.events.c_str());
+  TEST_ASSERT_EQUAL_STRING("ticket-and-master-secret", t.session.c_str());  // back from the kept bytes alone
+  TEST_ASSERT_EQUAL_INT(1, kept);
+}
+
+static void test_a_kept_session_knows_itself(void) {
+  KeptSession k;
+  k.clear();
+  TEST_ASSERT_FALSE(k.valid());
+  const uint8_t bytes[] = {1, 2, 3, 4, 5};
+  TEST_ASSERT_TRUE(k.store(bytes, sizeof(bytes)));
+  TEST_ASSERT_TRUE(k.valid());
+  KeptSession copy;
+  memcpy(&copy, &k, sizeof(k));  // RTC memory holds bytes: a copy is the same session
+  TEST_ASSERT_TRUE(copy.valid());
+  copy.bytes[2] ^= 0x40;  // what a power-on leaves there is not one
+  TEST_ASSERT_FALSE(copy.valid());
+  static uint8_t big[KeptSession::kCapacity + 1];
+  TEST_ASSERT_FALSE(k.store(big, sizeof(big)));
+  TEST_ASSERT_FALSE(k.valid());
+  SleepMode s;
+  PowerSave p;
+  TEST_ASSERT_TRUE(parse_sleep_mode("deep", &s) && s == SleepMode::Deep);
+  TEST_ASSERT_TRUE(parse_sleep_mode("light", &s) && s == SleepMode::Light);
+  TEST_ASSERT_FALSE(parse_sleep_mode("Deep", &s));
+  TEST_ASSERT_EQUAL_STRING("stay", sleep_mode_name(SleepMode::Stay));
+  TEST_ASSERT_TRUE(parse_power_save("modem-sleep", &p) && p == PowerSave::ModemSleep);
+  TEST_ASSERT_EQUAL_STRING("none", power_save_name(PowerSave::None));
+  DeviceConfig c;
+  PublishConfig cfg(c);  // the .def's defaults: the board as before
+  TEST_ASSERT_TRUE(cfg.sleep_mode == SleepMode::Stay && cfg.power_save == PowerSave::None);
+}
+
+// The power trace's marker: just before each connection is opened and each PUBLISH is handed over.
+class MarkLog : public RunMarker {
+ public:
+  explicit MarkLog(const ScriptedBroker& b) : broker_(b) {}
+  std::vector<std::string> at;  // what the broker had seen at each mark: opens, bytes of the current connection
+  void mark() override {
+    at.push_back(std::to_string(broker_.open_at.size()) + ":" +
+                 std::to_string(broker_.conns.empty() ? 0 : broker_.conns.back().size()));
+  }
+
+ private:
+  const ScriptedBroker& broker_;
+};
+
+static void test_the_marker_comes_before_each_connection_and_publish(void) {
+  Loop l(ConnectionMode::Reconnect, 4, 2);
+  MarkLog marks(l.broker);
+  l.publisher.set_marker(&marks);
+  ASSERT_OK(l.run());
+  // connection 0: marked before its open (0 opens), then before each PUBLISH (after CONNECT's 16 B, then + 84 B)
+  const std::vector<std::string> want = {"0:0", "1:16", "1:100", "1:186", "2:16", "2:100"};
+  TEST_ASSERT_EQUAL_INT(want.size(), marks.at.size());
+  for (size_t i = 0; i < want.size(); ++i) TEST_ASSERT_EQUAL_STRING(want[i].c_str(), marks.at[i].c_str());
+}
+
 int main(int, char**) {
   UNITY_BEGIN();
   RUN_TEST(test_persistent_is_one_connection_as_before);
@@ -449,5 +577,9 @@ int main(int, char**) {
   RUN_TEST(test_board_prints_a_conn_line_per_connection);
   RUN_TEST(test_board_persistent_prints_no_conn_and_drop_aborts);
   RUN_TEST(test_check_pass_connect_is_every_connections_connect);
+  RUN_TEST(test_the_sleep_comes_between_connections_only);
+  RUN_TEST(test_an_emulated_deep_sleep_keeps_the_session_alone);
+  RUN_TEST(test_a_kept_session_knows_itself);
+  RUN_TEST(test_the_marker_comes_before_each_connection_and_publish);
   return UNITY_END();
 }

@@ -131,7 +131,7 @@ static void check_body_error(const std::string& text, Err expected, const char* 
 
 static void test_body_refuses_with_named_causes(void) {
   const std::string ok = kPlainBody;
-  check_body_error(ok + "colour=blue\n", Err::UnknownKey, "\"colour\" is unknown to protocol version 3");
+  check_body_error(ok + "colour=blue\n", Err::UnknownKey, "\"colour\" is unknown to protocol version 4");
   check_body_error(ok + "topic_alias=on\n", Err::InvalidArgument, "\"topic_alias\": on needs mqtt=5");
   check_body_error(ok + "inflight=0\n", Err::InvalidArgument, "\"inflight\"");
   check_body_error(ok + "port=2\n", Err::DuplicateKey, "\"port\" given twice");
@@ -284,7 +284,7 @@ static void test_session_banner_ready_hello_unknown(void) {
   std::vector<std::string> l = rig.run();
   TEST_ASSERT_EQUAL_INT(6, l.size());
   TEST_ASSERT_EQUAL_STRING(
-      "BANNER proto=3 board=test chip=fake_chip mac=- fw=- arduino=- idf=- mbedtls=2.28.x cpu_mhz=0 wifi_ps=- "
+      "BANNER proto=4 board=test chip=fake_chip mac=- fw=- arduino=- idf=- mbedtls=2.28.x cpu_mhz=0 wifi_ps=- "
       "hw_crypto=- sw_crypto=- rx_buf=256 device=e1",
       l[0].c_str());
   TEST_ASSERT_EQUAL_STRING("READY", l[1].c_str());

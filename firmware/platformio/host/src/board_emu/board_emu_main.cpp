@@ -21,6 +21,7 @@
 
 #include "board_session.h"
 #include "drift_clock.h"
+#include "emu_port.h"
 #include "host_util.h"
 #include "net_path.h"
 #include "options.h"
@@ -233,25 +234,6 @@ int parse(int argc, char** argv, EmuOptions* o, std::string* error) {
   if (!o->rx_buf_overridden) o->info.rx_buf = static_cast<uint32_t>(o->rx_buffer);
   return 0;
 }
-
-// Heap and RSSI are constants here (labelled "emulated" in the BANNER); jitter before each send.
-class EmuPort : public tb::BoardPort {
- public:
-  EmuPort(uint32_t jitter_us, uint64_t seed) : jitter_us_(jitter_us), rng_(seed ^ 0x9E3779B97F4A7C15ULL) {}
-  uint32_t free_heap() override { return 180000; }
-  uint32_t min_free_heap() override { return 170000; }
-  int rssi() override { return -55; }
-  void before_send() override {
-    if (jitter_us_ == 0) return;
-    uint32_t us = std::uniform_int_distribution<uint32_t>(0, jitter_us_)(rng_);
-    timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>(us % 1000000) * 1000L};
-    nanosleep(&ts, nullptr);
-  }
-
- private:
-  uint32_t jitter_us_;
-  std::mt19937_64 rng_;
-};
 
 // The truth log's comment line: everything injected, so the log alone says what to expect.
 std::string truth_comment(const EmuOptions& o) {

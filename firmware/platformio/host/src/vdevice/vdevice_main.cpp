@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "connection_log.h"
+#include "emulated_sleep.h"
 #include "host_util.h"
 #include "mbedtls/version.h"
 #include "options.h"
@@ -135,6 +136,7 @@ std::string json_ms(int64_t us) {
 }
 
 struct Outcome {
+  std::string sleep = "null";  // sleep_summary_json
   tb::RunStats stats;
   tb::TransportStats transport;
   std::vector<std::string> errors;
@@ -171,7 +173,7 @@ bool write_summary(const Options& o, const Outcome& r, std::string* error) {
                      ",\"close\":" + json_string(tb::close_mode_name(o.publish.close)) +
                      ",\"connections\":" + std::to_string(r.stats.connections) +
                      ",\"resumed_connections\":" + std::to_string(r.stats.resumed_connections) +
-                     ",\"qos\":" + std::to_string(o.publish.qos) +
+                     ",\"sleep\":" + r.sleep + ",\"qos\":" + std::to_string(o.publish.qos) +
                      ",\"mqtt\":" + json_string(o.publish.mqtt_level == 5 ? "5" : "3.1.1") +
                      ",\"session\":" + json_string(o.publish.clean_session ? "clean" : "persistent") +
                      ",\"inflight\":" + std::to_string(o.publish.inflight) + ",\"reconnects\":" +
@@ -253,6 +255,8 @@ void print_start(const Options& o) {
           o.publish.samples, static_cast<unsigned>(o.publish.payload_size),
           static_cast<double>(o.publish.interval_us) / 1000.0, static_cast<unsigned>(o.publish.qos), lifecycle.c_str(),
           mbed_version);
+  const std::string note = sleep_emulation_note(o.publish.power_save, o.publish.sleep_mode);
+  if (!note.empty()) fprintf(stdout, "vdevice %s: %s", o.publish.device_id, note.c_str());
   fflush(stdout);
 }
 
@@ -294,6 +298,8 @@ int publish(const Options& o, const std::string& ca, const std::string& cert, co
   std::unique_ptr<tb::Publisher> publisher(new tb::Publisher(*transport, clock, sensors, send_log));
   const tb::PublishConfig& cfg = o.publish;
   publisher->set_stop_flag(&g_stop);
+  EmulatedSleep sleeper(*transport);
+  publisher->set_between(&sleeper);
   tb::Err e = publisher->validate(cfg);
   if (e != tb::Err::Ok) return fail_config(o, std::string(tb::err_name(e)) + ": " + publisher->error_text());
   print_start(o);
@@ -301,6 +307,7 @@ int publish(const Options& o, const std::string& ca, const std::string& cert, co
   Outcome outcome;
   e = publisher->run(cfg, &outcome.stats);
   outcome.transport = transport->stats();
+  outcome.sleep = sleep_summary_json(cfg.power_save, cfg.sleep_mode, sleeper);
   if (e != tb::Err::Ok) outcome.errors.push_back(std::string(tb::err_name(e)) + ": " + publisher->error_text());
   if (files.keylog.failed()) {
     outcome.errors.push_back(std::string("Keylog: writing the key log ") + o.config.keylog + " failed");

@@ -29,7 +29,7 @@ namespace proto {
 
 // The version rule: any change to a line's fields, a command, the framing or the body keys bumps it.
 // The host refuses a board whose BANNER carries another version (reflash the board).
-constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersion = 4;
 
 // Board -> host: the first word of every line.
 constexpr char kLineBanner[] = "BANNER";

@@ -79,6 +79,22 @@ void BoardSession::BoardTransport::set_resumption(SessionResumption r) {
   if (inner_ != nullptr) inner_->set_resumption(r);
 }
 
+Err BoardSession::BoardTransport::keep_session(KeptSession* out) {
+  if (inner_ == nullptr) {
+    out->clear();
+    return Err::Ok;
+  }
+  return inner_->keep_session(out);
+}
+
+Err BoardSession::BoardTransport::restore_session(const KeptSession& in) {
+  return inner_ != nullptr ? inner_->restore_session(in) : Err::Ok;
+}
+
+void BoardSession::BoardTransport::power_off() {
+  if (inner_ != nullptr) inner_->power_off();
+}
+
 const char* BoardSession::BoardTransport::error_text() const {
   return inner_ != nullptr ? inner_->error_text() : "no transport";
 }
@@ -100,6 +116,17 @@ BoardSession::BoardSession(ByteStream& io, Clock& clock, SensorSource& sensors, 
   in_[0] = '\0';
   out_[0] = '\0';
   publisher_.set_driver_stop_flag(&host_stop_);
+  publisher_.set_between(this);
+  publisher_.set_marker(this);
+  rtc_.clear();
+}
+
+Err BoardSession::sleep(SleepMode mode, int64_t due_mono_us) {
+  int kept = 0;
+  Err e = port_.sleep_between(mode, due_mono_us, board_transport_, &rtc_, &kept);
+  ++sleeps_;
+  kept_ += static_cast<uint32_t>(kept);
+  return e;
 }
 
 BoardSession::~BoardSession() { release_transport(); }
@@ -324,6 +351,9 @@ void BoardSession::execute(const DeviceConfig& r) {
   host_stop_ = 0;
   stop_len_ = 0;
   heap_before_ = port_.free_heap();
+  port_.power_save(cfg.power_save);
+  sleeps_ = kept_ = 0;
+  rtc_.clear();
   e = publisher_.run(cfg, &stats_);
   if (!handshake_printed_) print_handshake();
   if (e != Err::Ok) err_.set("%s", publisher_.error_text());

@@ -37,6 +37,17 @@ class BoardPort {
   virtual int rssi() = 0;  // dBm of the WiFi link
   // Called before every write to the broker (board-emu injects its send jitter here).
   virtual void before_send() {}
+  // The power trace's marker (publisher.h RunMarker): each connection's start and each PUBLISH.
+  virtual void mark() {}
+  // The run's radio power save (sleep_mode.h), before its first connection (the ESP32: esp_wifi_set_ps).
+  virtual void power_save(PowerSave p) { (void)p; }
+  // Between two connections of a run that is not persistent (Publisher's BetweenConnections): the board's
+  // sleep until the next one's first message is due. The default is what a host can emulate
+  // (emulate_sleep: a deep sleep forgets the transport but the session kept in *rtc).
+  virtual Err sleep_between(SleepMode mode, int64_t due_mono_us, Transport& t, KeptSession* rtc, int* kept) {
+    (void)due_mono_us;
+    return emulate_sleep(t, mode, rtc, kept);
+  }
 };
 
 // Optional: sits between the Publisher and each run's transport (PlainTcp or TlsTransport), e.g. to
@@ -72,7 +83,7 @@ struct BoardInfo {
   const char* topic = nullptr;
 };
 
-class BoardSession : private SendObserver, private KeylogSink {
+class BoardSession : private SendObserver, private KeylogSink, private BetweenConnections, private RunMarker {
  public:
   // After DISCONNECT, how long the board waits for the broker's close (PublishConfig::drain_timeout_ms):
   // shorter than the host's limit on a silent board (orchestrator/publishers/board/publisher.py IDLE_S,
@@ -119,6 +130,9 @@ class BoardSession : private SendObserver, private KeylogSink {
     void close() override;
     void abort() override;
     void set_resumption(SessionResumption r) override;
+    Err keep_session(KeptSession* out) override;
+    Err restore_session(const KeptSession& in) override;
+    void power_off() override;
     const char* error_text() const override;
     const TransportStats& stats() const override;
 
@@ -143,6 +157,8 @@ class BoardSession : private SendObserver, private KeylogSink {
   void print_handshake();
   bool on_sent(uint32_t seq, int64_t t_send_us, size_t payload_bytes, size_t mqtt_bytes, int64_t puback_us) override;
   void on_connection(const ConnectionStats& c) override;  // CONN line (non-persistent runs)
+  Err sleep(SleepMode mode, int64_t due_mono_us) override;  // the port's sleep_between
+  void mark() override { port_.mark(); }
   void check_host_stop();
   void write_line(const char* keylog_line) override;
 
@@ -174,6 +190,9 @@ class BoardSession : private SendObserver, private KeylogSink {
   ConnectionMode mode_ = ConnectionMode::Persistent;  // of the current run
   bool handshake_printed_ = false;
   uint32_t heap_before_ = 0;
+  KeptSession rtc_;  // a deep sleep's kept session where the port emulates it (the ESP32 keeps its own in RTC)
+  uint32_t sleeps_ = 0;
+  uint32_t kept_ = 0;
   uint32_t runs_ = 0;
   volatile sig_atomic_t host_stop_ = 0;  // the host's STOP, read between messages
   char stop_buf_[16];

@@ -28,6 +28,8 @@ PublishConfig::PublishConfig(const DeviceConfig& c)
       per_connection(static_cast<uint32_t>(c.per_connection)),
       sleep_us(static_cast<uint64_t>(std::llround(c.sleep_ms * 1000.0))),
       close(CloseMode::Disconnect),
+      power_save(PowerSave::None),
+      sleep_mode(SleepMode::Stay),
       mqtt_level(strcmp(c.mqtt, "5") == 0 ? mqtt::kLevel5 : mqtt::kLevel311),
       clean_session(strcmp(c.session, "persistent") != 0),
       session_expiry_s(static_cast<uint32_t>(c.session_expiry_s)),
@@ -43,6 +45,8 @@ PublishConfig::PublishConfig(const DeviceConfig& c)
   parse_connection_mode(c.program == TB_BOARD ? c.mode : c.connection, &mode);
   parse_close_mode(c.close, &close);
   parse_reconnect_policy(c.reconnect, &reconnect);
+  parse_power_save(c.power_save, &power_save);
+  parse_sleep_mode(c.sleep_mode, &sleep_mode);
 }
 
 Err Publisher::transport_error(Err e, const char* what) {

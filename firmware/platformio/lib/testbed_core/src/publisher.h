@@ -15,6 +15,7 @@
 #include "device_config.h"
 #include "mqtt_codec.h"
 #include "payload.h"
+#include "sleep_mode.h"
 #include "transport.h"
 
 namespace tb {
@@ -52,6 +53,8 @@ struct PublishConfig {
   uint32_t per_connection;  // K messages per connection, >= 1; ignored for Persistent
   uint64_t sleep_us;  // between connections (last message -> next first); 0: one interval (scheduled_offset_us)
   CloseMode close;    // how every connection ends (Persistent's one too)
+  PowerSave power_save;  // the radio's while connected (sleep_mode.h): the program applies it, not the loop
+  SleepMode sleep_mode;  // between connections: the BetweenConnections hook is asked (not for Persistent)
   // MQTT version and session (publisher_session.cpp). level: mqtt::kLevel311 or kLevel5.
   uint8_t mqtt_level;
   // false: a persistent session (3.1.1 Clean Session 0; MQTT 5 Clean Start 0 with session_expiry_s):
@@ -142,6 +145,31 @@ struct InFlight {
   int64_t sent_us = 0;  // monotonic, its last (re)send: the ack timeout counts from here
 };
 
+// Between two connections of a run that is not persistent (sleep_mode.h): called once the last one has
+// ended, with the monotonic time the next one's first message is due; the publisher then waits out what is
+// left (wait_until). The ESP32 sleeps there (src/main.cpp); vdevice and board-emu emulate it (emulate_sleep).
+// An error ends the run.
+class BetweenConnections {
+ public:
+  virtual ~BetweenConnections() = default;
+  virtual Err sleep(SleepMode mode, int64_t due_mono_us) = 0;
+};
+
+// A power trace's marker (docs/energy.md): called just before each connection is opened and just before each
+// PUBLISH is handed to the transport (the board drives a GPIO high; the firmware's build option TESTBED_MARKER_PIN).
+class RunMarker {
+ public:
+  virtual ~RunMarker() = default;
+  virtual void mark() = 0;
+};
+
+// What a host can emulate of a sleep between connections, on the transport the publisher uses: a deep sleep
+// keeps the TLS session in `rtc` (the bytes RTC memory would hold), forgets everything else the transport
+// holds (power_off) and restores the session from those bytes alone, so that the next connection resumes
+// it from what a wake would find. Stay and light: nothing (a host's radio and CPU do not sleep). *kept: 1
+// when a deep sleep kept a session, else 0.
+Err emulate_sleep(Transport& t, SleepMode mode, KeptSession* rtc, int* kept);
+
 class Publisher {
  public:
   static constexpr size_t kPacketCapacity = kMaxPayload + 512;
@@ -160,6 +188,10 @@ class Publisher {
   void set_stop_flag(const volatile sig_atomic_t* flag) { stop_ = flag; }
   // A second such flag, for whoever drives the run (the board session: the host's STOP command).
   void set_driver_stop_flag(const volatile sig_atomic_t* flag) { driver_stop_ = flag; }
+  // The sleep between connections (nullptr: none, the wait alone).
+  void set_between(BetweenConnections* b) { between_ = b; }
+  // The marker (nullptr: none).
+  void set_marker(RunMarker* m) { marker_ = m; }
   const char* error_text() const { return err_.c_str(); }
 
  private:
@@ -207,6 +239,8 @@ class Publisher {
 
   const volatile sig_atomic_t* stop_ = nullptr;
   const volatile sig_atomic_t* driver_stop_ = nullptr;
+  BetweenConnections* between_ = nullptr;
+  RunMarker* marker_ = nullptr;
   ErrorText err_;
   uint16_t packet_id_ = 0;  // QoS 1/2, continues across the run's connections
   InFlight inflight_[kMaxInflight];

@@ -39,6 +39,13 @@ Err Publisher::run(const PublishConfig& cfg, RunStats* stats) {
   uint32_t seq = 0;
   while (e == Err::Ok && seq < cfg.samples) {
     if (!persistent) {  // no connection open: sleep until the first message of the next one is due
+      if (between_ != nullptr && next_connection_ > 0) {
+        e = between_->sleep(cfg.sleep_mode, t0 + due_us(cfg, seq));
+        if (e != Err::Ok) {
+          transport_error(e, "the sleep between connections failed");
+          break;
+        }
+      }
       e = wait_until(cfg, t0 + due_us(cfg, seq), nullptr);
       if (e == Err::Interrupted) interrupted(cfg, seq);
       if (e != Err::Ok) break;
@@ -67,6 +74,7 @@ Err Publisher::run(const PublishConfig& cfg, RunStats* stats) {
 // One connection: open, CONNECT/CONNACK, messages first .. first+count-1 on the schedule, the end.
 Err Publisher::connection(const PublishConfig& cfg, int64_t* t0, uint32_t* first, uint32_t count,
                           ConnectionStats* cs, RunStats* stats) {
+  if (marker_ != nullptr) marker_->mark();
   cs->t_open_us = clock_.wall_us();
   Err e = connect(cfg, cs);
   if (e != Err::Ok && cfg.reconnect != ReconnectPolicy::Off && recoverable(cfg, e)) e = reopen(cfg, cs, e);
@@ -106,6 +114,7 @@ Err Publisher::publish_one(const PublishConfig& cfg, uint32_t seq, int64_t* last
     err_.set("sensor read failed at message %" PRIu32, seq);
     return e;
   }
+  if (marker_ != nullptr) marker_->mark();
   m->t_send_us = clock_.wall_us();
   m->handed_us = clock_.mono_us();
   m->sent_us = m->handed_us;
@@ -152,6 +161,16 @@ Err Publisher::end_connection(const PublishConfig& cfg, Err e) {
   }
   transport_.close();
   return e;
+}
+
+Err emulate_sleep(Transport& t, SleepMode mode, KeptSession* rtc, int* kept) {
+  *kept = 0;
+  if (mode != SleepMode::Deep) return Err::Ok;
+  Err e = t.keep_session(rtc);
+  if (e != Err::Ok) return e;
+  t.power_off();  // the wake: nothing of the transport is left but what RTC memory kept
+  *kept = rtc->valid() ? 1 : 0;
+  return t.restore_session(*rtc);
 }
 
 }  // namespace tb

@@ -4,6 +4,7 @@
 #include "cipher_suites.h"
 #include "clock.h"
 #include "connection_mode.h"
+#include "sleep_mode.h"
 #include "device_config.h"
 #include "mq2.h"
 #include "mqtt_codec.h"

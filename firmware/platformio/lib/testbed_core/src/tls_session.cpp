@@ -117,3 +117,44 @@ void TlsTransport::save_ticket_session() {
 }
 
 }  // namespace tb
+
+namespace tb {
+
+// A deep sleep's kept session (sleep_mode.h): mbedtls_ssl_session_save of the session the next open() would
+// offer; none saved (or, in ticket mode, a session without a ticket, which offer_session would not offer):
+// cleared.
+Err TlsTransport::keep_session(KeptSession* out) {
+  out->clear();
+  if (!have_saved_ || resumption_ == SessionResumption::None) return Err::Ok;
+  size_t len = 0;
+  int ret = mbedtls_ssl_session_save(&saved_, out->bytes, KeptSession::kCapacity, &len);
+  if (ret != 0) return fail(ret, Err::BufferTooSmall, "the TLS session does not fit the kept session's buffer");
+  out->seal(len);
+  return Err::Ok;
+}
+
+Err TlsTransport::restore_session(const KeptSession& in) {
+  forget_session();
+  if (!in.valid() || resumption_ == SessionResumption::None) return Err::Ok;
+  int ret = mbedtls_ssl_session_load(&saved_, in.bytes, in.length);
+  if (ret != 0) {
+    forget_session();
+    return fail(ret, Err::TlsSetup, "the kept TLS session does not load (another mbedTLS build wrote it?)");
+  }
+  have_saved_ = true;
+  return Err::Ok;
+}
+
+// Everything in RAM freed and made anew, as at boot; the options (the program's configuration) and the
+// resumption asked for stay, as the firmware sets them again after a wake.
+void TlsTransport::power_off() {
+  abort();
+  free_contexts();
+  init_contexts();
+  configured_ = false;
+  setup_attempted_ = false;
+  have_saved_ = false;
+  memset(offered_master_, 0, sizeof(offered_master_));
+}
+
+}  // namespace tb

@@ -59,6 +59,15 @@ const char* spoken(bool tls12, bool tls13) {
 }  // namespace
 
 TlsTransport::TlsTransport(Clock& clock, const TlsOptions& options) : clock_(clock), opt_(options), tcp_(clock) {
+  init_contexts();
+}
+
+TlsTransport::~TlsTransport() {
+  close();
+  free_contexts();
+}
+
+void TlsTransport::init_contexts() {
   mbedtls_entropy_init(&entropy_);
   mbedtls_ctr_drbg_init(&drbg_);
   mbedtls_x509_crt_init(&ca_);
@@ -69,8 +78,7 @@ TlsTransport::TlsTransport(Clock& clock, const TlsOptions& options) : clock_(clo
   mbedtls_ssl_session_init(&saved_);
 }
 
-TlsTransport::~TlsTransport() {
-  close();
+void TlsTransport::free_contexts() {
   mbedtls_ssl_session_free(&saved_);
   mbedtls_ssl_free(&ssl_);
   mbedtls_ssl_config_free(&conf_);

@@ -62,11 +62,16 @@ class TlsTransport : public Transport {
   void close() override;
   void abort() override;  // no close_notify: the socket is just closed
   void set_resumption(SessionResumption r) override;
+  Err keep_session(KeptSession* out) override;  // tls_session.cpp
+  Err restore_session(const KeptSession& in) override;
+  void power_off() override;
   const char* error_text() const override { return err_.c_str(); }
   const TransportStats& stats() const override { return stats_; }
   const TlsOptions* tls_options() const override { return &opt_; }
 
  private:
+  void init_contexts();
+  void free_contexts();
   Err configure(const char* host);
   Err load_credentials();
   Err setup_ssl(const char* host);

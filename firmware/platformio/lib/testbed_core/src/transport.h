@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "connection_mode.h"
+#include "sleep_mode.h"
 #include "tb_error.h"
 
 namespace tb {
@@ -57,6 +58,20 @@ class Transport {
   virtual void abort() { close(); }
   // What to do with a connection's TLS session for the next open(); plain transports ignore it.
   virtual void set_resumption(SessionResumption) {}
+  // A deep sleep (sleep_mode.h): the session the next open() would offer, serialized into `out` (cleared
+  // when there is none, and for plain TCP); restore_session() makes a kept one the session to offer (one that
+  // is not valid() leaves none: the next handshake is full); power_off() forgets everything the transport
+  // holds in RAM, as the chip's reset at a deep sleep's wake does (TLS: its contexts, random generator, parsed
+  // CA, saved session): the next open() configures it anew.
+  virtual Err keep_session(KeptSession* out) {
+    out->clear();
+    return Err::Ok;
+  }
+  virtual Err restore_session(const KeptSession& in) {
+    (void)in;
+    return Err::Ok;
+  }
+  virtual void power_off() { abort(); }
   virtual const char* error_text() const = 0;
   virtual const TransportStats& stats() const = 0;
   // A TLS transport's configuration (CA, server name, suites), nullptr for plain TCP: lets a

@@ -67,6 +67,9 @@ class WsTransport : public Transport {
   void close() override;  // a close frame (1000), then the inner transport's close()
   void abort() override;  // the inner transport's abort(): no close frame
   void set_resumption(SessionResumption r) override { inner_.set_resumption(r); }
+  Err keep_session(KeptSession* out) override { return inner_.keep_session(out); }
+  Err restore_session(const KeptSession& in) override { return inner_.restore_session(in); }
+  void power_off() override { inner_.power_off(); }
   const char* error_text() const override;
   const TransportStats& stats() const override;
   const TlsOptions* tls_options() const override { return inner_.tls_options(); }
