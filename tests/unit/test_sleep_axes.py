@@ -5,8 +5,6 @@ given (the study's command lines and RUN bodies unchanged)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from orchestrator.lab.pki import Pki
@@ -17,19 +15,7 @@ from orchestrator.model.sweep import SweepPlan
 from orchestrator.publishers.board import protocol as p
 from orchestrator.publishers.board import records
 from orchestrator.publishers.virtual import publisher_args
-
-
-@pytest.fixture
-def lay(tmp_path: Path) -> Layout:
-    lay = Layout(tmp_path / "cell-1")
-    lay.pki.mkdir(parents=True)
-    (lay.pki / "ca.crt").write_text("CA\n")
-    (lay.pki / "passwords.txt").write_text("publisher:pw\n")
-    return lay
-
-
-def _pair(args: list[str], flag: str) -> str:
-    return args[args.index(flag) + 1]
+from tests.unit.test_axes_throwaway import _pair, lay  # noqa: F401, F811 (lay: the fixture of a cell's folder)
 
 
 @pytest.mark.parametrize("mode", ["deep", "light"])
@@ -48,7 +34,7 @@ def test_the_fleet_does_not_take_them(values: dict[str, str]) -> None:
     assert "(rule sleep-modes-are-one-devices)" in str(err.value)
 
 
-def test_vdevice_gets_them_only_when_given(lay: Layout) -> None:
+def test_vdevice_gets_them_only_when_given(lay: Layout) -> None:  # noqa: F811
     scenario = load_scenario("tls")
     args = publisher_args(scenario, lay, None, RunSpec(scenario="tls", connection="resume-ticket",
                                                        sleep_mode="deep", power_save="modem-sleep"))
@@ -57,7 +43,7 @@ def test_vdevice_gets_them_only_when_given(lay: Layout) -> None:
     assert "--sleep-mode" not in plain and "--power-save" not in plain
 
 
-def test_the_board_gets_them_as_run_keys_of_protocol_4(lay: Layout) -> None:
+def test_the_board_gets_them_as_run_keys_of_protocol_4(lay: Layout) -> None:  # noqa: F811
     scenario = load_scenario("plain")
     spec = RunSpec(scenario="plain", publisher="esp32", serial_port="/dev/ttyUSB0", connection="reconnect",
                    sleep_mode="light", power_save="modem-sleep")
