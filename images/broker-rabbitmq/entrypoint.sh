@@ -58,7 +58,7 @@ export RABBITMQ_ENABLED_PLUGINS_FILE="$PRIV/enabled_plugins"
 export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="+sbwt none +sbwtdcpu none +sbwtdio none"
 echo '[rabbitmq_mqtt].' > "$RABBITMQ_ENABLED_PLUGINS_FILE"
 child=
-stop() { [ -n "$child" ] && kill -TERM -- "-$child" 2>/dev/null; wait "$child" 2>/dev/null; exit 0; }
+stop() { [ -n "$child" ] && kill -TERM "-$child" 2>/dev/null; wait "$child" 2>/dev/null; exit 0; }
 trap stop TERM INT
 while :; do
   rm -f "$PRIV/restart"
@@ -69,5 +69,5 @@ while :; do
   status=0
   wait "$child" || status=$?
   [ -e "$PRIV/restart" ] || exit "$status"
-  while kill -0 -- "-$child" 2>/dev/null; do sleep 0.05; done  # the old node's last process gone
+  while kill -0 "-$child" 2>/dev/null; do sleep 0.05; done  # the old node's last process gone
 done

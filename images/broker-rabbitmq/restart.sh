@@ -9,9 +9,9 @@ PRIV=/run/testbed
 old=$(cat "$PRIV/broker.pid")
 start=$(date +%s.%N)
 : > "$PRIV/restart"
-if [ "${1:-}" = "--kill" ]; then kill -KILL -- "-$old"; else kill -TERM -- "-$old"; fi
+if [ "${1:-}" = "--kill" ]; then kill -KILL "-$old"; else kill -TERM "-$old"; fi
 i=0
-while kill -0 -- "-$old" 2>/dev/null || [ "$(cat "$PRIV/broker.pid")" = "$old" ] \
+while kill -0 "-$old" 2>/dev/null || [ "$(cat "$PRIV/broker.pid")" = "$old" ] \
       || ! /usr/local/bin/testbed-broker-health; do
   i=$((i + 1))
   if [ "$i" -gt 1800 ]; then echo "the broker did not come back within 90 s" >&2; exit 1; fi
