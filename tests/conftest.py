@@ -77,6 +77,7 @@ SECOND_LANE = (
     "tests/integration/test_installed_tool.py",
     "tests/integration/test_lifecycle_sweep.py",
     "tests/integration/test_qos_sweep.py",
+    "tests/integration/test_rabbitmq_sweep.py",
     "tests/integration/test_websocket_sweep.py",
 )
 

@@ -11,10 +11,13 @@ Memory likewise, as two series (a fleet's memory per connected client comes from
 usage less its page cache (``inactive_file`` on cgroup v2, ``total_inactive_file`` on v1, else ``cache``:
 what `docker stats` shows) and the process's own VmRSS (/proc/<pid>/status), where this host can read it.
 
+The process's figures are its whole tree's (process_tree): Mosquitto is one process, a RabbitMQ node several (its
+start script, the Erlang VM, the VM's helpers; the entrypoint's only child is not the node once epmd, daemonised,
+is its second child, so the tree is then the entrypoint's, which holds them all, the health check's execs never).
 The broker process can be replaced while the sampler runs (an --events broker-restart: the image's entrypoint
-starts a new Mosquitto as its child): each sample looks up the entrypoint's child again and follows the new one,
-its CPU time added to the old one's last reading, so the process series stays a running total
-(``broker_process_restarts`` counts the switches; the old process's CPU after its last sample, at most a second's
+starts a new Mosquitto as its child): each sample looks up the entrypoint's child again and follows the new one;
+every process seen keeps its last CPU reading, so the process series stays a running total
+(``broker_process_restarts`` counts the switches; a process's CPU after its last sample, at most a second's
 worth, is not in it)."""
 
 from __future__ import annotations
@@ -48,8 +51,7 @@ class StatsSampler:
         self.pid: int | None = None
         self.entrypoint: int | None = None  # the container's first process, whose child the broker is
         self.process_restarts = 0
-        self._offset_ns = 0  # the CPU time of the processes followed before this one
-        self._last_own: int | None = None
+        self._cpu_by_pid: dict[int, int] = {}  # every process of the tree seen so far: its last CPU ns
         self.error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -89,7 +91,7 @@ class StatsSampler:
         now = time.time()
         if own is not None:
             self.process_series.append((now, own))
-        rss = process_rss_bytes(self.pid)
+        rss = tree_rss_bytes(self.pid)
         if rss is not None:
             self.rss_series.append((now, rss))
         if mem:
@@ -97,17 +99,17 @@ class StatsSampler:
         self.samples += 1
 
     def _process_cpu_ns(self) -> int | None:
-        """The broker process's CPU time, running on across a replaced process (the entrypoint's new child)."""
+        """The broker's CPU time over its process tree, running on across a replaced process (the entrypoint's new
+        child): each process seen keeps its last reading, so one that ended still counts."""
         now = main_process(self.entrypoint) if self.entrypoint else None
         if now and now not in (self.pid, self.entrypoint):
-            self._offset_ns += self._last_own or 0
-            self.pid, self._last_own = now, None
+            self.pid = now
             self.process_restarts += 1
-        own = process_cpu_ns(self.pid)
-        if own is None:
+        readings = {p: ns for p in process_tree(self.pid) if (ns := process_cpu_ns(p)) is not None}
+        if not readings:
             return None
-        self._last_own = own
-        return self._offset_ns + own
+        self._cpu_by_pid.update(readings)
+        return sum(self._cpu_by_pid.values())
 
     def stop(self) -> dict[str, Any]:
         """The figures so far. The stream sends a sample a second; rather than wait up to that second for the next
@@ -116,7 +118,7 @@ class StatsSampler:
         if self._thread is not None:
             self._thread.join(timeout=0.05)
         own = self._process_cpu_ns()
-        rss, now = process_rss_bytes(self.pid), time.time()
+        rss, now = tree_rss_bytes(self.pid), time.time()
         if own is not None and self.process_series:
             self.process_series.append((now, own))
         if rss is not None and self.rss_series:
@@ -164,6 +166,34 @@ def process_rss_bytes(pid: int | None) -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def process_tree(pid: int | None) -> list[int]:
+    """``pid`` and every process below it (/proc/<pid>/task/*/children, recursively): the broker's whole tree, e.g. a
+    RabbitMQ node's start script, its Erlang VM (beam.smp) and the VM's helpers; Mosquitto alone has none. A
+    `docker exec` (the health check) is not below it. Empty when ``pid`` cannot be read."""
+    if not pid:
+        return []
+    found: list[int] = []
+    todo = [pid]
+    while todo and len(found) < 1000:
+        p = todo.pop()
+        tasks = glob.glob(f"/proc/{p}/task/*/children")
+        if not tasks and p != pid:
+            continue
+        found.append(p)
+        for path in tasks:
+            try:
+                todo += [int(c) for c in open(path, encoding="ascii").read().split()]
+            except (OSError, ValueError):
+                continue
+    return found
+
+
+def tree_rss_bytes(pid: int | None) -> int | None:
+    """VmRSS of ``pid``'s process tree (process_tree), summed; None where ``pid``'s cannot be read."""
+    sizes = [process_rss_bytes(p) for p in process_tree(pid)]
+    return sum(s for s in sizes if s is not None) if sizes and sizes[0] is not None else None
 
 
 def main_process(pid: int | None) -> int | None:

@@ -27,7 +27,7 @@ from orchestrator.paths import cache_dir
 
 UPSTREAM_BASE = "debian:bookworm-slim"
 LOCAL_BASE = "testbed-base:bookworm"
-SUITES = ("bookworm", "trixie")  # Debian 12 (every image), Debian 13 (the mbedTLS 3.6 publisher, Mosquitto 2.0.21)
+SUITES = ("bookworm", "trixie")  # Debian 12 (most images), 13 (mbedTLS 3.6 publisher, Mosquitto 2.0.21, RabbitMQ)
 HASH_LABEL = "io.testbed.context-hash"
 OWNED_LABEL = "io.testbed.owned"  # on every image we build (image_build_argv)
 BASE_REPOSITORY = "testbed-base"  # the offline bases we import (build_local_base)
@@ -38,6 +38,7 @@ class ImageSpec:
     name: str
     inputs: tuple[str, ...]  # files/folders named as in the checkout (paths.source) whose content defines the image
     suite: str = "bookworm"  # the Debian release of its base image
+    on_demand: bool = False  # built when a cell first needs it (or named), not by a plain `testbed images build`
 
     @property
     def tag(self) -> str:
@@ -52,6 +53,10 @@ IMAGES: tuple[ImageSpec, ...] = (
     ImageSpec("broker", ("images/broker",)),
     # Mosquitto 2.0.21 (Debian 13: libwebsockets, OpenSSL 3.5): the broker of the websocket transport's cells
     ImageSpec("broker-mosquitto-2.0.21", ("images/broker-mosquitto-2.0.21", "images/broker"), suite="trixie"),
+    # RabbitMQ 4.0.5 and its MQTT plugin (Debian 13; TLS in Erlang/OTP's ssl): the broker of --broker rabbitmq, built
+    # only when a cell needs it (measure/local.py), so that a cold build of the lab grows by nothing
+    ImageSpec("broker-rabbitmq", ("images/broker-rabbitmq", "images/broker/healthcheck.sh"), suite="trixie",
+              on_demand=True),
     ImageSpec("capture", ("images/capture",)),
     ImageSpec("subscriber", ("images/subscriber", "orchestrator/clients", "orchestrator/__init__.py")),
     ImageSpec("publisher", ("images/publisher", "firmware/platformio/lib", "firmware/platformio/host",
@@ -79,6 +84,12 @@ def buildable() -> list[ImageSpec]:
     """The images this tree can build: all in a checkout; an installed package carries no test-only image
     (labhost: tests/integration/labhosts.py)."""
     return [s for s in IMAGES if paths.source(s.dockerfile).is_file()]
+
+
+def built_by_default() -> list[ImageSpec]:
+    """What `testbed images build` without names builds (and doctor expects): the buildable ones but those built on
+    demand (ImageSpec.on_demand)."""
+    return [s for s in buildable() if not s.on_demand]
 
 
 def _files(rel: str, root: Path | None) -> Iterable[tuple[str, Path]]:
@@ -241,8 +252,8 @@ def _build_one(s: ImageSpec, base: str, chash: str, buildkit: str, progress: Cal
 
 def build_images(names: Iterable[str] | None = None, *, rebuild: bool = False,
                  progress: Callable[[str], None] = lambda _m: None, mirror: str | None = None) -> dict[str, str]:
-    """Build (or reuse) the images; returns tag -> 'built' | 'reused'."""
-    wanted = [spec(n) for n in names] if names else buildable()
+    """Build (or reuse) the images (none named: built_by_default()); returns tag -> 'built' | 'reused'."""
+    wanted = [spec(n) for n in names] if names else built_by_default()
     bases = {suite: resolve_base_image(progress, mirror=mirror, suite=suite)
              for suite in SUITES if any(s.suite == suite for s in wanted)}
     # BuildKit needs the buildx component (Debian's docker.io 20.10 has none): use it only when present
@@ -257,6 +268,19 @@ def build_images(names: Iterable[str] | None = None, *, rebuild: bool = False,
         _build_one(s, base, chash, buildkit, progress)
         result[s.tag] = "built"
     return result
+
+
+def build_on_demand(name: str, progress: Callable[[str], None] | None = None) -> bool:
+    """Build image ``name`` when it is one built on demand (ImageSpec.on_demand) and this engine lacks it, on the same
+    base and with the same identity as `testbed images build NAME` (which is what it runs); True when it built it.
+    Its progress goes to stderr: a run's preflight has no status line yet, and a build takes minutes."""
+    s = spec(name)
+    if not s.on_demand or image_exists(s.tag):
+        return False
+    say = progress or (lambda m: print(f"testbed: {m}", file=sys.stderr, flush=True))
+    say(f"{s.tag} is built when a cell first needs it: building it now (a few minutes, once)")
+    build_images([name], progress=say)
+    return True
 
 
 def images_present(tags: Sequence[str]) -> set[str]:

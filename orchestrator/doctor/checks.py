@@ -71,9 +71,9 @@ def _platformio() -> str:
 
 
 def _images() -> str:
-    from orchestrator.backends.images import buildable, image_exists
+    from orchestrator.backends.images import built_by_default, image_exists
 
-    wanted = buildable()
+    wanted = built_by_default()  # an image built on demand is built by the run that needs it
     missing = [s.tag for s in wanted if not image_exists(s.tag)]
     if missing:
         raise TestbedError("not built: " + ", ".join(missing), hint="testbed images build")

@@ -25,8 +25,10 @@ from orchestrator.errors import TestbedError
 from orchestrator.paths import checkout
 
 # read inside each image: the TLS libraries under whatever name the image's Debian gives them (libssl3 on 12, libssl3t64
-# on 13; libmbedtls14/libmbedcrypto7 for 2.28, libmbedtls21/libmbedcrypto16 for 3.6) and the programs that measure
-PACKAGES = ("libssl3*", "libmbed*", "mosquitto", "libwebsockets*", "tshark", "python3", "iproute2")
+# on 13; libmbedtls14/libmbedcrypto7 for 2.28, libmbedtls21/libmbedcrypto16 for 3.6; RabbitMQ's: Erlang/OTP's ssl,
+# erlang-ssl, whose version is the OTP release's) and the programs that measure
+PACKAGES = ("libssl3*", "libmbed*", "mosquitto", "libwebsockets*", "rabbitmq-server", "erlang-base", "erlang-ssl",
+            "tshark", "python3", "iproute2")
 DPKG_FORMAT = "${db:Status-Abbrev}\\t${Package}\\t${Version}\\n"
 # what our clients are written to do, which none of them reports: configured, not observed
 CONFIGURED = {"tcp_nodelay": "asked for in their code by the publisher (the device core, "

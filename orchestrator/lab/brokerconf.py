@@ -10,6 +10,7 @@ run's publisher user may write the measured topic, the subscriber user may read 
 from __future__ import annotations
 
 from orchestrator.lab.pki import CLIENTS
+from orchestrator.lab.rabbitmqconf import rabbitmq_record
 from orchestrator.model.brokers import WS_PATH, BrokerBuild
 from orchestrator.model.scenario import Scenario
 
@@ -35,8 +36,11 @@ def broker_record(build: BrokerBuild | None = None) -> dict[str, object]:
         "implementation": "mosquitto", "persistence": PERSISTENCE,
         "sessions": "kept in memory across the client's reconnects; lost when the broker restarts"
         if not PERSISTENCE else "written to the broker's persistence file; kept across a restart"}
+    if build is not None and build.implementation == "rabbitmq":
+        return {"implementation": build.implementation, "name": build.name, "version": build.version,
+                "image": build.image, "tls_library": build.tls_library, "listener": "mqtt", **rabbitmq_record()}
     if build is not None:
-        out.update(name=build.name, version=build.version, image=build.image,
+        out.update(name=build.name, version=build.version, image=build.image, tls_library=build.tls_library,
                    listener="websockets" if build.websockets else "mqtt", websocket_path=WS_PATH,
                    permessage_deflate=PERMESSAGE_DEFLATE)
     return out

@@ -106,7 +106,7 @@ class KeptLab:
         """The broker and the capture up; the clients' containers (mounting ``runs``, the folder of the cells' run
         folders) made while those two become healthy."""
         n = 1 + sum(1 for p in self.blocks.glob("lab-*") if p.is_dir()) if self.blocks.is_dir() else 1
-        lay, pki = prepare_run_dir(self.blocks / f"lab-{n:03d}", scenario, websocket=sub.websocket)
+        lay, pki = prepare_run_dir(self.blocks / f"lab-{n:03d}", scenario, websocket=sub.websocket, build=sub.build)
         topo = compose.with_host_port(topology(scenario, lay, sub=sub), fixed=False)  # a free port, as a run's
         self.lay, self.pki, self.topo, self.served = lay, pki, topo, 0
         self.splitter = CaptureSplitter(lay.capture, lay.capture.parent / "gaps.pcapng")
@@ -120,19 +120,21 @@ class KeptLab:
         afterwards the subscriber stopped and the cell's evidence saved and its packets cut. Any exception takes the
         whole lab down."""
         start = time.time()
+        restart_s = None
         try:
             if self.lay is None:
                 self._up(scenario, sub, run_dir.parent)
             else:
                 BROKER.restart_process()  # the cell before's programs have ended
+                restart_s = time.time() - start  # the restart command's: until the new process listens
                 start = time.time()  # the old clients' last segments and the restart are before the window
             assert self.lay is not None and self.topo is not None
             lay, pki = prepare_run_dir(run_dir, scenario, pki_from=self.lay.pki,  # the lab's PKI, in the cell's folder
-                                       websocket=sub.websocket)
+                                       websocket=sub.websocket, build=sub.build)
             assert self.clients is not None  # made with the lab
             topo = replace(self.topo, run_dir=lay.root, subscriber_args=subscriber_args(scenario, lay, sub),
                            kept=self.clients)
-            self.facts = self._facts()
+            self.facts = self._facts() | ({"broker_restart_s": round(restart_s, 3)} if restart_s is not None else {})
             compose.start_service(topo, "subscriber")
             # the publisher's program may start while the subscriber subscribes (it waits for its go)
             ends: list[float] = []

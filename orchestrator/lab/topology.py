@@ -21,9 +21,9 @@ from orchestrator.backends.images import image_exists
 from orchestrator.backends.images import spec as image_spec
 from orchestrator.errors import TestbedError
 from orchestrator.lab.board_side import Exposure
-from orchestrator.lab.broker import BROKER
+from orchestrator.lab.broker import broker_for
 from orchestrator.lab.pki import Pki, ensure_pki
-from orchestrator.model.brokers import broker_of
+from orchestrator.model.brokers import BrokerBuild
 from orchestrator.model.layout import Layout
 from orchestrator.model.scenario import Scenario
 from orchestrator.model.subscription import AT_QOS0, Subscription
@@ -35,17 +35,18 @@ TOPIC = "testbed/sensors"
 
 
 def prepare_run_dir(run_dir: Path, scenario: Scenario, *, acl: bool = False, pki_from: Path | None = None,
-                    websocket: bool = False) -> tuple[Layout, Pki | None]:
+                    websocket: bool = False, build: BrokerBuild | None = None) -> tuple[Layout, Pki | None]:
     """Folders, rendered broker config and (for TLS) the throwaway PKI; ``acl``: a broker reachable beyond
     loopback, where only the run's publisher may write the measured topic (config/acl); ``pki_from``: the PKI of
     the lab the run joins (a kept-up lab's, lab/keptlab.py), copied rather than made; ``websocket``: the broker's
-    listener speaks MQTT over WebSocket (the cell's transport)."""
+    listener speaks MQTT over WebSocket (the cell's transport); ``build``: the cell's broker build (None: Mosquitto),
+    whose configuration is written."""
     lay = Layout(run_dir)
     for d in (lay.config, lay.pki, lay.capture.parent, lay.logs, lay.keylogs):
         d.mkdir(parents=True, exist_ok=True)
     if pki_from is not None:
         shutil.copytree(pki_from, lay.pki, dirs_exist_ok=True)
-    BROKER.write_config(lay, scenario, topic=TOPIC, acl=acl, websocket=websocket)
+    broker_for(build).write_config(lay, scenario, topic=TOPIC, acl=acl, websocket=websocket)
     # the scenario as run, so `testbed report` can re-analyse without the original YAML
     write_json_atomic(lay.scenario, scenario.model_dump(mode="json"))
     pki = None
@@ -95,11 +96,11 @@ def topology(scenario: Scenario, lay: Layout, *, host_port: int | None = None, e
 def broker_image(sub: Subscription) -> str:
     """The image tag of the cell's broker build (model/brokers.py: a websocket cell's is Mosquitto 2.0.21), refused
     by name when it is not built (compose would otherwise build images/broker's Dockerfile under that tag)."""
-    build = broker_of({"transport": sub.transport})
+    build = sub.build
     tag = image_spec(build.image).tag
     if build.image != "broker" and not image_exists(tag):
-        raise TestbedError(f"--transport {sub.transport} runs on broker {build.name}, whose image {tag} is not built",
-                           hint=f"testbed images build {build.image}")
+        raise TestbedError(f"--transport {sub.transport} --broker {sub.broker} runs on broker {build.name}, whose "
+                           f"image {tag} is not built", hint=f"testbed images build {build.image}")
     return tag
 
 
@@ -167,7 +168,8 @@ def running_lab(scenario: Scenario, run_dir: Path, *, host_port: int | None = No
     the ACL."""
     if exposure is not None:
         scenario = exposure.scenario
-    lay, pki = prepare_run_dir(run_dir, scenario, acl=exposure is not None, websocket=sub.websocket)
+    lay, pki = prepare_run_dir(run_dir, scenario, acl=exposure is not None, websocket=sub.websocket,
+                               build=sub.build)
     topo = topology(scenario, lay, host_port=host_port, expose=expose, sub=sub,
                     bind=exposure.address if exposure else None)
     # a port someone connects to (asked for, a board's, exposed) is kept or refused by name; else a free one

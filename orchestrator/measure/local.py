@@ -16,7 +16,7 @@ from typing import Any
 from orchestrator.backends import compose, docker
 from orchestrator.backends.docker import Container
 from orchestrator.backends.docker_stats import StatsSampler
-from orchestrator.backends.images import missing_images
+from orchestrator.backends.images import build_on_demand, missing_images
 from orchestrator.backends.impairment import check_supported
 from orchestrator.backends.process import which
 from orchestrator.environment.record import environment, ran_images
@@ -69,7 +69,9 @@ class ThisHost:
                                hint="apt-get install -y tshark")
         docker.engine_version()
         docker.compose_command()
-        missing = missing_images((*SERVICES_FOR_RUN, broker_of(spec.values()).image))
+        broker_image = broker_of(spec.values()).image
+        build_on_demand(broker_image)  # an image built only when a cell needs it: RabbitMQ's
+        missing = missing_images((*SERVICES_FOR_RUN, broker_image))
         if missing:
             raise TestbedError(f"images not built: {', '.join(missing)}", hint="testbed images build")
         return impairment

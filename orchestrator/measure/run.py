@@ -58,12 +58,14 @@ def new_run_dir(spec: RunSpec) -> Path:
 
 
 def check_publisher_can_speak(scenario: Scenario, spec: RunSpec) -> None:
-    """The rules on the scenario itself (orchestrator/model/rules.py: the devices speak TLS 1.2)."""
+    """The rules on the scenario itself (orchestrator/model/rules.py: the devices speak TLS 1.2, what RabbitMQ's TLS
+    can express)."""
     try:
         rules.check_scenario(scenario, spec.values())
     except rules.RuleViolation as exc:
-        raise TestbedError(str(exc), hint="use a TLS 1.2 scenario (tls, tls-aes128gcm), or the virtual device on "
-                           "--device-stack mbedtls-3.6 for TLS 1.3") from None
+        hint = ("use a TLS 1.2 scenario (tls, tls-aes128gcm), or the virtual device on --device-stack mbedtls-3.6 for "
+                "TLS 1.3") if exc.rule == "device-speaks-tls12" else "use --broker mosquitto for it (docs/rabbitmq.md)"
+        raise TestbedError(str(exc), hint=hint) from None
 
 
 def preflight(scenario: Scenario, spec: RunSpec) -> Impairment:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from orchestrator.model.axis_help import (
     ACK_TIMEOUT_HELP,
+    BROKER_HELP,
     CONNECTION_HELP,
     DEVICE_STACK_HELP,
     DEVICES_HELP,
@@ -34,6 +35,7 @@ from orchestrator.model.axis_help import (
     SLEEP_HELP,
     SLEEP_MODE_HELP,
     TRANSPORT_HELP,
+    parse_interval,
 )
 from orchestrator.model.events import check_events
 
@@ -49,19 +51,6 @@ Site = Literal["local", "inventory"]
 Group = Literal["publish", "fleet", "lifecycle", "connection"]
 ALL_PUBLISHERS: frozenset[str] = frozenset({"virtual", "fleet", "esp32"})
 ALL_SITES: frozenset[str] = frozenset({"local", "inventory"})
-
-
-def parse_interval(text: str) -> float:
-    """'250ms', '0.5s', '250' (ms) -> milliseconds."""
-    t = text.strip().lower()
-    try:
-        if t.endswith("ms"):
-            return float(t[:-2])
-        if t.endswith("s"):
-            return float(t[:-1]) * 1000.0
-        return float(t)
-    except ValueError as exc:
-        raise ValueError(f"invalid interval {text!r}: use e.g. 250ms or 0.5s") from exc
 
 
 def _absolute(path: Path | None) -> str | None:
@@ -421,6 +410,9 @@ AXES = AxisTable((
                    "runs in vdevice and the fleet; the board's firmware does not wire it yet (use --publisher "
                    "virtual)", publishers=frozenset({"virtual", "fleet"})),
          device=Device("mqtt_transport", run_key=None, when=given("transport"))),
+    Axis("broker", Literal["auto", "mosquitto", "mosquitto-2.0.21", "rabbitmq"], "auto", BROKER_HELP,
+         sweep=SweepOption("brokers", ("auto",), "comma list of brokers: " + BROKER_HELP, nest=2, lab=True),
+         cell=lambda v: "" if v == "auto" else v.replace(".", "").replace("-", ""), names=Names(word=str, order=4)),
     Axis("connect_rate", float, 100.0,
          "a fleet's devices started per second (each at a seeded random offset in its first interval)",
          ge=0.01, le=10_000, device=Device("connect_rate", "fleet", run_key=None)),

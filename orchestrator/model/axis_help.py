@@ -1,10 +1,11 @@
-"""The longer help texts of the axis table (orchestrator/model/axes.py), kept apart so that the table stays short."""
+"""The longer help texts of the axis table (orchestrator/model/axes.py), and its interval parser, kept apart so that the
+table stays short."""
 
 CONNECTION_HELP = ("persistent (one connection for the run), reconnect (connect, publish --per-connection "
                    "readings, end, sleep until the next), resume-id or resume-ticket (the same with TLS 1.2 "
                    "session resumption by session ID or by ticket)")
 ORDER_HELP = ("the order cells run in: blocked (cells that share a lab configuration - scenario, impairment, fleet "
-              "size, transport, repeat - run as one block; blocks and the cells within each in a seeded random "
+              "size, transport, broker, repeat - run as one block; blocks and the cells within each in a seeded random "
               "order), random (every cell in a seeded random order) or as-listed (the lists' product, repeats "
               "outermost)")
 DEVICE_STACK_HELP = ("the virtual device's TLS library, its image: mbedtls-2.28 (Arduino-ESP32 2.x, ESP-IDF 4.4; TLS "
@@ -36,3 +37,20 @@ ACK_TIMEOUT_HELP = ("how long the device waits for an acknowledgement before it 
                     "persistent session then reconnects and resends with DUP)")
 FRESH_LAB_HELP = ("bring the whole lab up and down for every cell (the lab is otherwise kept up within a block: only "
                   "the broker process, the subscriber and the publisher are new per cell)")
+BROKER_HELP = ("the broker program and build: auto (the transport's: mosquitto for tcp, mosquitto-2.0.21 for "
+               "websocket), mosquitto (Debian 12's 2.0.11, OpenSSL 3.0), mosquitto-2.0.21 (Debian 13's, OpenSSL 3.5, "
+               "libwebsockets) or rabbitmq (Debian 13's 4.0.5 with its MQTT plugin, TLS in Erlang/OTP's ssl: no QoS 2, "
+               "TLS 1.2 resumed by session ID only; its image is built when a cell first needs it)")
+
+
+def parse_interval(text: str) -> float:
+    """'250ms', '0.5s', '250' (ms) -> milliseconds."""
+    t = text.strip().lower()
+    try:
+        if t.endswith("ms"):
+            return float(t[:-2])
+        if t.endswith("s"):
+            return float(t[:-1]) * 1000.0
+        return float(t)
+    except ValueError as exc:
+        raise ValueError(f"invalid interval {text!r}: use e.g. 250ms or 0.5s") from exc

@@ -125,8 +125,41 @@ def _websocket_needs_a_broker_that_speaks_it(v: Mapping[str, Any]) -> str | None
                 "have no websockets; websocket cells run on this host's mosquitto-2.0.21 image")
     broker = broker_of(v)
     if not broker.websockets:
-        return (f"--transport websocket: broker {broker.name} ({broker.version}) is built without websockets; "
-                "mosquitto-2.0.21 speaks it")
+        why = ("its Web MQTT plugin is not configured here yet" if broker.implementation == "rabbitmq"
+               else "is built without websockets")
+        return f"--transport websocket: broker {broker.name} ({broker.version}) {why}; mosquitto-2.0.21 speaks it"
+    return None
+
+
+def _broker_images_run_here(v: Mapping[str, Any]) -> str | None:
+    broker = AXES.value(v, "broker")
+    if site(v) == "inventory" and broker not in ("auto", "mosquitto"):
+        return (f"--broker {broker}: a lab's broker host runs its own Mosquitto (lab/remote.py); the other broker "
+                "builds run in this host's images")
+    return None
+
+
+def _rabbitmq_has_no_qos2(v: Mapping[str, Any]) -> str | None:
+    broker = broker_of(v)
+    if not broker.qos2 and AXES.value(v, "qos") == 2:
+        return (f"--qos 2 on broker {broker.name}: RabbitMQ's MQTT plugin ({broker.version}) has QoS 0 and 1 only "
+                "(it would downgrade QoS 2)")
+    return None
+
+
+def _rabbitmq_resumes_by_session_id(v: Mapping[str, Any]) -> str | None:
+    broker = broker_of(v)
+    if not broker.tls12_tickets and AXES.value(v, "connection") == "resume-ticket":
+        return (f"--connection resume-ticket on broker {broker.name}: its TLS ({broker.tls_library}) issues no TLS 1.2 "
+                "session ticket, it resumes TLS 1.2 by session ID only (use resume-id)")
+    return None
+
+
+def _rabbitmq_takes_the_virtual_devices(v: Mapping[str, Any]) -> str | None:
+    broker = broker_of(v)
+    if broker.implementation == "rabbitmq" and publisher_kind(v) == "esp32":
+        return (f"--publisher esp32 on broker {broker.name}: a board's broker is exposed with an ACL on the measured "
+                "topic, written for Mosquitto only (RabbitMQ's topic permissions are not generated yet)")
     return None
 
 
@@ -153,6 +186,10 @@ RULES: tuple[Rule, ...] = (
     Rule("backoff-base-within-cap", _backoff_base_within_cap),
     Rule("websocket-needs-a-broker-that-speaks-it", _websocket_needs_a_broker_that_speaks_it),
     Rule("sleep-is-between-connections", _sleep_is_between_connections),
+    Rule("broker-images-run-on-this-host", _broker_images_run_here),
+    Rule("rabbitmq-has-no-qos2", _rabbitmq_has_no_qos2),
+    Rule("rabbitmq-resumes-tls12-by-session-id", _rabbitmq_resumes_by_session_id),
+    Rule("rabbitmq-board-acl-not-written", _rabbitmq_takes_the_virtual_devices),
 )
 SWEEP_RULES: tuple[Rule, ...] = (  # on a sweep's own values, once per plan
     Rule("repeat-seeds-fit", _repeat_seeds_fit),
@@ -173,8 +210,22 @@ def _device_speaks_tls12(scenario: Scenario, v: Mapping[str, Any]) -> str | None
     return None
 
 
+def _rabbitmq_tls_it_can_express(scenario: Scenario, v: Mapping[str, Any]) -> str | None:
+    broker = broker_of(v)
+    if broker.implementation != "rabbitmq" or scenario.tls is None:
+        return None
+    if scenario.tls.client_auth == "certificate":
+        return (f"scenario {scenario.name} authenticates clients by certificate: the rabbitmq broker's configuration "
+                "(lab/rabbitmqconf.py) is written for passwords only (mqtt.ssl_cert_login is not wired yet)")
+    if scenario.tls.client_version == "1.3" and AXES.value(v, "connection").startswith("resume-"):
+        return (f"scenario {scenario.name} resumes over TLS 1.3, which is by ticket (PSK) only: the rabbitmq broker "
+                "issues none (Erlang ssl's server session_tickets stay disabled); it resumes TLS 1.2 by session ID")
+    return None
+
+
 SCENARIO_RULES: tuple[ScenarioRule, ...] = (  # once the scenario is read (the run's preflight)
     ScenarioRule("device-speaks-tls12", _device_speaks_tls12),
+    ScenarioRule("rabbitmq-tls-it-can-express", _rabbitmq_tls_it_can_express),
 )
 
 

@@ -166,6 +166,8 @@ THREE_VALUES = {  # the rules that take three values to break, each with a combi
     "board-delays-at-the-broker": {"publisher": "esp32", "serial_port": "/dev/ttyUSB0", "delay_mechanism": "netem",
                                    "impairment": "wifi-good"},
     "lab-impairs-publisher-to-broker": {"inventory": "/lab/inventory.yml", "impairment": "both.yaml"},
+    "rabbitmq-tls-it-can-express": {"broker": "rabbitmq", "scenario": "tls13-chacha20", "device_stack": "mbedtls-3.6",
+                                    "connection": "resume-id"},
 }
 
 

@@ -76,7 +76,7 @@ FLEET_OPTIONS = {"--devices", "--connect-rate", "--sleep"}
 LAB_OPTIONS = {"--inventory"}
 # the virtual device's own (a board has no such RUN key): their test below
 VDEVICE_OPTIONS = {"--mqtt", "--session", "--session-expiry-s", "--topic-alias", "--inflight", "--ack-timeout"}
-STACK_OPTIONS = {"--device-stack", "--transport"}
+STACK_OPTIONS = {"--device-stack", "--transport", "--broker"}
 EVENT_OPTIONS = {"--reconnect", "--reconnect-base", "--reconnect-cap", "--events"}
 
 
@@ -89,12 +89,12 @@ def test_the_virtual_devices_protocol_and_stack_options_reach_the_run_spec(
                         lambda spec, out_dir, **_: calls.append(spec) or RunOutcome(tmp_path, "ok", 0, None, None))
     args = ["run", "--qos", "2", "--mqtt", "5", "--session", "persistent", "--session-expiry-s", "120",
             "--topic-alias", "on", "--inflight", "8", "--ack-timeout", "1500", "--device-stack", "mbedtls-3.6",
-            "--transport", "websocket"]
+            "--transport", "websocket", "--broker", "mosquitto-2.0.21"]
     assert _given(args) >= VDEVICE_OPTIONS | STACK_OPTIONS
     _invoke(args)
     assert calls == [RunSpec(scenario="tls", qos=2, mqtt="5", session="persistent", session_expiry_s=120,
                              topic_alias="on", inflight=8, ack_timeout_ms=1500, device_stack="mbedtls-3.6",
-                             transport="websocket")]
+                             transport="websocket", broker="mosquitto-2.0.21")]
 
 
 def test_the_fleet_options_reach_the_run_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -203,7 +203,8 @@ def test_every_sweep_option_reaches_the_plan(tmp_path: Path, monkeypatch: pytest
             "--order", "random", "--fresh-lab-per-cell", "--sleep-modes", "stay", "--power-save", "modem-sleep",
             "--out", str(tmp_path / "out"), "--name", "mine", "--grading", str(tables[0]), "--grading", str(tables[1])]
     # --plan (a bundle's plan rerun): tests/unit/test_sweep_replay.py
-    assert (_given(args) | {"--resume", "--plan", "--mqtt", "--device-stacks", "--transports"} | FLEET_OPTIONS
+    assert (_given(args) | {"--resume", "--plan", "--mqtt", "--device-stacks", "--transports",
+                            "--brokers"} | FLEET_OPTIONS
             | LAB_OPTIONS | VDEVICE_OPTIONS | EVENT_OPTIONS) == _options("sweep")  # the lists of these: below
 
     _invoke(args)
@@ -238,6 +239,18 @@ def test_the_protocol_and_the_device_stack_are_sweep_axes(tmp_path: Path, monkey
     assert sorted(c.cell_id for c in plan.cells()) == sorted(
         f"tls-65B{q}{m}-none{s}{t}-r1" for q in ("", "-qos2") for m in ("", "-mqtt5") for s in ("", "-mbedtls36")
         for t in ("", "-ws"))
+
+
+def test_the_brokers_are_a_sweep_axis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 43 part 3: --brokers lists broker builds; each keys the cell id (auto, the default, adds nothing)."""
+    calls = _SweepCalls(tmp_path, monkeypatch)
+    _invoke(["sweep", "--brokers", "auto,mosquitto-2.0.21,rabbitmq", "--qos", "0,1", "--samples", "20",
+             "--payloads", "65", "--scenarios", "tls", "--out", str(tmp_path / "out")])
+    [(plan, _root, _name, _cmd)] = calls.started
+    assert plan == SweepPlan(brokers=["auto", "mosquitto-2.0.21", "rabbitmq"], qos=[0, 1], samples=20, payloads=[65],
+                             scenarios=["tls"])
+    assert sorted(c.cell_id for c in plan.cells()) == sorted(
+        f"tls-65B{q}-none{b}-r1" for q in ("", "-qos1") for b in ("", "-mosquitto2021", "-rabbitmq"))
 
 
 def test_the_fleet_sizes_are_a_sweep_axis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
