@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fwtest_support import HostBuild
+from fwtest_support import HostBuild, realtime
 
 
 @dataclass
@@ -37,14 +37,17 @@ class Emulator:
 
 
 @pytest.fixture
-def board_emu(host_build: HostBuild, tmp_path: Path) -> Iterator:
-    """``start(*args)`` runs board-emu with those options and returns an Emulator once its pty exists."""
+def board_emu(host_build: HostBuild, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator:
+    """``start(*args)`` runs board-emu with those options and returns an Emulator once its pty exists; for a test
+    marked ``timing`` (its delay line and clock held against the truth log) under the real-time scheduler
+    (fwtest_support.realtime)."""
     started: list[Emulator] = []
+    wrap = realtime if request.node.get_closest_marker("timing") else list
 
     def start(*args: str) -> Emulator:
         err = tmp_path / f"board-emu-{len(started)}.stderr"
         with err.open("w") as err_file:
-            proc = subprocess.Popen([str(host_build.board_emu), *args], stdout=subprocess.PIPE, stderr=err_file,
+            proc = subprocess.Popen(wrap([str(host_build.board_emu), *args]), stdout=subprocess.PIPE, stderr=err_file,
                                     stdin=subprocess.DEVNULL, text=True)
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], 10)
