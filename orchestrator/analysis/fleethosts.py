@@ -3,7 +3,9 @@
 logs/fleet_hosts.csv (``device,host``, written by lab/merge.py from what each host's archive held) gives the
 ``host`` column (the inventory host name) of the per-message table, the send log, the per-device connection table
 and devices.csv; metrics.json ``fleet.hosts`` gets per host its devices, messages expected, sent, delivered and
-lost, and the devices with loss (runanalysis/labanalysis.py adds each host's clock and start offset).
+lost, and the devices with loss, its uplink's median and 1st percentile (lowest_but_one_percent;
+runanalysis/labanalysis.py adds each host's clock and start offset; analysis/fleetstart.py judges the host's mapped
+send times by that percentile).
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ def with_hosts(frame: pd.DataFrame | None, hosts: dict[str, str]) -> pd.DataFram
 
 def hosts_block(pm: pd.DataFrame, send_log: pd.DataFrame | None, hosts: dict[str, str],
                 samples: int) -> dict[str, dict[str, Any]]:
-    """Per host: devices, messages expected, sent, delivered, lost, devices with loss, its uplink median."""
+    """Per host: devices, messages expected, sent, delivered, lost, devices with loss, its uplink's median and
+    1st percentile."""
     fates = message_fates(pm, send_log)
     fates[HOST] = fates["device"].map(hosts).fillna("")
     out: dict[str, dict[str, Any]] = {}
@@ -54,4 +57,14 @@ def hosts_block(pm: pd.DataFrame, send_log: pd.DataFrame | None, hosts: dict[str
             uplink = pd.to_numeric(pm.loc[pm["device"].astype(str).map(hosts) == host, "uplink_ms"],
                                    errors="coerce").dropna()
             out[host]["uplink_median_ms"] = float(uplink.median()) if len(uplink) else None
+            out[host]["uplink_p01_ms"] = lowest_but_one_percent(uplink)
     return out
+
+
+def lowest_but_one_percent(values: pd.Series) -> float | None:
+    """The smallest value once the lowest 1 % (rounded down) are set aside: at least 99 % of the values are at least
+    this (an exact count, not an interpolated percentile)."""
+    if not len(values):
+        return None
+    ordered = values.sort_values().to_numpy(dtype=float)
+    return float(ordered[int(len(ordered) * 0.01)])

@@ -3,6 +3,11 @@
 Per host (metrics.json ``fleet.hosts.<host>``): its clock against the broker host's (offset before and after, drift,
 bound, its time discipline: a slew is a warning) and whether that bound allows one-way delay for ITS messages
 (analysis/clock.py's rule on the host's uplink median; otherwise withheld for that host, with the reason).
+``clock.send_times``: whether the host's send times, mapped to the broker host's clock (analysis/clock.py to_lab),
+lie within the bound as far as the capture can tell: a message is captured after it was sent, so a mapped send time
+within its bound of the truth is at most the bound after its capture; ``within_bound`` holds when at least 99 % of
+the host's messages are (the 1st percentile of its uplink, capture less mapped send, is at least -bound). A host
+whose mapped send times fall later is named in a warning: its estimate does not hold for its messages.
 
 The start (``fleet.start``): each host's first SYN on the broker-side capture (from its address towards the broker)
 against when its first device was due to connect on the common timeline: the start on the broker host's clock
@@ -27,6 +32,7 @@ SYN, SYN_ACK_MASK = 0x02, 0x12
 # What the spread may exceed the hosts' bounds by: a device's first SYN follows its slot by its thread's wake-up
 # and connect() (a loaded 2-core host: up to a few ms), on every host alike but not equally: 5 ms
 START_TOLERANCE_US = 5000.0
+SEND_TIMES_SHARE = 0.99  # of a host's messages whose mapped send time must be within the bound (the 1st percentile)
 
 
 def first_syns(packets: pd.DataFrame, port: int | None = None) -> dict[str, float]:
@@ -55,8 +61,19 @@ def first_due(folder: Path) -> int | None:
     return min(found) if found else None
 
 
-def host_clock_block(record: dict[str, Any], uplink_median_ms: float | None) -> dict[str, Any]:
-    """A host's clock figures and its one-way delay verdict."""
+def send_times_block(bound_us: float, uplink_p01_ms: float | None) -> dict[str, Any]:
+    """Whether a host's mapped send times lie within its bound as far as the capture tells (module docstring)."""
+    if uplink_p01_ms is None:
+        return {"within_bound": None, "reason": "no uplink figure for this host's messages"}
+    return {"within_bound": uplink_p01_ms * 1000 >= -bound_us, "uplink_p01_ms": uplink_p01_ms,
+            "share": SEND_TIMES_SHARE,
+            "definition": "at least 99 % of the host's messages captured no earlier than their mapped send time less "
+                          "the host's clock bound (the 1st percentile of capture less mapped send >= -bound)"}
+
+
+def host_clock_block(record: dict[str, Any], uplink_median_ms: float | None,
+                     uplink_p01_ms: float | None = None) -> dict[str, Any]:
+    """A host's clock figures, its one-way delay verdict and whether its mapped send times hold (send_times_block)."""
     disc = record.get("discipline") or {}
     out: dict[str, Any] = {"available": bool(record.get("available")), "slewing": bool(disc.get("slewing")),
                            "daemons": disc.get("daemons") or []}
@@ -64,7 +81,8 @@ def host_clock_block(record: dict[str, Any], uplink_median_ms: float | None) -> 
         reason = f"no clock estimate for this host ({record.get('reason')}): one-way delay is not available"
         return {**out, "reason": record.get("reason"), "one_way_delay": {"available": False, "reason": reason}}
     out.update(offset_us=record["pre"]["offset_us"], offset_post_us=record["post"]["offset_us"],
-               drift_ppm=record["drift_ppm"], bound_us=record["bound_us"])
+               drift_ppm=record["drift_ppm"], bound_us=record["bound_us"],
+               send_times=send_times_block(float(record["bound_us"]), uplink_p01_ms))
     if uplink_median_ms is None:
         out["one_way_delay"] = {"available": False, "reason": "no uplink figure for this host's messages"}
     else:
@@ -113,6 +131,11 @@ def start_warnings(block: dict[str, Any]) -> list[str]:
                        "its bound may not hold")
         if (clock.get("one_way_delay") or {}).get("available") is False:
             out.append(f"{host}: one-way delay withheld: {clock['one_way_delay']['reason']}")
+        if (clock.get("send_times") or {}).get("within_bound") is False:
+            out.append(f"{host}: more than 1 % of its send times, mapped to the broker host's clock, fall after their "
+                       f"capture by more than its clock bound ({clock['bound_us']:.0f} us; uplink 1st percentile "
+                       f"{clock['send_times']['uplink_p01_ms']:.3f} ms): its clock estimate does not hold for its "
+                       "messages (a clock stepped or slewed during the cell?)")
     start = block.get("start") or {}
     if start.get("within") is False:
         late = max(start["hosts"].items(), key=lambda kv: kv[1]["start_offset_us"] or 0)[0]
@@ -134,7 +157,7 @@ def add_fleet_hosts(metrics: dict[str, Any], packets: pd.DataFrame, host_clock: 
     records = host_clock.get("hosts") or {}
     for host, figures in block["hosts"].items():
         figures["clock"] = host_clock_block(records.get(host) or {"available": False, "reason": "no record"},
-                                            figures.get("uplink_median_ms"))
+                                            figures.get("uplink_median_ms"), figures.get("uplink_p01_ms"))
     if start:
         bounds = {h: (block["hosts"].get(h, {}).get("clock") or {}).get("bound_us") for h in start["first_device"]}
         block["start"] = start_block(start, first_syns(packets), bounds, due)

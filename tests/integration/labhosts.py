@@ -16,6 +16,10 @@ them can change their routes or firewall.
 beside the first (roles ``publisher2``, ``publisher3`` in ``Lab.hosts``; each a virtual publisher host of the
 inventory): a fleet dealt over several hosts.
 
+``open_lab(folder, publishers=3, faketime={"publisher3": "+0.35 x1.00004"})`` makes that host's wall clock wrong for
+every process run there over SSH (libfaketime, tests/integration/fakeclock.py; a test-only knob): ``Lab.clocks``
+holds the injected truth per role, checked through an SSH session before the lab is handed over.
+
 ``open_lab(folder)`` (a context manager) and the ``lab_hosts`` fixture yield a ``Lab``: the inventory (format of
 playbooks/inventory.example.yml), the key, each host's addresses and interfaces, ``ssh``/``pause``/``unpause``.
 Teardown always removes the containers, the networks and the folder with the key; ``leftovers()`` lists what
@@ -44,6 +48,8 @@ import pytest
 import yaml
 
 from orchestrator.signals import sigint_deferred
+
+from .fakeclock import FakeClock, check_session, fake_host_clock
 
 IMAGE = "testbed-labhost:latest"
 LABEL = "io.testbed.owned=true"
@@ -110,6 +116,7 @@ class Lab:
     key: Path
     subnets: dict[str, str]  # network name -> a.b.c.d/len
     hosts: dict[str, LabHost] = field(default_factory=dict)  # role -> host
+    clocks: dict[str, FakeClock] = field(default_factory=dict)  # role -> its faked clock (open_lab's ``faketime``)
 
     def host(self, host: str | LabHost) -> LabHost:
         if isinstance(host, LabHost):
@@ -338,9 +345,9 @@ def _close_control_masters(sockets: Iterable[Path]) -> None:
 
 
 @contextmanager
-def open_lab(workdir: Path, publishers: int = 1) -> Iterator[Lab]:
-    """Make the hosts (``publishers`` publisher hosts), yield the Lab, ALWAYS remove everything (also on failure
-    or Ctrl-C)."""
+def open_lab(workdir: Path, publishers: int = 1, faketime: dict[str, str] | None = None) -> Iterator[Lab]:
+    """Make the hosts (``publishers`` publisher hosts; ``faketime``: role -> a FAKETIME spec its wall clock gets,
+    tests/integration/fakeclock.py), yield the Lab, ALWAYS remove everything (also on failure or Ctrl-C)."""
     if docker("image", "inspect", IMAGE, check=False).returncode:
         raise RuntimeError(f"image {IMAGE} not built (`testbed images build`)")
     folder = workdir / "lab"
@@ -355,6 +362,8 @@ def open_lab(workdir: Path, publishers: int = 1) -> Iterator[Lab]:
         _own_fleet(publisher_names(roles))
         lab = Lab(folder=folder, inventory=folder / "inventory.yml", key=key,
                   subnets={EDGE: str(edge), CORE: str(core)})
+        for role, spec in (faketime or {}).items():  # before any SSH connection (fakeclock.py)
+            lab.clocks[role] = fake_host_clock(roles[role], spec, folder)
         with ThreadPoolExecutor(max_workers=len(roles)) as pool:
             found = {name: pool.submit(interfaces_of, name, addresses[name]) for name in roles.values()}
             lab.hosts.update({role: LabHost(name=name, role=role.rstrip("0123456789"), addresses=addresses[name],
@@ -362,6 +371,8 @@ def open_lab(workdir: Path, publishers: int = 1) -> Iterator[Lab]:
         (folder / "cp").mkdir(mode=0o700)
         write_inventory(lab)
         _wait_for_ssh(lab)
+        for role, fake in lab.clocks.items():
+            check_session(lab.ssh, role, fake)
         yield lab
     finally:
         with sigint_deferred():

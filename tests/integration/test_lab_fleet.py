@@ -11,6 +11,14 @@ sum of the hosts' clock bounds plus fleetstart.START_TOLERANCE_US (5 ms: a devic
 on a loaded 2-core host; measured at full size: offsets 668 to 888 us, a spread of 220 us, bounds 35 to 45 us);
 nothing of ours left on any host.
 
+testbed-host-pub3's wall clock is wrong all along, for every process of ours there (libfaketime,
+tests/integration/fakeclock.py: 350 ms ahead, running 40 ppm fast, the monotonic clock left alone): from the same cell,
+the bundle's estimate of that host's offset (before and after) and drift agrees with the injected truth within its
+bounds, the bound is at most 1 ms, at least 99 % of the host's mapped send times lie within the bound of their
+mapping (analysis/clock.py ClockEstimate.to_lab) of the truth, its uplink is as small as the others' (its fleet's
+stamps were faked too: mapped with the probe's estimate they fall where the capture saw them), and the other
+hosts' offsets and drifts are zero within their bounds.
+
 Then a publisher host lost mid-cell (frozen): the cell fails naming it, the other shares are stopped at once.
 
 Then (part 3) a share too big for a host: testbed-host-pub3's open-file limit lowered to 64 (what `docker run --ulimit
@@ -34,6 +42,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.analysis.fleetstart import START_TOLERANCE_US
+from orchestrator.analysis.logs import DEVICE_FILE
 from orchestrator.model import shares
 
 from .docker_user import DockerUser
@@ -44,13 +53,15 @@ FULL = os.environ.get("TESTBED_LAB_FLEET_FULL") == "1"
 DEVICES, RATE, SAMPLES, INTERVAL, PER_CONNECTION = (300, 100, 20, "1s", 5) if FULL else (60, 100, 10, "500ms", 5)
 CONNECTIONS = SAMPLES // PER_CONNECTION  # per device: a full handshake, then resumed ones
 PUBLISHERS = ("publisher", "publisher2", "publisher3")
+WRONG, WRONG_CLOCK = "publisher3", "+0.35 x1.00004"  # 350 ms ahead, 40 ppm fast (fakeclock.py)
 
 
 @pytest.fixture(scope="module")
 def fleet_lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest,
               docker_user: DockerUser) -> Iterator[UserLab]:
     require_image(request.config)
-    with open_lab(tmp_path_factory.mktemp("labfleet"), publishers=len(PUBLISHERS)) as lab:
+    with open_lab(tmp_path_factory.mktemp("labfleet"), publishers=len(PUBLISHERS),
+                  faketime={WRONG: WRONG_CLOCK}) as lab:
         inventory = _user_copy(lab, docker_user)
         try:
             yield UserLab(lab, docker_user, inventory, docker_user.mkdir(docker_user.work / "lab-fleet"))
@@ -68,8 +79,9 @@ def tshark_fields(capture: Path, display_filter: str, *fields: str) -> list[list
     return [line.split("\t") for line in out.splitlines() if line.strip()]
 
 
-def test_a_fleet_dealt_over_three_hosts_starts_as_one_and_merges_into_one_bundle(fleet_lab: UserLab) -> None:
-    lab: Lab = fleet_lab.lab
+@pytest.fixture(scope="module")
+def fleet3(fleet_lab: UserLab) -> tuple[Path, float]:
+    """The cell over the three hosts (one run for the tests that read it): its run folder and its wall time."""
     started = time.monotonic()
     proc = fleet_lab.user.testbed(
         "run", "--inventory", str(fleet_lab.inventory), "--scenario", "tls", "--devices", str(DEVICES),
@@ -77,8 +89,14 @@ def test_a_fleet_dealt_over_three_hosts_starts_as_one_and_merges_into_one_bundle
         "--samples", str(SAMPLES), "--interval", INTERVAL, "--out", str(fleet_lab.out / "fleet3"), timeout=900)
     took = time.monotonic() - started
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return fleet_lab.out / "fleet3", took
+
+
+def test_a_fleet_dealt_over_three_hosts_starts_as_one_and_merges_into_one_bundle(fleet_lab: UserLab,
+                                                                                  fleet3: tuple[Path, float]) -> None:
+    lab: Lab = fleet_lab.lab
+    run, took = fleet3
     assert ours_on_hosts(lab, ("broker", "router", *PUBLISHERS)) == []
-    run = fleet_lab.out / "fleet3"
     cell, metrics = json.loads((run / "cell.json").read_text()), json.loads((run / "metrics.json").read_text())
     assert cell["status"] == "ok", cell["error"]
     pubs = {role: lab.hosts[role] for role in PUBLISHERS}
@@ -117,6 +135,63 @@ def test_a_fleet_dealt_over_three_hosts_starts_as_one_and_merges_into_one_bundle
         [lab.hosts["broker"].name, *want])
     print(f"fleet over 3 hosts: {took:.1f} s; start offsets us {json.dumps(offsets)}; spread {spread:.0f} us; "
           f"bounds us {json.dumps(bounds)}; ClientHellos {dict(by_ip)}; timings {cell['timings']}")
+
+
+def mapped_send_times(run: Path, host: str) -> list[tuple[int, int]]:
+    """(the host's own t_send_us, the bundle's mapped one) of every message the host's fleet logged."""
+    pairs: list[tuple[int, int]] = []
+    for own in sorted((run / "logs" / "hosts" / host / "fleet").glob("f*.csv")):
+        if DEVICE_FILE.fullmatch(own.stem):
+            a, b = pd.read_csv(own), pd.read_csv(run / "logs" / "fleet" / own.name)
+            assert list(a["seq"]) == list(b["seq"]), own.name
+            pairs += zip(a["t_send_us"].astype("int64"), b["t_send_us"].astype("int64"), strict=True)
+    return pairs
+
+
+def test_a_host_whose_clock_is_wrong_is_estimated_and_mapped_within_its_bound(fleet_lab: UserLab,
+                                                                              fleet3: tuple[Path, float]) -> None:
+    lab: Lab = fleet_lab.lab
+    run, _took = fleet3
+    fake, wrong = lab.clocks[WRONG], lab.hosts[WRONG].name
+    records = json.loads((run / "logs" / "host_clock.json").read_text())["hosts"]
+    hosts = json.loads((run / "metrics.json").read_text())["fleet"]["hosts"]
+    est = records[wrong]
+    pre, post = est["pre"], est["post"]
+    truth = {p["phase"]: fake.lab_minus_host_us(p["at_board_us"]) for p in (pre, post)}
+    truth_drift = (truth["post"] - truth["pre"]) / (post["at_board_us"] - pre["at_board_us"]) * 1e6
+    said = (f"{wrong}: estimate pre {pre['offset_us']:.1f} +-{pre['bound_us']:.1f} us, post {post['offset_us']:.1f} "
+            f"+-{post['bound_us']:.1f} us, drift {est['drift_ppm']:.2f} +-{est['drift_bound_ppm']:.2f} ppm; "
+            f"truth {truth['pre']:.1f}, {truth['post']:.1f} us, {truth_drift:.2f} ppm")
+    assert abs(pre["offset_us"] - truth["pre"]) <= pre["bound_us"], said
+    assert abs(post["offset_us"] - truth["post"]) <= post["bound_us"], said
+    assert abs(est["drift_ppm"] - truth_drift) <= est["drift_bound_ppm"], said
+    assert est["bound_us"] <= 1000 and hosts[wrong]["clock"]["bound_us"] == est["bound_us"], said
+    assert (hosts[wrong]["clock"]["offset_us"], hosts[wrong]["clock"]["drift_ppm"]) == (pre["offset_us"],
+                                                                                         est["drift_ppm"])
+    # each mapped send time against the truth, within the bound of its mapping (analysis/clock.py to_lab: the
+    # anchors' bounds interpolated); the mapped times are whole microseconds (lab/collect.py map_times)
+    pairs = mapped_send_times(run, wrong)
+    span = post["at_board_us"] - pre["at_board_us"]
+    errors = []
+    for own, mapped in pairs:
+        w = (own - pre["at_board_us"]) / span
+        errors.append((abs(mapped - fake.real_us(own)), abs(1 - w) * pre["bound_us"] + abs(w) * post["bound_us"]))
+    within = sum(1 for err, bound in errors if err <= bound + 0.5) / len(errors)
+    assert len(pairs) == hosts[wrong]["messages"]["sent"] and within >= 0.99, (within, said)
+    # its fleet stamped with the wrong clock too: mapped, its messages reach the broker when the others' do
+    uplinks = {h: hosts[h]["uplink_median_ms"] for h in hosts}
+    assert all(0 < u < 50 for u in uplinks.values()), uplinks
+    # and the analysis' own check of each host's mapped send times against the capture (analysis/fleetstart.py)
+    assert {h: hosts[h]["clock"]["send_times"]["within_bound"] for h in hosts} == dict.fromkeys(hosts, True), hosts
+    # the other hosts: the same kernel clock as the broker host's, so offset and drift zero within their bounds
+    for role in PUBLISHERS:
+        if role != WRONG:
+            other = records[lab.hosts[role].name]
+            assert abs(other["pre"]["offset_us"]) <= other["pre"]["bound_us"], other
+            assert abs(other["post"]["offset_us"]) <= other["post"]["bound_us"], other
+            assert abs(other["drift_ppm"]) <= other["drift_bound_ppm"], other
+    print(f"{said}; {within * 100:.2f} % of {len(pairs)} mapped send times within their bound (largest error "
+          f"{max(e for e, _b in errors):.1f} us); uplink medians ms {json.dumps(uplinks)}")
 
 
 def test_a_publisher_host_lost_mid_cell_fails_it_naming_the_host_and_stops_the_others(fleet_lab: UserLab) -> None:

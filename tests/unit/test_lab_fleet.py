@@ -187,6 +187,29 @@ def test_the_tables_and_the_fleet_block_get_each_hosts_figures() -> None:
     block = fleethosts.hosts_block(pm, send, hosts, samples=2)
     assert block["p1"]["messages"] == {"expected": 2, "sent": 2, "delivered": 1, "lost": 1, "devices_with_loss": 1}
     assert block["p2"]["devices"] == 1 and block["p2"]["uplink_median_ms"] == 4.0
+    assert block["p2"]["uplink_p01_ms"] == 4.0 and block["p1"]["uplink_p01_ms"] == 0.5
+
+
+def test_a_hosts_mapped_send_times_are_judged_against_the_capture_within_its_bound() -> None:
+    """A message is captured after it was sent: mapped send times within the bound of the truth are at most the
+    bound after their capture. A host whose estimate is off (p2: 2 % of its messages 300 us "before" their send,
+    against an 80-us bound) is named; p1 has one such message in 100: 99 % are within."""
+    uplink = {"p1": [-0.3] + [0.3] * 99, "p2": [-0.3] * 2 + [0.3] * 98}
+    pm = pd.DataFrame({"device": [d for d, h in (("f0000", "p1"), ("f0001", "p2")) for _ in uplink[h]],
+                       "seq": [*range(100), *range(100)], "recv_count": 1, "broker_in_us": 1.0,
+                       "broker_out_us": 1.0, "uplink_ms": uplink["p1"] + uplink["p2"]})
+    hosts = {"f0000": "p1", "f0001": "p2"}
+    metrics: dict[str, Any] = {"fleet": {"hosts": fleethosts.hosts_block(pm, pm[["device", "seq"]], hosts, 100)}}
+    found = fleetstart.add_fleet_hosts(metrics, pd.DataFrame(), {"hosts": {"p1": _clock(0, 80.0),
+                                                                           "p2": _clock(-1, 80.0)}}, None)
+    p1, p2 = (metrics["fleet"]["hosts"][h]["clock"]["send_times"] for h in ("p1", "p2"))
+    assert p1["within_bound"] is True and p1["uplink_p01_ms"] == pytest.approx(0.3)
+    assert p2["within_bound"] is False and p2["uplink_p01_ms"] == pytest.approx(-0.3)
+    assert [w for w in found if "send times" in w] == [
+        "p2: more than 1 % of its send times, mapped to the broker host's clock, fall after their capture by more "
+        "than its clock bound (80 us; uplink 1st percentile -0.300 ms): its clock estimate does not hold for its "
+        "messages (a clock stepped or slewed during the cell?)"]
+    assert fleetstart.send_times_block(80.0, None)["within_bound"] is None
 
 
 def _clock(offset: float, bound: float) -> dict[str, Any]:
