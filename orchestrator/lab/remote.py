@@ -255,7 +255,7 @@ def cell_vars(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, r
         "probe": {h: [python, "-m", "orchestrator.clients.clock_probe", "--host", roles.broker_address,
                       "--port", str(TIME_ECHO_PORT), "--count", str(PROBE_COUNT)]
                   for h, python in probe_python.items()},
-        "capacity": {h: [probe_python[h], "-m", "orchestrator.clients.capacity", "--host", h, "--devices", str(n)]
-                     for h, n in host_devices(spec, roles, dealt).items()},
+        "capacity": {h: [probe_python[h], "-m", "orchestrator.clients.capacity", "--host", h, "--devices", str(n),
+                         "--transport", scenario.transport] for h, n in host_devices(spec, roles, dealt).items()},
         "count_expected": 0, "count_timeout_s": COUNT_WAIT_S, "probe_post": False,
     }}
