@@ -14,8 +14,9 @@ nothing of ours left on any host.
 A publisher host lost mid-cell is a case of the fault suite (tests/faults, lab-fleet-host-lost).
 
 Then (part 3) a share too big for a host: testbed-host-pub3's open-file limit lowered to 64 (what `docker run --ulimit
-nofile=64:64` gives, applied to its sshd, whose sessions run every command Ansible sends): the cell is refused naming
-the host, the limit and the hint, before any process of ours started on any host.
+nofile=64:64` gives, applied to its sshd, whose sessions run every command Ansible sends) and its memory to 96 MiB
+(`docker update --memory 96m`): the cell is refused naming the host, each limit and the hint, before any process of
+ours started on any host.
 
 Needs testbed-labhost:latest with a fleet that takes --share-weights/--share-index/--start-at-us.
 """
@@ -34,6 +35,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.analysis.fleetstart import START_TOLERANCE_US
+from orchestrator.clients.capacity import needs as capacity_needs
 from orchestrator.model import shares
 
 from .docker_user import DockerUser
@@ -44,6 +46,7 @@ FULL = os.environ.get("TESTBED_LAB_FLEET_FULL") == "1"
 DEVICES, RATE, SAMPLES, INTERVAL, PER_CONNECTION = (300, 100, 20, "1s", 5) if FULL else (60, 100, 10, "500ms", 5)
 CONNECTIONS = SAMPLES // PER_CONNECTION  # per device: a full handshake, then resumed ones
 PUBLISHERS = ("publisher", "publisher2", "publisher3")
+SMALL_SHARE = 3000  # the share refused on testbed-host-pub3
 
 
 @pytest.fixture(scope="module")
@@ -129,17 +132,25 @@ def test_a_share_too_big_for_a_host_is_refused_before_anything_starts_anywhere(f
                               "for p in $(pgrep -x sshd); do prlimit --pid $p --nofile=64:64 || exit 1; done"],
                              capture_output=True, text=True, timeout=60, check=False)
     assert lowered.returncode == 0, lowered.stderr
+    # and what `docker run --memory 96m` gives: a memory cgroup of 96 MiB, less than a share of 3000 plain devices
+    # holds resident (orchestrator/clients/capacity.py FLEET_MEMORY); MemAvailable there is this machine's
+    limited = subprocess.run(["docker", "update", "--memory", "96m", "--memory-swap", "96m", small.name],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert limited.returncode == 0, limited.stderr
     started = time.monotonic()
     proc = fleet_lab.user.testbed(
-        "run", "--inventory", str(fleet_lab.inventory), "--scenario", "plain", "--devices", "300",
+        "run", "--inventory", str(fleet_lab.inventory), "--scenario", "plain", "--devices", str(3 * SMALL_SHARE),
         "--connect-rate", "300", "--samples", "2", "--interval", "100ms", "--out", str(fleet_lab.out / "toobig"))
     took = time.monotonic() - started
     assert proc.returncode != 0, proc.stdout[-2000:]
     run = fleet_lab.out / "toobig"
     cell = json.loads((run / "cell.json").read_text())
-    want = (f"{small.name}: its share of 100 devices needs 119 open files per fleet process; RLIMIT_NOFILE (hard) "
-            "is 64: raise it")  # 300 devices over three hosts
+    want = (f"{small.name}: its share of {SMALL_SHARE} devices needs 1019 open files per fleet process; RLIMIT_NOFILE "
+            "(hard) is 64: raise it")  # 9000 devices over three hosts: three worker processes of 1000 on each
     assert cell["status"] != "ok" and want in cell["error"], cell["error"]
+    memory = (f"{small.name}: its share of {SMALL_SHARE} devices needs {capacity_needs(SMALL_SHARE)['resident_kb']} kB "
+              f"of memory ({SMALL_SHARE} plain devices x ")
+    assert memory in cell["error"] and f"its memory cgroup (limit {96 << 10} kB) has " in cell["error"], cell["error"]
     # nothing of ours ran: no process was started (labhost writes NAME.rc/.log for each) on any host
     started_procs = [f"{h.name}/{p.name}" for h in (run / "logs" / "hosts").iterdir() for p in h.iterdir()
                      if p.suffix in (".rc", ".log")]
@@ -147,4 +158,5 @@ def test_a_share_too_big_for_a_host_is_refused_before_anything_starts_anywhere(f
     assert ours_on_hosts(lab, ("broker", "router", *PUBLISHERS)) == []
     capacity = {h["name"]: h.get("capacity") for h in cell["hosts"] if h["role"] == "publisher"}
     assert capacity[small.name]["nofile_hard"] == "64", capacity
+    assert capacity[small.name]["cgroup_memory_limit_kb"] == str(96 << 10), capacity
     print(f"refused before the start in {took:.1f} s: {cell['error']}")
