@@ -172,7 +172,8 @@ def per_connection_cost(runs: list[Run]) -> None:
 
 def memory_slopes(results: list[Run]) -> None:
     """Resident memory per device as the slope between the smallest and largest size of a lifecycle and interval
-    (the loader's fixed part cancels), from the mid-run sample."""
+    (the loader's fixed part cancels), from the mid-run sample; the fixed part as the intercept at 0 devices (per
+    fleet process while both sizes run in one; orchestrator/clients/capacity.py FLEET_MEMORY takes these)."""
     for key in sorted({(r.mode, r.interval_ms) for r in results}, key=lambda k: (k[1], list(LIFECYCLE).index(k[0]))):
         runs = [r for r in results if (r.mode, r.interval_ms) == key and r.mid.get("rss_kb")]
         if len(runs) >= 2 and runs[-1].devices > runs[0].devices:
@@ -180,7 +181,9 @@ def memory_slopes(results: list[Run]) -> None:
             slope = (b.mid["rss_kb"] - a.mid["rss_kb"]) / (b.devices - a.devices)
             vm = (b.mid["vm_kb"] - a.mid["vm_kb"]) / (b.devices - a.devices)
             print(f"  {key[0]:10} at 1 reading / {key[1] / 1000:g} s: {slope:.1f} kB resident and {vm:.0f} kB of "
-                  f"address space per device ({a.devices} -> {b.devices} devices)")
+                  f"address space per device ({a.devices} -> {b.devices} devices); the fixed part "
+                  f"{a.mid['rss_kb'] - slope * a.devices:.0f} kB resident, {a.mid['vm_kb'] - vm * a.devices:.0f} kB "
+                  "of address space")
 
 
 def summary(results: list[Run]) -> None:

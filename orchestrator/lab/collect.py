@@ -41,7 +41,8 @@ VERSIONS = {"broker": ("mosquitto", "dumpcap", "subscriber_python", "python", "d
             "router": ("tc", "nft", "python")}
 
 
-CAPACITY = ("cores", "mem_available_kb", "nofile_hard", "nproc_hard", "ephemeral_ports")
+CAPACITY = ("cores", "mem_available_kb", "cgroup_memory_limit_kb", "cgroup_memory_room_kb", "address_space_limit_kb",
+            "overcommit", "commit_room_kb", "nofile_hard", "nproc_hard", "ephemeral_ports")
 
 
 def host_facts(text: str) -> dict[str, str]:

@@ -36,7 +36,10 @@ from orchestrator.model.run import RunSpec
 from orchestrator.model.scenario import Scenario
 
 PROBE_COUNT = 16  # clock exchanges before and after a cell (the board's DEFAULT_SYNC_COUNT is of this order)
-START_LEAD_S = 6.0  # a fleet over several hosts: its start this long after the broker host's last clock stamp
+# a fleet over several hosts: its start this long after the broker host's last clock stamp. 6 s was too short on the
+# shared 2-core host at a load of 5 to 7: every host's fleet got its start 0.6 to 4.2 s past (the fault suite's
+# lab-fleet-host-lost, 4 cells of 4), as the publish play took up to 10.2 s to reach them
+START_LEAD_S = 12.0
 COUNT_WAIT_S = 15.0  # after the publisher ended: the last messages (TCP retransmissions) reach the subscriber
 CLIENT_MODULES = ("labhost", "clock_probe", "time_echo", "subscriber", "payload", "capacity")
 COLLECT = {"broker": ["run/capture", "run/logs", "run/keylogs", "procs"],
@@ -255,7 +258,7 @@ def cell_vars(scenario: Scenario, lay: Layout, pki: Pki | None, spec: RunSpec, r
         "probe": {h: [python, "-m", "orchestrator.clients.clock_probe", "--host", roles.broker_address,
                       "--port", str(TIME_ECHO_PORT), "--count", str(PROBE_COUNT)]
                   for h, python in probe_python.items()},
-        "capacity": {h: [probe_python[h], "-m", "orchestrator.clients.capacity", "--host", h, "--devices", str(n)]
-                     for h, n in host_devices(spec, roles, dealt).items()},
+        "capacity": {h: [probe_python[h], "-m", "orchestrator.clients.capacity", "--host", h, "--devices", str(n),
+                         "--transport", scenario.transport] for h, n in host_devices(spec, roles, dealt).items()},
         "count_expected": 0, "count_timeout_s": COUNT_WAIT_S, "probe_post": False,
     }}

@@ -115,12 +115,13 @@ def checksums(run_dir: Path, manifest: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def fault_lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest,
               docker_user: DockerUser) -> Iterator[tuple[Lab, Path]]:
-    """The lab's three hosts (tests/integration/labhosts.py) and the user's copy of their inventory and key; the
-    user's Ansible master connections end with it."""
+    """The lab's hosts (tests/integration/labhosts.py: the broker host, the router and three publisher hosts) and the
+    user's copy of their inventory and key; the user's Ansible master connections end with it. A cell of one device
+    runs on the first publisher host alone (lab-host-paused), a fleet is dealt over the three (lab-fleet-host-lost)."""
     from tests.integration.test_lab_run import _user_copy
 
     require_image(request.config)
-    with open_lab(tmp_path_factory.mktemp("fault-lab")) as lab:
+    with open_lab(tmp_path_factory.mktemp("fault-lab"), publishers=3) as lab:
         inventory = _user_copy(lab, docker_user)
         try:
             yield lab, inventory

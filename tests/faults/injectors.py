@@ -196,15 +196,16 @@ def pause_lab_host(f: Fault) -> None:
     it lost, then back."""
     lab, _inventory = f.request.getfixturevalue("fault_lab")
     lab.pause("publisher")
-    f.kept["paused"] = True
+    f.kept["paused"] = "publisher"
     time.sleep(lost_after_s() + 2)
     unpause_lab_host(f)
 
 
 def unpause_lab_host(f: Fault) -> None:
-    if f.kept.pop("paused", False):
+    role = f.kept.pop("paused", None)  # the role of the host paused
+    if role:
         lab, _inventory = f.request.getfixturevalue("fault_lab")
-        lab.unpause("publisher")
+        lab.unpause(role)
 
 
 def left_on_lab_hosts(f: Fault) -> list[str]:
@@ -212,6 +213,70 @@ def left_on_lab_hosts(f: Fault) -> list[str]:
 
     lab, _inventory = f.request.getfixturevalue("fault_lab")
     return ours_on_hosts(lab)
+
+
+# ---- a fleet over the lab's three publisher hosts, one of them lost (issue 40)
+
+FLEET_DEVICES, FLEET_SAMPLES, FLEET_INTERVAL_S = 30, 20, 1
+LOST = "publisher2"  # the role of the host the case freezes: testbed-host-pub2, a share of the fleet
+FLEET_HOSTS = ("broker", "router", "publisher", "publisher2", "publisher3")
+
+
+def lost_host_publishing(f: Fault) -> bool:
+    """The lost host's share of the second cell runs (its pidfile)."""
+    lab, _inventory = f.request.getfixturevalue("fault_lab")
+    return lab.ssh(LOST, "test", "-e", f"{REMOTE}/lab/procs/publisher.pid", timeout=20).returncode == 0
+
+
+def lose_fleet_host(f: Fault) -> None:
+    """Two seconds into its share, pub2 frozen (no answer, not even a reset) until the CLI has exited, then back:
+    what it ran is left there for the next lab run on it (the resume's up)."""
+    lab, _inventory = f.request.getfixturevalue("fault_lab")
+    assert f.proc is not None
+    time.sleep(2)
+    lab.pause(LOST)
+    f.kept["paused"] = LOST
+    frozen = time.monotonic()
+    try:
+        f.proc.wait(timeout=120)
+        f.kept["took"] = time.monotonic() - frozen
+    finally:
+        unpause_lab_host(f)
+    f.kept["lost"] = lab.hosts[LOST].name
+
+
+def lost_host_failed_alone(f: Fault) -> None:
+    """The cell ended soon after the freeze, long before the shares' own end: the other hosts' shares were stopped
+    (each host's fleet summary: interrupted, fewer messages sent than its share expected); the lost host is named
+    in cell.json's warnings as not torn down, and no records came back from it."""
+    lab, _inventory = f.request.getfixturevalue("fault_lab")
+    run, lost = f.run_dir(1), f.kept["lost"]
+    assert f.kept["took"] < 45, f.kept["took"]  # the shares would have run on for up to 20 s, the finish after them
+    cell = json.loads((run / "cell.json").read_text())
+    assert any(lost in w and "not torn down" in w for w in cell["warnings"]), cell["warnings"]
+    for role in ("publisher", "publisher3"):
+        host = lab.hosts[role].name
+        summary = json.loads((run / "logs" / "hosts" / host / "fleet" / "summary.json").read_text())
+        assert summary["interrupted"] is True and summary["messages_sent"] < summary["messages_expected"], (
+            host, summary)
+    assert not (run / "logs" / "hosts" / lost / "fleet").exists()
+    print(f"a publisher host lost mid-fleet: the cell ended {f.kept['took']:.1f} s after it froze: {cell['error']}",
+          file=sys.stderr)
+
+
+def lost_host_back(f: Fault) -> None:
+    """From now on the lost host counts too: the resume's up must remove what it kept."""
+    f.kept.pop("lost", None)
+
+
+def left_on_fleet_hosts(f: Fault) -> list[str]:
+    """What of ours is on the five hosts: the lost host once the resume ran (before, the product leaves it to the
+    next lab run on it and says so); ssh masters and processes here are ours_left's."""
+    from tests.integration.test_lab_run import ours_on_hosts
+
+    lab, _inventory = f.request.getfixturevalue("fault_lab")
+    lost = f.kept.get("lost")
+    return ours_on_hosts(lab, tuple(r for r in FLEET_HOSTS if lab.hosts[r].name != lost))
 
 
 # ---- the board (tests/integration/board_emu.py)

@@ -7,7 +7,9 @@ busy. Then: the second cell fails (or is interrupted) naming the fault, in its r
 one the fault hit, and the error says what became of it; the first cell's files and manifest entry are
 byte-identical (checksums before and after, and after the resume); nothing of ours is left (containers, helpers,
 networks, volumes, nft tables, qdiscs, NFQUEUE rules, the user's processes, .tmp files; on the lab's hosts too; a
-probe that cannot look fails the case); `testbed sweep --resume` completes, running exactly the missing cell.
+probe that cannot look fails the case); `testbed sweep --resume` completes, running exactly the missing cell. A case
+may check more of its own once the CLI exited (lab-fleet-host-lost: the other hosts' shares were stopped before
+their end, the lost host is named as not torn down; its leftovers must be gone after the resume's up).
 
 The table of what each case saw is printed at the end of the session (tests/faults/conftest.py).
 """
@@ -37,6 +39,9 @@ from .injectors import SAMPLES
 
 PLAN = ("--scenarios", "plain", "--payloads", "65,100", "--samples", str(SAMPLES), "--interval", "10ms",
         "--order", "as-listed")
+FLEET_PLAN = ("--scenarios", "plain", "--payloads", "65,100", "--devices", str(inj.FLEET_DEVICES), "--connect-rate",
+              "100", "--samples", str(inj.FLEET_SAMPLES), "--interval", f"{inj.FLEET_INTERVAL_S}s", "--order",
+              "as-listed")
 KILLED = r"failed first \(exited with code 137\)"  # docker kill: SIGKILL
 BUSY_WITHIN_S = 240.0
 EXIT_WITHIN_S = 300.0
@@ -108,6 +113,7 @@ class Case:
     repair: Callable[[Fault], None] = nothing  # before the resume (the fault's cause taken away)
     teardown: Callable[[Fault], None] = nothing  # always, at the end
     left_elsewhere: Callable[[Fault], list[str]] = lambda _f: []  # what of ours is left beyond this machine
+    checks: Callable[[Fault], None] = nothing  # the case's own, once the CLI exited (before the suite's)
     clean_within_s: float = 5.0  # nothing left this long after the exit (above 5 s: after the fault, a signal's)
     recorded: bool = True  # the cell's record can take its end (not on a full disk: the user's output tells it)
 
@@ -145,6 +151,12 @@ CASES = [
          "host", rf"host {re.escape(PUBLISHER)} became unreachable", plan=PLAN[:-3] + ("50ms", "--order", "as-listed"),
          setup=inj.lab_sweep, busy=inj.lab_publishing, teardown=inj.unpause_lab_host,
          left_elsewhere=inj.left_on_lab_hosts, clean_within_s=30.0),
+    Case("lab-fleet-host-lost", "a publisher host lost mid-fleet", f"docker pause of {PUBLISHER}2, one of three "
+         f"publisher hosts sharing a {inj.FLEET_DEVICES}-device fleet, 2 s into its share until the CLI exited, then "
+         "unpaused (its leftovers go with the resume's up)", inj.lose_fleet_host, "host",
+         rf"host {re.escape(PUBLISHER)}2 became unreachable", plan=FLEET_PLAN, setup=inj.lab_sweep,
+         busy=inj.lost_host_publishing, repair=inj.lost_host_back, teardown=inj.unpause_lab_host,
+         left_elsewhere=inj.left_on_fleet_hosts, checks=inj.lost_host_failed_alone),
     Case("board-unplugged", "the board unplugged", "board-emu exits half-way through the second cell (its serial "
          "port gone, as a board's USB cable pulled)", inj.board_gone, "board",
          r"^the board on \S+ \(\d+ Bd\) went away", setup=inj.board_sweep, repair=inj.board_back,
@@ -228,6 +240,7 @@ def test_one_fault_mid_cell(case: Case, docker_user: DockerUser, request: pytest
         row["what was left"] = "; ".join(left) if left else f"nothing ({took:.1f} s after the " + \
             ("fault)" if case.clean_within_s > 5 else "exit)")
         assert f.proc.returncode == case.exit_code, said[-3000:]
+        case.checks(f)
         assert "Traceback" not in said and "internal error" not in said, said[-3000:]
         assert told.startswith(f"{case.status} {second}"), said[-3000:]  # the user is told the cell, by name
         if case.component is not None:

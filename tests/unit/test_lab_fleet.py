@@ -264,7 +264,8 @@ def test_the_probe_records_the_hosts_time_discipline() -> None:
 
 
 def test_a_share_the_host_cannot_carry_is_refused_naming_the_host_the_limit_and_the_hint(tmp_path: Path) -> None:
-    assert capacity.needs(100) == {"nofile": 119, "nproc": 164, "ports": 100}
+    assert {k: capacity.needs(100)[k] for k in ("nofile", "nproc", "ports")} == {"nofile": 119, "nproc": 164,
+                                                                                   "ports": 100}
     assert capacity.needs(2000)["nofile"] == 1000 + 19  # two worker processes of 1000 devices each
     roomy = {"cores": 2, "mem_available_kb": 10**6, "nofile_hard": 1 << 20, "nproc_hard": 1 << 20, "uid": 1000,
              "ephemeral_ports": 28232}
@@ -280,9 +281,8 @@ def test_a_share_the_host_cannot_carry_is_refused_naming_the_host_the_limit_and_
     v = remote.cell_vars(sc, lay, pki, spec, roles, {}, tmp_path,
                          device_argv=publisher_args(sc, lay, pki, spec, host=roles.broker_address),
                          dealt=True)["testbed_lab"]
-    assert {h: argv[-4:] for h, argv in v["capacity"].items()} == {  # weights 1,2,1
-        "p1": ["--host", "p1", "--devices", "75"], "p2": ["--host", "p2", "--devices", "150"],
-        "p3": ["--host", "p3", "--devices", "75"]}
+    assert {h: argv[-6:] for h, argv in v["capacity"].items()} == {  # weights 1,2,1; a TLS share's memory
+        h: ["--host", h, "--devices", str(n), "--transport", "tls"] for h, n in (("p1", 75), ("p2", 150), ("p3", 75))}
 
 
 def test_a_share_above_the_per_host_limit_is_refused_by_the_controller_before_the_play(tmp_path: Path) -> None:
