@@ -15,6 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from orchestrator.publishers.board import protocol
+
 from .board_emu import emulate as _emulate
 from .conftest import owned
 from .docker_user import DockerUser
@@ -57,7 +59,7 @@ def test_the_studys_sweep_with_the_emulated_board(docker_user: DockerUser, board
         assert len(board_msgs) == 200 and board_msgs["heap"].gt(0).all() and board_msgs["rssi"].lt(0).all()
         assert manifest["cells"][cell_id]["board"]["chip"], manifest["cells"][cell_id]
         cell = json.loads((run / "cell.json").read_text())
-        assert cell["board"]["proto"] == 3 and cell["board"]["chip"] == "board-emu"
+        assert cell["board"]["proto"] == protocol.VERSION and cell["board"]["chip"] == "board-emu"
         assert cell["board"]["sw_crypto"] == ["all"]  # the emulator says it: no crypto hardware on a PC
         metrics = json.loads((run / "metrics.json").read_text())
         assert metrics["loss"]["received_unique"] == 200
