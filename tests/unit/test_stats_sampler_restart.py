@@ -13,14 +13,20 @@ from orchestrator.backends.docker_stats import StatsSampler, main_process, proce
 BUSY = f"{sys.executable} -c 'import time\ne = time.time() + 0.5\nwhile time.time() < e: pass'"
 
 
+def _sampler_on(entry: subprocess.Popen) -> StatsSampler:
+    """A sampler on ``entry`` (a container's entrypoint stand-in), once its first child has started."""
+    sampler = StatsSampler("unused")
+    deadline = time.monotonic() + 5
+    while main_process(entry.pid) == entry.pid and time.monotonic() < deadline:
+        time.sleep(0.01)
+    sampler.entrypoint, sampler.pid = entry.pid, main_process(entry.pid)
+    return sampler
+
+
 def test_the_cpu_series_runs_on_across_a_replaced_process() -> None:
     entry = subprocess.Popen(["bash", "-c", f"{BUSY}; {BUSY}; exec sleep 30"])
     try:
-        sampler = StatsSampler("unused")
-        deadline = time.monotonic() + 5
-        while main_process(entry.pid) == entry.pid and time.monotonic() < deadline:
-            time.sleep(0.01)
-        sampler.entrypoint, sampler.pid = entry.pid, main_process(entry.pid)
+        sampler = _sampler_on(entry)
         first = sampler.pid
         readings: list[tuple[int | None, int]] = []
         end = time.monotonic() + 1.6
@@ -42,11 +48,7 @@ def test_the_cpu_is_the_whole_process_trees() -> None:
     below it): the VM's CPU is counted, which the child's own (an idle shell's) is not."""
     entry = subprocess.Popen(["bash", "-c", f"sh -c \"{BUSY}; sleep 2\"; exec sleep 30"])
     try:
-        sampler = StatsSampler("unused")
-        deadline = time.monotonic() + 5
-        while main_process(entry.pid) == entry.pid and time.monotonic() < deadline:
-            time.sleep(0.01)
-        sampler.entrypoint, sampler.pid = entry.pid, main_process(entry.pid)
+        sampler = _sampler_on(entry)
         script = sampler.pid
         readings = []
         end = time.monotonic() + 1.0
