@@ -72,13 +72,14 @@ def this_lanes(owner: str) -> bool:
     return owner == second if LANE_USER == second else owner != second
 
 
-def owned(kind: str) -> list[str]:
-    """Our containers or networks (ids) or volumes (names), label io.testbed.owned, that this lane made (by their
-    owner label: this_lanes)."""
+def owned(kind: str, *filters: str) -> list[str]:
+    """Our containers or networks (ids) or volumes (names), label io.testbed.owned (and ``filters``, e.g.
+    "label=io.testbed.helper"), that this lane made (by their owner label: this_lanes)."""
     ls = {"container": ["ps", "-a"], "network": ["network", "ls"], "volume": ["volume", "ls"]}[kind]
     key = "{{.Name}}" if kind == "volume" else "{{.ID}}"
-    proc = subprocess.run(["docker", *ls, "--filter", "label=io.testbed.owned=true", "--format",
-                           key + ' {{.Label "io.testbed.owner"}}'], capture_output=True, text=True, check=True)
+    where = [arg for f in ("label=io.testbed.owned=true", *filters) for arg in ("--filter", f)]
+    proc = subprocess.run(["docker", *ls, *where, "--format", key + ' {{.Label "io.testbed.owner"}}'],
+                          capture_output=True, text=True, check=True)
     return [ident for ident, owner in rows(proc.stdout) if this_lanes(owner)]
 
 
@@ -86,10 +87,7 @@ def helpers() -> list[str]:
     """This lane's impairment helper containers (ids, running or not): label io.testbed.helper, by their owner label
     (this_lanes). The only probe of helpers in the docker tests (tests/unit/test_lanes.py holds it): the second lane
     impairs its own cells beside the first."""
-    proc = subprocess.run(["docker", "ps", "-a", "--no-trunc", "--filter", "label=io.testbed.helper",
-                           "--format", '{{.ID}} {{.Label "io.testbed.owner"}}'], capture_output=True, text=True,
-                          check=True)
-    return [ident for ident, owner in rows(proc.stdout) if this_lanes(owner)]
+    return owned("container", "label=io.testbed.helper")
 
 
 def rows(text: str) -> list[tuple[str, str]]:
